@@ -1,0 +1,71 @@
+// Command fsdpc compiles FSDP training setups into checked execution plans.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// command is one subcommand: run returns the process exit code.
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"inspect": {"summarise a model: parameters, FLOPs, activations per module", runInspect},
+		"import":  {"import a model from another format (import hf config.json)", runImport},
+		"zoo":     {"list the built-in models", runZoo},
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "fsdpc: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return cmd.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: fsdpc <command> [arguments]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "A model argument is a TOML file or the name of a built-in model (fsdpc zoo).")
+	fmt.Fprintln(w, "Run 'fsdpc <command> -h' for a command's flags.")
+}
+
+// reportErr prints an error, one problem a line, and returns exit code 1.
+func reportErr(stderr io.Writer, err error) int {
+	msg := strings.TrimRight(err.Error(), "\n")
+	fmt.Fprintln(stderr, msg)
+	return 1
+}

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/plans"
+)
+
+// loadModel reads a model file, or a zoo model when no file of that name
+// exists.
+func loadModel(arg string) (*ir.Model, error) {
+	if _, err := os.Stat(arg); errors.Is(err, fs.ErrNotExist) {
+		if src, file, ok := plans.Source(arg); ok {
+			return ir.Load(file, src)
+		}
+		return nil, fmt.Errorf("%s: no such file, and no built-in model of that name (fsdpc zoo lists them)", arg)
+	}
+	return ir.LoadFile(arg)
+}

@@ -1,0 +1,220 @@
+package ir
+
+import "fmt"
+
+// computeCosts runs after the forward order is known: whether a module needs
+// a backward depends on what flows into it.
+func (l *lowerer) computeCosts() {
+	m := l.m
+	ctx := costCtx{batch: m.Train.MicroBatch, seq: m.Train.SeqLen, act: m.Train.ActivationDType.Size()}
+	ctx.tokens, _ = mulInt64(ctx.batch, ctx.seq)
+	regionSeen := map[ModuleID]bool{}
+	for _, id := range m.Forward {
+		mod := &m.Modules[id]
+		for _, src := range mod.Inputs {
+			if m.Modules[src].OutputRequiresGrad {
+				mod.InputsRequireGrad = true
+			}
+		}
+		trainable := m.trainableParams(id)
+		anyTrainable := false
+		for _, t := range trainable {
+			anyTrainable = anyTrainable || t
+		}
+		mod.OutputRequiresGrad = mod.InputsRequireGrad || anyTrainable
+
+		var w work
+		md := l.decl[id]
+		if md != nil && md.spec != nil {
+			var err error
+			if w, err = mod.Kind.work(md.attrs, ctx); err != nil {
+				l.d.keyErrorf(md.path, "module %q: %v", mod.Name, err)
+				continue
+			}
+		}
+		c := l.moduleCost(mod, md, w, trainable)
+		if region, ok := m.region(id); ok && mod.OutputRequiresGrad {
+			mode := m.Train.Checkpointing
+			if mode == CheckpointNone {
+				mode = CheckpointFull // an explicit checkpoint = true region
+			}
+			switch mode {
+			case CheckpointFull:
+				m.Modules[region].Cost.RecomputeBytes = satAdd(m.Modules[region].Cost.RecomputeBytes, c.ActivationBytes)
+				c.ActivationBytes = 0
+				if !regionSeen[region] {
+					regionSeen[region] = true
+					c.ActivationBytes = w.inputBytes
+				}
+				c.FlopsRecompute = c.FlopsFwd
+			case CheckpointSelective:
+				if md != nil && md.spec != nil && md.actBytes == nil {
+					m.Modules[region].Cost.RecomputeBytes = satAdd(m.Modules[region].Cost.RecomputeBytes, c.ActivationBytes-w.savedSelective)
+					c.ActivationBytes = w.savedSelective
+					c.FlopsRecompute = w.recomputeSelective
+				}
+			}
+			c.FlopsBwd += c.FlopsRecompute
+		}
+		c.RecomputeBytes = mod.Cost.RecomputeBytes // a region may be its own compute module
+		mod.Cost = c
+	}
+	// Containers sum their descendants; children come after parents.
+	for id := len(m.Modules) - 1; id > 0; id-- {
+		m.Modules[m.Modules[id].Parent].Cost.add(m.Modules[id].Cost)
+	}
+}
+
+// region returns the checkpoint region enclosing a module, if any.
+func (m *Model) region(id ModuleID) (ModuleID, bool) {
+	for p := id; p != NoModule; p = m.Modules[p].Parent {
+		if m.Modules[p].Checkpoint {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// trainableParams maps the module-relative names of every parameter in the
+// subtree of id to whether it gets a gradient.
+func (m *Model) trainableParams(id ModuleID) map[string]bool {
+	out := map[string]bool{}
+	prefix := m.Modules[id].Name
+	var walk func(ModuleID)
+	walk = func(x ModuleID) {
+		for _, p := range m.Modules[x].Params {
+			name := m.Params[p].Name
+			if prefix != "" {
+				name = name[len(prefix)+1:]
+			}
+			out[name] = m.Params[p].RequiresGrad
+		}
+		for _, c := range m.Modules[x].Children {
+			walk(c)
+		}
+	}
+	walk(id)
+	return out
+}
+
+// moduleCost turns a kind's matmuls into forward and backward FLOPs: the
+// input gradient of every matmul when anything upstream needs a gradient,
+// the weight gradient of every matmul whose weight trains.
+func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable map[string]bool) Cost {
+	var c Cost
+	if !mod.OutputRequiresGrad {
+		// Nothing needs a gradient: autograd records no backward here.
+		for _, mm := range w.mms {
+			c.FlopsFwd += mm.flops
+		}
+		if md != nil && md.flopsFwd != nil {
+			c.FlopsFwd = *md.flopsFwd
+		}
+		return c
+	}
+	for _, mm := range w.mms {
+		c.FlopsFwd += mm.flops
+		if !mm.readsInput || mod.InputsRequireGrad {
+			c.FlopsBwd += mm.flops * mm.dxFactor
+		}
+		for _, wt := range mm.weights {
+			if trainable[wt] {
+				c.FlopsBwd += mm.flops
+				break
+			}
+		}
+	}
+	c.ActivationBytes = w.saved
+	if md == nil {
+		return c
+	}
+	if md.flopsFwd != nil {
+		c.FlopsFwd = *md.flopsFwd
+		if md.flopsBwd == nil {
+			// The rule of thumb for explicit modules: one forward's worth
+			// for input gradients, one for weight gradients.
+			c.FlopsBwd = c.FlopsFwd
+			if anyTrue(trainable) {
+				c.FlopsBwd += c.FlopsFwd
+			}
+		}
+	}
+	if md.flopsBwd != nil {
+		c.FlopsBwd = *md.flopsBwd
+	}
+	if md.actBytes != nil {
+		c.ActivationBytes = *md.actBytes
+	}
+	return c
+}
+
+func anyTrue(m map[string]bool) bool {
+	for _, v := range m {
+		if v {
+			return true
+		}
+	}
+	return false
+}
+
+// Stats are whole-model totals. Tied parameters count once.
+type Stats struct {
+	Params, Trainable, Frozen int64
+	ParamBytes                int64
+	BytesByDType              map[DType]int64
+	Tensors                   int
+	// Per micro-batch and per optimizer step, on one rank.
+	FlopsFwd, FlopsBwd float64
+	FlopsPerStep       float64
+	ActivationBytes    int64
+}
+
+// Stats computes the totals.
+func (m *Model) Stats() Stats {
+	s := Stats{BytesByDType: map[DType]int64{}}
+	for i := range m.Params {
+		p := &m.Params[i]
+		if p.TiedTo != NoParam {
+			continue
+		}
+		s.Tensors++
+		s.Params += p.Numel
+		if p.RequiresGrad {
+			s.Trainable += p.Numel
+		} else {
+			s.Frozen += p.Numel
+		}
+		s.ParamBytes += p.Bytes()
+		s.BytesByDType[p.DType] += p.Bytes()
+	}
+	root := m.Modules[0].Cost
+	s.FlopsFwd, s.FlopsBwd = root.FlopsFwd, root.FlopsBwd
+	s.FlopsPerStep = (root.FlopsFwd + root.FlopsBwd) * float64(m.Train.GradAccum)
+	s.ActivationBytes = root.ActivationBytes
+	return s
+}
+
+// ModuleByName finds a module by its dotted name.
+func (m *Model) ModuleByName(name string) (ModuleID, error) {
+	for i := range m.Modules {
+		if m.Modules[i].Name == name {
+			return ModuleID(i), nil
+		}
+	}
+	return 0, fmt.Errorf("no module %q", name)
+}
+
+// SubtreeParams returns, per module, the number of parameter elements it
+// and its descendants own (tied aliases excluded).
+func (m *Model) SubtreeParams() []int64 {
+	out := make([]int64, len(m.Modules))
+	for i := range m.Params {
+		if p := &m.Params[i]; p.TiedTo == NoParam {
+			out[p.Module] += p.Numel
+		}
+	}
+	for id := len(m.Modules) - 1; id > 0; id-- {
+		out[m.Modules[id].Parent] += out[id]
+	}
+	return out
+}

@@ -1,0 +1,269 @@
+package ir
+
+import (
+	"container/heap"
+	"fmt"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/gonum/graph/simple"
+	"gonum.org/v1/gonum/graph/topo"
+)
+
+// The dataflow graph has one node per compute module. A module reads the
+// output of its previous sibling, or its parent's input when it is the first
+// child, unless it names its inputs; a container's output is its last
+// child's.
+
+// exit returns the compute module whose output is module id's output.
+func (m *Model) exit(id ModuleID) (ModuleID, bool) {
+	for {
+		mod := &m.Modules[id]
+		if mod.Compute {
+			return id, true
+		}
+		if len(mod.Children) == 0 {
+			return 0, false
+		}
+		id = mod.Children[len(mod.Children)-1]
+	}
+}
+
+func (l *lowerer) buildDataflow() {
+	m := l.m
+	explicit := make(map[ModuleID][]ModuleID, len(l.inputs))
+	for _, p := range l.inputs {
+		var srcs []ModuleID
+		parent := m.Modules[p.module].Parent
+		for i, name := range p.names {
+			path := indexPath(p.path, i)
+			src, ok := l.resolveModule(parent, name)
+			if !ok {
+				l.d.errorf(path, "inputs: no module %q%s", name, l.nearModule(parent, name))
+				continue
+			}
+			if src == p.module {
+				l.d.errorf(path, "module %q lists itself in inputs", m.Modules[src].Name)
+				continue
+			}
+			ex, ok := m.exit(src)
+			if !ok {
+				l.d.errorf(path, "inputs: module %q computes nothing", name)
+				continue
+			}
+			srcs = append(srcs, ex)
+		}
+		explicit[p.module] = srcs
+	}
+	if l.d.diags.HasErrors() {
+		return
+	}
+
+	// inputsOf walks the tree once, handing each module its input set.
+	inputsOf := make([][]ModuleID, len(m.Modules))
+	for id := range m.Modules {
+		mod := &m.Modules[id]
+		if mod.Parent == NoModule {
+			continue
+		}
+		if srcs, ok := explicit[ModuleID(id)]; ok {
+			inputsOf[id] = srcs
+			continue
+		}
+		siblings := m.Modules[mod.Parent].Children
+		idx := sort.Search(len(siblings), func(i int) bool { return siblings[i] >= ModuleID(id) })
+		if idx > 0 {
+			if ex, ok := m.exit(siblings[idx-1]); ok {
+				inputsOf[id] = []ModuleID{ex}
+				continue
+			}
+		}
+		inputsOf[id] = inputsOf[mod.Parent]
+	}
+
+	g := simple.NewDirectedGraph()
+	for id := range m.Modules {
+		if m.Modules[id].Compute {
+			g.AddNode(simple.Node(id))
+		}
+	}
+	for id := range m.Modules {
+		mod := &m.Modules[id]
+		if !mod.Compute {
+			continue
+		}
+		seen := map[ModuleID]bool{}
+		for _, src := range inputsOf[id] {
+			if !seen[src] && src != ModuleID(id) {
+				seen[src] = true
+				mod.Inputs = append(mod.Inputs, src)
+				g.SetEdge(g.NewEdge(simple.Node(src), simple.Node(id)))
+			}
+		}
+	}
+	l.order(g)
+}
+
+func (l *lowerer) resolveModule(parent ModuleID, name string) (ModuleID, bool) {
+	if pn := l.m.Modules[parent].Name; pn != "" {
+		if id, ok := l.moduleByName[pn+"."+name]; ok {
+			return id, true
+		}
+	}
+	id, ok := l.moduleByName[name]
+	return id, ok && name != ""
+}
+
+func (l *lowerer) nearModule(parent ModuleID, name string) string {
+	var cands []string
+	for _, c := range l.m.Modules[parent].Children {
+		n := l.m.Modules[c].Name
+		cands = append(cands, n[strings.LastIndexByte(n, '.')+1:])
+	}
+	for _, c := range l.m.Modules[0].Children {
+		cands = append(cands, l.m.Modules[c].Name)
+	}
+	if s := suggest(name, cands); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return ""
+}
+
+// idHeap pops the smallest module ID, i.e. the one declared first.
+type idHeap []ModuleID
+
+func (h idHeap) Len() int           { return len(h) }
+func (h idHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h idHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *idHeap) Push(x any)        { *h = append(*h, x.(ModuleID)) }
+func (h *idHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// order computes the forward order: Kahn's algorithm, always taking the
+// ready module declared first, so a file whose declaration order is already
+// a valid order runs in exactly that order.
+func (l *lowerer) order(g *simple.DirectedGraph) {
+	m := l.m
+	indeg := make([]int, len(m.Modules))
+	users := make([][]ModuleID, len(m.Modules))
+	h := &idHeap{}
+	for id := range m.Modules {
+		mod := &m.Modules[id]
+		if !mod.Compute {
+			continue
+		}
+		indeg[id] = len(mod.Inputs)
+		for _, src := range mod.Inputs {
+			users[src] = append(users[src], ModuleID(id))
+		}
+		if indeg[id] == 0 {
+			*h = append(*h, ModuleID(id))
+		}
+	}
+	heap.Init(h)
+	for h.Len() > 0 {
+		id := heap.Pop(h).(ModuleID)
+		m.Forward = append(m.Forward, id)
+		for _, u := range users[id] {
+			if indeg[u]--; indeg[u] == 0 {
+				heap.Push(h, u)
+			}
+		}
+	}
+	compute := 0
+	for id := range m.Modules {
+		if m.Modules[id].Compute {
+			compute++
+		}
+	}
+	if len(m.Forward) != compute {
+		l.reportCycles(g)
+	}
+}
+
+// reportCycles names every cycle's modules in order, starting and ending at
+// the module declared first.
+func (l *lowerer) reportCycles(g *simple.DirectedGraph) {
+	for _, scc := range topo.TarjanSCC(g) {
+		if len(scc) < 2 {
+			continue
+		}
+		in := map[int64]bool{}
+		start := scc[0].ID()
+		for _, n := range scc {
+			in[n.ID()] = true
+			start = min(start, n.ID())
+		}
+		cycle := l.findCycle(start, in)
+		names := make([]string, len(cycle))
+		for i, id := range cycle {
+			names[i] = l.m.Modules[id].Name
+		}
+		path := ""
+		for _, p := range l.inputs {
+			if in[int64(p.module)] || l.enclosesAny(p.module, in) {
+				path = p.path
+				break
+			}
+		}
+		l.d.errorf(path, "the module inputs form a cycle: %s", strings.Join(names, " -> "))
+	}
+}
+
+func (l *lowerer) enclosesAny(anc ModuleID, set map[int64]bool) bool {
+	for id := range set {
+		for p := ModuleID(id); p != NoModule; p = l.m.Modules[p].Parent {
+			if p == anc {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// findCycle walks from start along edges inside the component, always to
+// the smallest successor, until it returns to start. Following inputs
+// backwards (users forwards) is equivalent; users give the forward reading.
+func (l *lowerer) findCycle(start int64, in map[int64]bool) []ModuleID {
+	users := map[int64][]int64{}
+	for id := range in {
+		for _, src := range l.m.Modules[id].Inputs {
+			if in[int64(src)] {
+				users[int64(src)] = append(users[int64(src)], id)
+			}
+		}
+	}
+	for id := range users {
+		sort.Slice(users[id], func(i, j int) bool { return users[id][i] < users[id][j] })
+	}
+	// Breadth-first search for the shortest path back to start.
+	prev := map[int64]int64{}
+	queue := []int64{start}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, u := range users[cur] {
+			if u == start {
+				path := []ModuleID{ModuleID(start)}
+				for c := cur; c != start; c = prev[c] {
+					path = append(path, ModuleID(c))
+				}
+				path = append(path, ModuleID(start))
+				// Reverse the middle so the path reads start -> ... -> start.
+				for i, j := 1, len(path)-2; i < j; i, j = i+1, j-1 {
+					path[i], path[j] = path[j], path[i]
+				}
+				return path
+			}
+			if _, seen := prev[u]; !seen && u != start {
+				prev[u] = cur
+				queue = append(queue, u)
+			}
+		}
+	}
+	return []ModuleID{ModuleID(start)}
+}

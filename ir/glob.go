@@ -1,0 +1,68 @@
+package ir
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Glob matches dotted module names segment by segment: "*" matches within
+// one segment ("layers.*" matches "layers.3" but not "layers.3.attention"),
+// "**" matches any number of segments, and "?" and "[a-z]" work as in
+// path.Match. The empty glob matches only the root module, whose name is "".
+type Glob struct {
+	src  string
+	segs []string
+}
+
+// CompileGlob checks a pattern's syntax.
+func CompileGlob(s string) (Glob, error) {
+	g := Glob{src: s}
+	if s == "" {
+		return g, nil
+	}
+	g.segs = strings.Split(s, ".")
+	for _, seg := range g.segs {
+		if seg == "" {
+			return Glob{}, fmt.Errorf("pattern %q has an empty segment", s)
+		}
+		if seg == "**" {
+			continue
+		}
+		if _, err := path.Match(seg, ""); err != nil {
+			return Glob{}, fmt.Errorf("pattern %q: bad segment %q", s, seg)
+		}
+	}
+	return g, nil
+}
+
+func (g Glob) String() string { return g.src }
+
+// Match reports whether the dotted module name matches.
+func (g Glob) Match(name string) bool {
+	if g.src == "" || name == "" {
+		return g.src == "" && name == ""
+	}
+	return matchSegs(g.segs, strings.Split(name, "."))
+}
+
+func matchSegs(pat, name []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for i := 0; i <= len(name); i++ {
+				if matchSegs(pat[1:], name[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(name) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(pat[0], name[0]); !ok {
+			return false
+		}
+		pat, name = pat[1:], name[1:]
+	}
+	return len(name) == 0
+}

@@ -1,0 +1,73 @@
+package ir
+
+import "sort"
+
+// GPU and link presets, dense (no sparsity) datasheet figures. Sources are
+// listed in docs/model-format.md; bandwidths are per GPU and per direction.
+
+type gpuPreset struct {
+	name   string
+	hbm    int64
+	hbmBW  float64
+	tflops map[DType]float64
+}
+
+const (
+	gib = 1 << 30
+	gb  = 1e9
+)
+
+var gpuPresets = map[string]gpuPreset{
+	"h100-sxm":  {"NVIDIA H100 SXM5 80GB", 80 * gib, 3.35e12, map[DType]float64{FP64: 67, FP32: 67, BF16: 989.4, FP16: 989.4, FP8E4M3: 1978.9, FP8E5M2: 1978.9, INT8: 1978.9}},
+	"h100-pcie": {"NVIDIA H100 PCIe 80GB", 80 * gib, 2.0e12, map[DType]float64{FP64: 51, FP32: 51, BF16: 756, FP16: 756, FP8E4M3: 1513, FP8E5M2: 1513, INT8: 1513}},
+	"h200":      {"NVIDIA H200 SXM 141GB", 141 * gb, 4.8e12, map[DType]float64{FP64: 67, FP32: 67, BF16: 989.4, FP16: 989.4, FP8E4M3: 1978.9, FP8E5M2: 1978.9, INT8: 1978.9}},
+	"b200":      {"NVIDIA B200 180GB", 180 * gb, 8.0e12, map[DType]float64{FP64: 40, FP32: 80, BF16: 2250, FP16: 2250, FP8E4M3: 4500, FP8E5M2: 4500, INT8: 4500}},
+	"a100-40gb": {"NVIDIA A100 SXM4 40GB", 40 * gib, 1.555e12, map[DType]float64{FP64: 19.5, FP32: 19.5, BF16: 312, FP16: 312, INT8: 624}},
+	"a100-80gb": {"NVIDIA A100 SXM4 80GB", 80 * gib, 2.039e12, map[DType]float64{FP64: 19.5, FP32: 19.5, BF16: 312, FP16: 312, INT8: 624}},
+	"l40s":      {"NVIDIA L40S 48GB", 48 * gib, 864e9, map[DType]float64{FP32: 91.6, BF16: 362.05, FP16: 362.05, FP8E4M3: 733, FP8E5M2: 733, INT8: 733}},
+	"mi300x":    {"AMD Instinct MI300X 192GB", 192 * gb, 5.3e12, map[DType]float64{FP64: 81.7, FP32: 163.4, BF16: 1307.4, FP16: 1307.4, FP8E4M3: 2614.9, FP8E5M2: 2614.9, INT8: 2614.9}},
+}
+
+// linkPresets are per-GPU, per-direction bandwidths in bytes per second.
+var linkPresets = map[string]float64{
+	"nvlink3":     300e9, // A100: 600 GB/s bidirectional
+	"nvlink4":     450e9, // H100/H200: 900 GB/s bidirectional
+	"nvlink5":     900e9, // B200: 1.8 TB/s bidirectional
+	"xgmi":        448e9, // MI300X: 7 Infinity Fabric links × 64 GB/s
+	"pcie4":       32e9,  // x16
+	"pcie5":       64e9,  // x16
+	"ndr400":      50e9,  // InfiniBand NDR, 400 Gb/s per GPU
+	"hdr200":      25e9,  // InfiniBand HDR, 200 Gb/s per GPU
+	"roce400":     50e9,  // 400 GbE RoCE v2 per GPU
+	"roce200":     25e9,  // 200 GbE RoCE v2 per GPU
+	"ethernet100": 12.5e9,
+}
+
+// defaultIntraNode is the intra-node link each GPU preset ships with.
+var defaultIntraNode = map[string]string{
+	"h100-sxm": "nvlink4", "h100-pcie": "pcie5", "h200": "nvlink4", "b200": "nvlink5",
+	"a100-40gb": "nvlink3", "a100-80gb": "nvlink3", "l40s": "pcie4", "mi300x": "xgmi",
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// GPUPresetNames lists the GPU presets.
+func GPUPresetNames() []string { return sortedKeys(gpuPresets) }
+
+// LinkPresetNames lists the link presets.
+func LinkPresetNames() []string { return sortedKeys(linkPresets) }
+
+func (p gpuPreset) gpu() GPU {
+	g := GPU{Name: p.name, HBMBytes: p.hbm, HBMBandwidth: p.hbmBW}
+	for t, v := range p.tflops {
+		g.PeakFLOPS[t] = v * 1e12
+	}
+	return g
+}

@@ -1,0 +1,303 @@
+package ir
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Cost formulas. FLOPs count matrix multiplies at 2 per multiply-add; the
+// element-wise work of norms, activations and softmax is memory-bound and
+// not counted (the convention behind MFU figures). Activation bytes are what
+// autograd saves for backward, in the activation dtype. docs/model-format.md
+// states every formula.
+
+// matmul is one matrix multiply of a module's forward.
+type matmul struct {
+	flops float64
+	// weights are the module-relative names of the parameters whose gradient
+	// this matmul produces in backward; none for the attention core.
+	weights []string
+	// readsInput: its input gradient is needed only when the module's
+	// inputs need one.
+	readsInput bool
+	// dxFactor is the input-gradient cost relative to flops: 1 for a
+	// linear, 2.5 for FlashAttention's backward (5 matmuls against 2), 2 for
+	// unfused attention.
+	dxFactor float64
+}
+
+type work struct {
+	mms []matmul
+	// saved is what forward keeps for backward without checkpointing;
+	// savedSelective under selective checkpointing, which recomputes
+	// recomputeSelective FLOPs in backward to make up the difference.
+	saved, savedSelective int64
+	recomputeSelective    float64
+	// inputBytes is the size of the module's input, what a full
+	// checkpoint region keeps of its first module.
+	inputBytes int64
+}
+
+type costCtx struct {
+	batch, seq, tokens int64
+	act                int64 // activation element size
+}
+
+// sizer multiplies sizes, remembering the first overflow.
+type sizer struct{ err error }
+
+func (z *sizer) mul(xs ...int64) int64 {
+	p := int64(1)
+	for _, x := range xs {
+		var ok bool
+		if p, ok = mulInt64(p, x); !ok {
+			if z.err == nil {
+				z.err = fmt.Errorf("an activation size overflows 64 bits")
+			}
+			return 0
+		}
+	}
+	return p
+}
+
+func (z *sizer) add(xs ...int64) int64 {
+	s := int64(0)
+	for _, x := range xs {
+		if s+x < s {
+			if z.err == nil {
+				z.err = fmt.Errorf("an activation size overflows 64 bits")
+			}
+			return 0
+		}
+		s += x
+	}
+	return s
+}
+
+func f(xs ...int64) float64 {
+	p := 1.0
+	for _, x := range xs {
+		p *= float64(x)
+	}
+	return p
+}
+
+// linearMM is the matmul of a Linear(in, out) child named name over n
+// tokens, plus its LoRA adapter when it has one.
+func linearMM(name string, n, in, out, loraRank int64, readsInput bool) []matmul {
+	prefix := ""
+	if name != "" {
+		prefix = name + "."
+	}
+	mms := []matmul{{flops: 2 * f(n, in, out), weights: []string{prefix + "weight", prefix + "bias"}, readsInput: readsInput, dxFactor: 1}}
+	if loraRank > 0 {
+		mms = append(mms,
+			matmul{flops: 2 * f(n, in, loraRank), weights: []string{prefix + "lora_A.weight"}, readsInput: readsInput, dxFactor: 1},
+			matmul{flops: 2 * f(n, loraRank, out), weights: []string{prefix + "lora_B.weight"}, dxFactor: 1})
+	}
+	return mms
+}
+
+func (k Kind) work(a attrValues, c costCtx) (work, error) {
+	var z sizer
+	var w work
+	T, b := c.tokens, c.act
+	switch k {
+	case KindLinear:
+		in, out, r := a.int("in", 0), a.int("out", 0), a.int("lora_rank", 0)
+		w.mms = linearMM("", T, in, out, r, true)
+		w.inputBytes = z.mul(T, in, b)
+		w.saved = z.add(w.inputBytes, z.mul(T, r, b))
+		w.savedSelective = w.saved
+
+	case KindEmbedding:
+		// A gather: no FLOPs; backward keeps the int64 token ids.
+		w.inputBytes = z.mul(T, 8)
+		w.saved, w.savedSelective = w.inputBytes, w.inputBytes
+
+	case KindNorm:
+		dim := a.int("dim", 0)
+		w.inputBytes = z.mul(T, dim, b)
+		stats := z.mul(T, 4) // fp32 rstd (and mean) per token
+		w.saved = z.add(w.inputBytes, stats)
+		w.savedSelective = stats
+
+	case KindAttention:
+		return attentionWork(a, c)
+
+	case KindMLP:
+		dim, hidden, act := a.int("dim", 0), a.int("hidden", 0), a.str("activation", "swiglu")
+		names := []string{roleName(a, "up", "w1"), roleName(a, "down", "w2")}
+		roles := []string{"up", "down"}
+		if isGated(act) {
+			names = []string{roleName(a, "gate", "w1"), roleName(a, "up", "w3"), roleName(a, "down", "w2")}
+			roles = []string{"gate", "up", "down"}
+		}
+		rank := a.int("lora_rank", 0)
+		lora := loraTargets(a, []string{"gate", "up", "down"})
+		for i, n := range names {
+			in, out := dim, hidden
+			if roles[i] == "down" {
+				in, out = hidden, dim
+			}
+			r := int64(0)
+			if lora[roles[i]] {
+				r = rank
+			}
+			w.mms = append(w.mms, linearMM(n, T, in, out, r, roles[i] != "down")...)
+		}
+		w.inputBytes = z.mul(T, dim, b)
+		w.saved, w.savedSelective = mlpSaved(&z, T, dim, hidden, b, act)
+
+	case KindMoE:
+		return moeWork(a, c)
+
+	case KindConv:
+		in, out, groups := a.int("in", 0), a.int("out", 0), a.int("groups", 1)
+		kernel, outSize, err := convGeometry(a)
+		if err != nil {
+			return w, err
+		}
+		pos := c.batch
+		for _, o := range outSize {
+			pos = z.mul(pos, o)
+		}
+		macs := f(pos, out, in/groups)
+		for _, kk := range kernel {
+			macs *= float64(kk)
+		}
+		w.mms = []matmul{{flops: 2 * macs, weights: []string{"weight", "bias"}, readsInput: true, dxFactor: 1}}
+		w.inputBytes = z.mul(c.batch, in, b)
+		for _, s := range a.ints("input_size") {
+			w.inputBytes = z.mul(w.inputBytes, s)
+		}
+		w.saved, w.savedSelective = w.inputBytes, w.inputBytes
+	}
+	return w, z.err
+}
+
+// mlpSaved: a gated MLP keeps its input, the gate and up outputs and their
+// product (the down projection's input); selective checkpointing drops the
+// product and recomputes it element-wise. An ungated one keeps the input, the
+// pre-activation and the activation.
+func mlpSaved(z *sizer, tokens, dim, hidden, b int64, act string) (saved, selective int64) {
+	in, h := z.mul(tokens, dim, b), z.mul(tokens, hidden, b)
+	if isGated(act) {
+		return z.add(in, h, h, h), z.add(in, h, h)
+	}
+	return z.add(in, h, h), z.add(in, h)
+}
+
+func attentionWork(a attrValues, c costCtx) (work, error) {
+	var z sizer
+	var w work
+	d, err := attentionDims(a)
+	if err != nil {
+		return w, err
+	}
+	T, b := c.tokens, c.act
+	kvSeq := a.int("kv_seq_len", c.seq)
+	cross := a.has("kv_seq_len") || a.has("kv_dim")
+	Tkv := z.mul(c.batch, kvSeq)
+	rank := a.int("lora_rank", 0)
+	lora := loraTargets(a, []string{"q", "v"})
+	r := func(role string) int64 {
+		if lora[role] {
+			return rank
+		}
+		return 0
+	}
+	if d.fused {
+		lora = loraTargets(a, []string{"qkv"})
+		w.mms = append(w.mms, linearMM(roleName(a, "qkv", "wqkv"), T, d.dim, d.qOut+2*d.kvOut, r("qkv"), true)...)
+	} else {
+		w.mms = append(w.mms, linearMM(roleName(a, "q", "wq"), T, d.dim, d.qOut, r("q"), true)...)
+		w.mms = append(w.mms, linearMM(roleName(a, "k", "wk"), Tkv, d.kvDim, d.kvOut, r("k"), true)...)
+		w.mms = append(w.mms, linearMM(roleName(a, "v", "wv"), Tkv, d.kvDim, d.kvOut, r("v"), true)...)
+	}
+	// The core: scores QKᵀ and the weighted sum PV, 2·head_dim FLOPs each per
+	// (query, key) pair and head. A causal mask over one sequence keeps
+	// seq·(seq+1)/2 of the seq² pairs, which fused kernels skip.
+	pairs := f(c.seq, kvSeq)
+	if a.bool("causal", true) && !cross {
+		pairs = f(c.seq) * float64(c.seq+1) / 2
+	}
+	flash := a.bool("flash", true)
+	core := matmul{flops: 4 * float64(c.batch) * pairs * f(d.heads, d.headDim), dxFactor: 2.5}
+	if !flash {
+		core.dxFactor = 2
+	}
+	w.mms = append(w.mms, core)
+	w.mms = append(w.mms, linearMM(roleName(a, "o", "wo"), T, d.qOut, d.dim, r("o"), false)...)
+
+	// Saved: the input (and the key/value source for cross-attention),
+	// q, k, v, the core's output and its fp32 log-sum-exp; unfused attention
+	// also keeps the probabilities.
+	w.inputBytes = z.mul(T, d.dim, b)
+	q := z.mul(T, d.qOut, b)
+	kv := z.mul(Tkv, d.kvOut, b)
+	coreOut := z.mul(T, d.qOut, b)
+	lse := z.mul(T, d.heads, 4)
+	src := int64(0)
+	if cross {
+		src = z.mul(Tkv, d.kvDim, b)
+	}
+	w.saved = z.add(w.inputBytes, src, q, kv, kv, coreOut, lse)
+	if !flash {
+		w.saved = z.add(w.saved, z.mul(c.batch, d.heads, c.seq, kvSeq, b))
+	}
+	// Selective checkpointing recomputes the core from q, k, v.
+	w.savedSelective = z.add(w.inputBytes, src, q, kv, kv)
+	w.recomputeSelective = core.flops
+	return w, z.err
+}
+
+func moeWork(a attrValues, c costCtx) (work, error) {
+	var z sizer
+	var w work
+	dim, hidden, experts, topK := a.int("dim", 0), a.int("hidden", 0), a.int("experts", 0), a.int("top_k", 0)
+	act := a.str("activation", "swiglu")
+	T, b := c.tokens, c.act
+	router := roleName(a, "router", "gate")
+	w.mms = linearMM(router, T, dim, experts, 0, true)
+
+	// Each token visits top_k experts; with balanced routing every expert
+	// sees top_k·T/experts tokens.
+	routed := float64(topK) * float64(T)
+	gate, up, down := roleName(a, "gate", "w1"), roleName(a, "up", "w3"), roleName(a, "down", "w2")
+	projections := []string{gate, up, down}
+	if !isGated(act) {
+		projections = []string{up, down}
+	}
+	exName := roleName(a, "experts", "experts")
+	grouped := a.bool("grouped", false)
+	for e := int64(0); e < experts; e++ {
+		for _, p := range projections {
+			ref := exName + "." + strconv.FormatInt(e, 10) + "." + p + ".weight"
+			if grouped {
+				ref = exName + "." + p
+			}
+			w.mms = append(w.mms, matmul{flops: 2 * routed / float64(experts) * f(dim, hidden), weights: []string{ref}, readsInput: p != down, dxFactor: 1})
+		}
+	}
+	w.inputBytes = z.mul(T, dim, b)
+	logits := z.mul(T, experts, 4)
+	dispatched, dispatchedSel := mlpSaved(&z, z.mul(topK, T), dim, hidden, b, act)
+	w.saved = z.add(w.inputBytes, logits, dispatched)
+	w.savedSelective = z.add(w.inputBytes, logits, dispatchedSel)
+	if n := a.int("shared_experts", 0); n > 0 {
+		sh := roleName(a, "shared", "shared_experts")
+		h := z.mul(n, hidden)
+		for _, p := range projections {
+			in, out := dim, h
+			if p == down {
+				in, out = h, dim
+			}
+			w.mms = append(w.mms, linearMM(sh+"."+p, T, in, out, 0, p != down)...)
+		}
+		s, sel := mlpSaved(&z, T, dim, h, b, act)
+		w.saved = z.add(w.saved, s)
+		w.savedSelective = z.add(w.savedSelective, sel)
+	}
+	return w, z.err
+}

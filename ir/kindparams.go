@@ -1,0 +1,310 @@
+package ir
+
+import "fmt"
+
+// The parameters each kind creates, as child modules named like PyTorch's
+// (torchtitan's by default, overridable with `names`).
+
+type paramSpec struct {
+	local string
+	shape []int64
+	// trainable forces requires_grad (LoRA adapters train under a frozen base).
+	trainable bool
+}
+
+type childSpec struct {
+	name     string
+	kind     Kind
+	params   []paramSpec
+	children []childSpec
+}
+
+// kindShape is what a kind makes: its own parameters and its children.
+type kindShape struct {
+	params   []paramSpec
+	children []childSpec
+}
+
+func roleName(a attrValues, role, def string) string {
+	if n, ok := a.names("names")[role]; ok {
+		return n
+	}
+	return def
+}
+
+// linearChild makes a Linear(in, out) child; transposed gives GPT-2's
+// Conv1D layout [in, out].
+func linearChild(name string, in, out int64, bias, transposed bool, loraRank int64) childSpec {
+	w := []int64{out, in}
+	if transposed {
+		w = []int64{in, out}
+	}
+	c := childSpec{name: name, kind: KindLinear, params: []paramSpec{{local: "weight", shape: w}}}
+	if bias {
+		c.params = append(c.params, paramSpec{local: "bias", shape: []int64{out}})
+	}
+	if loraRank > 0 {
+		c.children = []childSpec{
+			{name: "lora_A", kind: KindLinear, params: []paramSpec{{local: "weight", shape: []int64{loraRank, in}, trainable: true}}},
+			{name: "lora_B", kind: KindLinear, params: []paramSpec{{local: "weight", shape: []int64{out, loraRank}, trainable: true}}},
+		}
+	}
+	return c
+}
+
+func isGated(act string) bool { return act == "swiglu" || act == "geglu" }
+
+// attnDims are an attention module's derived sizes.
+type attnDims struct {
+	dim, heads, kvHeads, headDim, kvDim int64
+	qOut, kvOut                         int64
+	fused                               bool
+}
+
+func attentionDims(a attrValues) (attnDims, error) {
+	d := attnDims{dim: a.int("dim", 0), heads: a.int("heads", 0)}
+	d.kvHeads = a.int("kv_heads", d.heads)
+	if d.heads%d.kvHeads != 0 {
+		return d, fmt.Errorf("heads (%d) must be a multiple of kv_heads (%d)", d.heads, d.kvHeads)
+	}
+	d.headDim = a.int("head_dim", 0)
+	if d.headDim == 0 {
+		if d.dim%d.heads != 0 {
+			return d, fmt.Errorf("dim (%d) is not a multiple of heads (%d); give head_dim", d.dim, d.heads)
+		}
+		d.headDim = d.dim / d.heads
+	}
+	d.kvDim = a.int("kv_dim", d.dim)
+	var ok bool
+	if d.qOut, ok = mulInt64(d.heads, d.headDim); !ok {
+		return d, fmt.Errorf("heads × head_dim overflows")
+	}
+	if d.kvOut, ok = mulInt64(d.kvHeads, d.headDim); !ok {
+		return d, fmt.Errorf("kv_heads × head_dim overflows")
+	}
+	d.fused = a.bool("fused_qkv", false)
+	if d.fused && (a.has("kv_dim") || a.has("kv_seq_len")) {
+		return d, fmt.Errorf("fused_qkv cannot be combined with cross-attention (kv_dim, kv_seq_len)")
+	}
+	return d, nil
+}
+
+func loraTargets(a attrValues, def []string) map[string]bool {
+	targets := a.strs("lora_targets")
+	if targets == nil {
+		targets = def
+	}
+	out := map[string]bool{}
+	for _, t := range targets {
+		out[t] = true
+	}
+	return out
+}
+
+func (k Kind) shape(a attrValues) (kindShape, error) {
+	switch k {
+	case KindLinear:
+		lin := linearChild("", a.int("in", 0), a.int("out", 0), a.bool("bias", false), a.bool("transposed", false), a.int("lora_rank", 0))
+		return kindShape{params: lin.params, children: lin.children}, nil
+
+	case KindEmbedding:
+		return kindShape{params: []paramSpec{{local: "weight", shape: []int64{a.int("num", 0), a.int("dim", 0)}}}}, nil
+
+	case KindNorm:
+		dim := a.int("dim", 0)
+		isLayer := a.str("norm", "rms") == "layer"
+		var s kindShape
+		if a.bool("affine", true) {
+			s.params = append(s.params, paramSpec{local: "weight", shape: []int64{dim}})
+			if a.bool("bias", isLayer) {
+				s.params = append(s.params, paramSpec{local: "bias", shape: []int64{dim}})
+			}
+		} else if a.has("bias") && a.bool("bias", false) {
+			return s, fmt.Errorf("a norm with affine = false has no bias")
+		}
+		return s, nil
+
+	case KindAttention:
+		d, err := attentionDims(a)
+		if err != nil {
+			return kindShape{}, err
+		}
+		qkvBias, outBias, tr := a.bool("qkv_bias", false), a.bool("out_bias", false), a.bool("transposed", false)
+		rank := a.int("lora_rank", 0)
+		lora := loraTargets(a, []string{"q", "v"})
+		if d.fused {
+			lora = loraTargets(a, []string{"qkv"})
+		}
+		r := func(role string) int64 {
+			if lora[role] {
+				return rank
+			}
+			return 0
+		}
+		var s kindShape
+		if d.fused {
+			for _, role := range []string{"q", "k", "v"} {
+				if lora[role] && rank > 0 {
+					return s, fmt.Errorf("lora_targets names %q, but fused_qkv has a single \"qkv\" projection", role)
+				}
+			}
+			s.children = append(s.children, linearChild(roleName(a, "qkv", "wqkv"), d.dim, d.qOut+2*d.kvOut, qkvBias, tr, r("qkv")))
+		} else {
+			if lora["qkv"] && rank > 0 {
+				return s, fmt.Errorf("lora_targets names \"qkv\", but q, k and v are separate projections")
+			}
+			s.children = append(s.children,
+				linearChild(roleName(a, "q", "wq"), d.dim, d.qOut, qkvBias, tr, r("q")),
+				linearChild(roleName(a, "k", "wk"), d.kvDim, d.kvOut, qkvBias, tr, r("k")),
+				linearChild(roleName(a, "v", "wv"), d.kvDim, d.kvOut, qkvBias, tr, r("v")))
+		}
+		s.children = append(s.children, linearChild(roleName(a, "o", "wo"), d.qOut, d.dim, outBias, tr, r("o")))
+		return s, nil
+
+	case KindMLP:
+		dim, hidden, act := a.int("dim", 0), a.int("hidden", 0), a.str("activation", "swiglu")
+		bias, tr, rank := a.bool("bias", false), a.bool("transposed", false), a.int("lora_rank", 0)
+		lora := loraTargets(a, []string{"gate", "up", "down"})
+		r := func(role string) int64 {
+			if lora[role] {
+				return rank
+			}
+			return 0
+		}
+		var s kindShape
+		if isGated(act) {
+			s.children = []childSpec{
+				linearChild(roleName(a, "gate", "w1"), dim, hidden, bias, tr, r("gate")),
+				linearChild(roleName(a, "up", "w3"), dim, hidden, bias, tr, r("up")),
+				linearChild(roleName(a, "down", "w2"), hidden, dim, bias, tr, r("down")),
+			}
+		} else {
+			if lora["gate"] && rank > 0 && a.strs("lora_targets") != nil {
+				return s, fmt.Errorf("lora_targets names \"gate\", but a %s MLP has no gate projection", act)
+			}
+			s.children = []childSpec{
+				linearChild(roleName(a, "up", "w1"), dim, hidden, bias, tr, r("up")),
+				linearChild(roleName(a, "down", "w2"), hidden, dim, bias, tr, r("down")),
+			}
+		}
+		return s, nil
+
+	case KindMoE:
+		return moeShape(a)
+
+	case KindConv:
+		return convShape(a)
+	}
+	return kindShape{}, nil
+}
+
+func moeShape(a attrValues) (kindShape, error) {
+	dim, hidden, experts, topK := a.int("dim", 0), a.int("hidden", 0), a.int("experts", 0), a.int("top_k", 0)
+	if topK > experts {
+		return kindShape{}, fmt.Errorf("top_k (%d) must not exceed experts (%d)", topK, experts)
+	}
+	if experts > 1<<16 {
+		return kindShape{}, fmt.Errorf("experts (%d) must be at most 65536", experts)
+	}
+	act, bias := a.str("activation", "swiglu"), a.bool("bias", false)
+	gate, up, down := roleName(a, "gate", "w1"), roleName(a, "up", "w3"), roleName(a, "down", "w2")
+	router := linearChild(roleName(a, "router", "gate"), dim, experts, a.bool("router_bias", false), false, 0)
+	expertsName := roleName(a, "experts", "experts")
+
+	mlp := func(name string, hidden int64) childSpec {
+		c := childSpec{name: name, kind: KindMLP}
+		if isGated(act) {
+			c.children = []childSpec{linearChild(gate, dim, hidden, bias, false, 0), linearChild(up, dim, hidden, bias, false, 0), linearChild(down, hidden, dim, bias, false, 0)}
+		} else {
+			c.children = []childSpec{linearChild(up, dim, hidden, bias, false, 0), linearChild(down, hidden, dim, bias, false, 0)}
+		}
+		return c
+	}
+	var ex childSpec
+	if a.bool("grouped", false) {
+		// torchtitan's GroupedExperts: one 3-D tensor per projection.
+		ex = childSpec{name: expertsName, kind: KindContainer}
+		if isGated(act) {
+			ex.params = []paramSpec{{local: gate, shape: []int64{experts, hidden, dim}}, {local: down, shape: []int64{experts, dim, hidden}}, {local: up, shape: []int64{experts, hidden, dim}}}
+		} else {
+			ex.params = []paramSpec{{local: up, shape: []int64{experts, hidden, dim}}, {local: down, shape: []int64{experts, dim, hidden}}}
+		}
+	} else {
+		ex = childSpec{name: expertsName, kind: KindContainer}
+		for i := int64(0); i < experts; i++ {
+			ex.children = append(ex.children, mlp(fmt.Sprint(i), hidden))
+		}
+	}
+	s := kindShape{children: []childSpec{router, ex}}
+	if n := a.int("shared_experts", 0); n > 0 {
+		h, ok := mulInt64(n, hidden)
+		if !ok {
+			return s, fmt.Errorf("shared_experts × hidden overflows")
+		}
+		s.children = append(s.children, mlp(roleName(a, "shared", "shared_experts"), h))
+	}
+	return s, nil
+}
+
+// convGeometry checks a convolution's sizes and returns its output size.
+func convGeometry(a attrValues) (kernel, out []int64, err error) {
+	kernel, size := a.ints("kernel"), a.ints("input_size")
+	n := len(kernel)
+	if n > 3 {
+		return nil, nil, fmt.Errorf("kernel has %d dimensions; conv supports 1, 2 or 3", n)
+	}
+	if len(size) != n {
+		return nil, nil, fmt.Errorf("input_size has %d dimensions but kernel has %d", len(size), n)
+	}
+	per := func(k string, def int64) ([]int64, error) {
+		v := a.ints(k)
+		switch len(v) {
+		case 0:
+			v = []int64{def}
+			fallthrough
+		case 1:
+			out := make([]int64, n)
+			for i := range out {
+				out[i] = v[0]
+			}
+			return out, nil
+		case n:
+			return v, nil
+		}
+		return nil, fmt.Errorf("%s has %d values; give 1 or %d", k, len(v), n)
+	}
+	stride, err := per("stride", 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	pad, err := per("padding", 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	out = make([]int64, n)
+	for i := range out {
+		span := size[i] + 2*pad[i] - kernel[i]
+		if span < 0 {
+			return nil, nil, fmt.Errorf("kernel %d is larger than the padded input %d in dimension %d", kernel[i], size[i]+2*pad[i], i)
+		}
+		out[i] = span/stride[i] + 1
+	}
+	return kernel, out, nil
+}
+
+func convShape(a attrValues) (kindShape, error) {
+	in, out, groups := a.int("in", 0), a.int("out", 0), a.int("groups", 1)
+	if in%groups != 0 || out%groups != 0 {
+		return kindShape{}, fmt.Errorf("in (%d) and out (%d) must be multiples of groups (%d)", in, out, groups)
+	}
+	kernel, _, err := convGeometry(a)
+	if err != nil {
+		return kindShape{}, err
+	}
+	w := append([]int64{out, in / groups}, kernel...)
+	s := kindShape{params: []paramSpec{{local: "weight", shape: w}}}
+	if a.bool("bias", true) {
+		s.params = append(s.params, paramSpec{local: "bias", shape: []int64{out}})
+	}
+	return s, nil
+}

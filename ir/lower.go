@@ -1,0 +1,393 @@
+package ir
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Lowering expands the syntax tree into the flat module and parameter
+// arrays: repeats become numbered instances, blocks are inlined, kinds make
+// their parameter children, and names become dotted paths.
+
+type lowerer struct {
+	d            *decoder
+	m            *Model
+	blocks       map[string]*blockDecl
+	defaultDType DType
+	moduleByName map[string]ModuleID
+	paramByName  map[string]ParamID
+	// Per module: the declaration it came from (for kinds, attributes and
+	// explicit costs) and the TOML path of its inputs key.
+	decl      []*moduleDecl
+	inputs    []pendingInputs
+	ties      []pendingTie
+	blockPath []string
+	tooBig    bool
+}
+
+type pendingInputs struct {
+	module ModuleID
+	names  []string
+	path   string
+}
+
+type pendingTie struct {
+	param               ParamID
+	target              string
+	path                string
+	explicitDType       bool
+	explicitGrad        bool
+	declaredDType       DType
+	declaredRequireGrad bool
+}
+
+// inherited is what flows from a module to its descendants.
+type inherited struct {
+	dtype        DType
+	requiresGrad bool
+	explicitDT   bool
+	explicitRG   bool
+	inCompute    bool // inside a compute module: children only hold parameters
+	inRegion     bool // inside a checkpoint region
+}
+
+func (l *lowerer) lowerModules(rootModules []*moduleDecl, rootParams []*paramDecl) {
+	l.m.Modules = append(l.m.Modules, Module{ID: 0, Kind: KindContainer, Parent: NoModule, Instance: -1})
+	l.decl = append(l.decl, nil)
+	l.moduleByName[""] = 0
+	inh := inherited{dtype: l.defaultDType, requiresGrad: true}
+	l.addParams(0, rootParams, inh)
+	for _, md := range rootModules {
+		l.expand(md, 0, inh)
+	}
+	if len(rootModules) == 0 && len(rootParams) == 0 && !l.d.diags.HasErrors() {
+		l.d.keyErrorf("", "the model declares no modules: add [[module]] entries")
+	}
+}
+
+func (l *lowerer) newModule(parent ModuleID, local string, kind Kind, md *moduleDecl) ModuleID {
+	if len(l.m.Modules) >= maxModules {
+		if !l.tooBig {
+			l.tooBig = true
+			path := ""
+			if md != nil {
+				path = md.path
+			}
+			l.d.keyErrorf(path, "the model expands to more than %d modules", maxModules)
+		}
+		return -1
+	}
+	id := ModuleID(len(l.m.Modules))
+	name := local
+	if pn := l.m.Modules[parent].Name; pn != "" {
+		name = pn + "." + local
+	}
+	var pos Pos
+	if md != nil {
+		pos = l.d.locs[md.path].key
+	}
+	l.m.Modules = append(l.m.Modules, Module{ID: id, Name: name, Kind: kind, Parent: parent, Instance: -1, Pos: pos})
+	l.decl = append(l.decl, md)
+	l.m.Modules[parent].Children = append(l.m.Modules[parent].Children, id)
+	if _, dup := l.moduleByName[name]; dup {
+		if md != nil {
+			l.d.errorf(childPath(md.path, "name"), "module %q is declared twice", name)
+		}
+	}
+	l.moduleByName[name] = id
+	return id
+}
+
+func (l *lowerer) inherit(md *moduleDecl, inh inherited) inherited {
+	if md.dtype != DTypeInvalid {
+		inh.dtype, inh.explicitDT = md.dtype, true
+	}
+	if md.requiresGrad != nil {
+		inh.requiresGrad, inh.explicitRG = *md.requiresGrad, true
+	}
+	return inh
+}
+
+// isRegion decides whether an instance or module becomes a checkpoint
+// region: instances of repeated modules by default when training
+// checkpoints, any module that says checkpoint = true.
+func (l *lowerer) isRegion(md *moduleDecl, instance bool, inh inherited) bool {
+	if inh.inRegion || inh.inCompute && !instance {
+		return false
+	}
+	if md.checkpoint != nil {
+		return *md.checkpoint
+	}
+	return instance && l.m.Train.Checkpointing != CheckpointNone
+}
+
+func (l *lowerer) expand(md *moduleDecl, parent ModuleID, inh inherited) {
+	if md.name == "" || l.tooBig {
+		return
+	}
+	inh = l.inherit(md, inh)
+	if md.repeat == 0 {
+		id := l.newModule(parent, md.name, md.kind, md)
+		if id < 0 {
+			return
+		}
+		l.pendInputs(id, md)
+		l.fill(id, md, inh, false)
+		return
+	}
+	holder := l.newModule(parent, md.name, KindContainer, md)
+	if holder < 0 {
+		return
+	}
+	l.m.Modules[holder].Repeat = int(md.repeat)
+	l.pendInputs(holder, md)
+	for i := int64(0); i < md.repeat && !l.tooBig; i++ {
+		id := l.newModule(holder, strconv.FormatInt(i, 10), md.kind, md)
+		if id < 0 {
+			return
+		}
+		l.m.Modules[id].Instance = int(i)
+		l.fill(id, md, inh, true)
+	}
+}
+
+func (l *lowerer) pendInputs(id ModuleID, md *moduleDecl) {
+	if md.hasInputs {
+		l.inputs = append(l.inputs, pendingInputs{module: id, names: md.inputs, path: childPath(md.path, "inputs")})
+	}
+}
+
+// fill gives a module its parameters and children from its declaration.
+func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool) {
+	region := l.isRegion(md, instance, inh)
+	l.m.Modules[id].Checkpoint = region
+	inh.inRegion = inh.inRegion || region
+
+	explicitCost := md.flopsFwd != nil || md.flopsBwd != nil || md.actBytes != nil
+	switch {
+	case md.spec != nil:
+		shape, err := md.kind.shape(md.attrs)
+		if err != nil {
+			l.d.keyErrorf(md.path, "module %q: %v", l.m.Modules[id].Name, err)
+			return
+		}
+		l.m.Modules[id].Compute = !inh.inCompute
+		inh.inCompute = true
+		l.addParams(id, md.params, inh)
+		l.addSpecParams(id, shape.params, inh)
+		l.addSpecChildren(id, shape.children, inh)
+	case md.block != "":
+		b, ok := l.blocks[md.block]
+		if !ok {
+			msg := fmt.Sprintf("unknown block %q", md.block)
+			if s := suggest(md.block, sortedKeys(l.blocks)); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			l.d.errorf(childPath(md.path, "block"), "%s", msg)
+			return
+		}
+		for _, name := range l.blockPath {
+			if name == md.block {
+				l.d.errorf(childPath(md.path, "block"), "block %q contains itself", md.block)
+				return
+			}
+		}
+		b.used = true
+		l.m.Modules[id].Compute = explicitCost && !inh.inCompute
+		inh.inCompute = inh.inCompute || explicitCost
+		l.blockPath = append(l.blockPath, md.block)
+		l.addParams(id, md.params, inh)
+		l.addParams(id, b.params, inh)
+		for _, c := range b.modules {
+			l.expand(c, id, inh)
+		}
+		l.blockPath = l.blockPath[:len(l.blockPath)-1]
+	default:
+		leaf := len(md.children) == 0
+		if leaf && len(md.params) == 0 && !explicitCost {
+			l.d.keyErrorf(md.path, "module %q is empty: give it a kind, child modules, params or explicit costs", l.m.Modules[id].Name)
+		}
+		if leaf {
+			l.m.Modules[id].Kind = KindCustom
+		}
+		l.m.Modules[id].Compute = (leaf || explicitCost) && !inh.inCompute
+		inh.inCompute = inh.inCompute || l.m.Modules[id].Compute
+		l.addParams(id, md.params, inh)
+		for _, c := range md.children {
+			l.expand(c, id, inh)
+		}
+	}
+	if md.tiedTo != "" {
+		l.tieWeight(id, md)
+	}
+}
+
+func (l *lowerer) tieWeight(id ModuleID, md *moduleDecl) {
+	for _, pid := range l.m.Modules[id].Params {
+		if l.m.Params[pid].Local == "weight" {
+			l.ties = append(l.ties, pendingTie{param: pid, target: md.tiedTo, path: childPath(md.path, "tied_to"),
+				explicitDType: md.dtype != DTypeInvalid, declaredDType: md.dtype,
+				explicitGrad: md.requiresGrad != nil, declaredRequireGrad: md.requiresGrad != nil && *md.requiresGrad})
+			return
+		}
+	}
+	l.d.keyErrorf(childPath(md.path, "tied_to"), "module %q has no weight to tie", l.m.Modules[id].Name)
+}
+
+func (l *lowerer) addSpecChildren(parent ModuleID, children []childSpec, inh inherited) {
+	for _, c := range children {
+		id := l.newModule(parent, c.name, c.kind, nil)
+		if id < 0 {
+			return
+		}
+		l.m.Modules[id].Pos = l.m.Modules[parent].Pos
+		l.addSpecParams(id, c.params, inh)
+		l.addSpecChildren(id, c.children, inh)
+	}
+}
+
+func (l *lowerer) addSpecParams(module ModuleID, specs []paramSpec, inh inherited) {
+	for _, s := range specs {
+		rg := inh.requiresGrad || s.trainable
+		l.newParam(module, s.local, s.shape, inh.dtype, rg, "")
+	}
+}
+
+func (l *lowerer) addParams(module ModuleID, decls []*paramDecl, inh inherited) {
+	for _, p := range decls {
+		if p.name == "" || p.shape == nil {
+			continue
+		}
+		dt, rg := inh.dtype, inh.requiresGrad
+		if p.dtype != DTypeInvalid {
+			dt = p.dtype
+		}
+		if p.requiresGrad != nil {
+			rg = *p.requiresGrad
+		}
+		id := l.newParam(module, p.name, p.shape, dt, rg, p.path)
+		if id >= 0 && p.tiedTo != "" {
+			l.ties = append(l.ties, pendingTie{param: id, target: p.tiedTo, path: childPath(p.path, "tied_to"),
+				explicitDType: p.dtype != DTypeInvalid || inh.explicitDT, declaredDType: dt,
+				explicitGrad: p.requiresGrad != nil || inh.explicitRG, declaredRequireGrad: rg})
+		}
+	}
+}
+
+func (l *lowerer) newParam(module ModuleID, local string, shape []int64, dt DType, rg bool, path string) ParamID {
+	if len(l.m.Params) >= maxParams {
+		if !l.tooBig {
+			l.tooBig = true
+			l.d.keyErrorf(path, "the model has more than %d parameters tensors", maxParams)
+		}
+		return -1
+	}
+	mod := &l.m.Modules[module]
+	name := local
+	if mod.Name != "" {
+		name = mod.Name + "." + local
+	}
+	numel := int64(1)
+	for _, d := range shape {
+		var ok bool
+		if numel, ok = mulInt64(numel, d); !ok {
+			l.d.errorf(childPath(path, "shape"), "parameter %q: shape %v has more elements than fit in 64 bits", name, shape)
+			return -1
+		}
+	}
+	if _, ok := mulInt64(numel, dt.Size()); !ok {
+		l.d.errorf(childPath(path, "shape"), "parameter %q: %d elements of %s overflow 64-bit byte counts", name, numel, dt)
+		return -1
+	}
+	for _, c := range mod.Children {
+		if l.m.Modules[c].Name == name {
+			l.d.errorf(childPath(path, "name"), "parameter %q has the name of a child module", name)
+			return -1
+		}
+	}
+	if _, dup := l.paramByName[name]; dup {
+		l.d.errorf(childPath(path, "name"), "parameter %q is declared twice", name)
+		return -1
+	}
+	id := ParamID(len(l.m.Params))
+	var pos Pos
+	if path != "" {
+		pos = l.d.locs[path].key
+	} else {
+		pos = mod.Pos
+	}
+	l.m.Params = append(l.m.Params, Param{ID: id, Name: name, Module: module, Local: local,
+		Shape: append([]int64(nil), shape...), DType: dt, RequiresGrad: rg, TiedTo: NoParam, Numel: numel, Pos: pos})
+	mod.Params = append(mod.Params, id)
+	l.paramByName[name] = id
+	return id
+}
+
+// resolveTies links each tied parameter to the parameter that owns the
+// storage, following chains.
+func (l *lowerer) resolveTies() {
+	for _, t := range l.ties {
+		target, ok := l.paramByName[t.target]
+		if !ok {
+			msg := fmt.Sprintf("tied_to %q: no such parameter", t.target)
+			if len(l.m.Params) <= 100_000 {
+				if s := suggest(t.target, paramNames(l.m.Params)); s != "" {
+					msg += fmt.Sprintf("; did you mean %q?", s)
+				}
+			}
+			l.d.errorf(t.path, "%s", msg)
+			continue
+		}
+		l.m.Params[t.param].TiedTo = target
+	}
+	// Follow chains to the owner; a chain that returns to where it started
+	// is a cycle.
+	for _, t := range l.ties {
+		p := &l.m.Params[t.param]
+		if p.TiedTo == NoParam {
+			continue
+		}
+		owner, steps := p.TiedTo, 0
+		for l.m.Params[owner].TiedTo != NoParam && owner != t.param && steps <= len(l.ties) {
+			owner = l.m.Params[owner].TiedTo
+			steps++
+		}
+		if owner == t.param || steps > len(l.ties) {
+			l.d.errorf(t.path, "parameter %q is tied to itself through a cycle of tied_to", p.Name)
+			p.TiedTo = NoParam
+			continue
+		}
+		o := &l.m.Params[owner]
+		switch {
+		case !equalShape(p.Shape, o.Shape):
+			l.d.errorf(t.path, "parameter %q has shape %v but is tied to %q of shape %v", p.Name, p.Shape, o.Name, o.Shape)
+			p.TiedTo = NoParam
+			continue
+		case t.explicitDType && t.declaredDType != o.DType:
+			l.d.errorf(t.path, "parameter %q is declared %s but is tied to %q, which is %s", p.Name, t.declaredDType, o.Name, o.DType)
+		case t.explicitGrad && t.declaredRequireGrad != o.RequiresGrad:
+			l.d.errorf(t.path, "parameter %q sets requires_grad = %v but is tied to %q, which has %v: a tied parameter is one tensor", p.Name, t.declaredRequireGrad, o.Name, o.RequiresGrad)
+		}
+		p.TiedTo, p.DType, p.RequiresGrad = owner, o.DType, o.RequiresGrad
+	}
+}
+
+func equalShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func paramNames(ps []Param) []string {
+	out := make([]string, len(ps))
+	for i := range ps {
+		out[i] = ps[i].Name
+	}
+	return out
+}

@@ -1,0 +1,283 @@
+package ir
+
+// ModuleID indexes Model.Modules. The root module is always 0.
+type ModuleID int32
+
+// ParamID indexes Model.Params.
+type ParamID int32
+
+// NoParam marks a parameter that is not tied to another.
+const NoParam ParamID = -1
+
+// NoModule is the parent of the root.
+const NoModule ModuleID = -1
+
+// Model is the lowered, validated model: what every later stage reads. It
+// is immutable once Load returns; passes that need to change something copy
+// it first.
+type Model struct {
+	Name string
+	// File is the path the model was read from, SourceHash the SHA-256 of its
+	// bytes (hex), so a plan can say exactly which input it was made from.
+	File       string
+	SourceHash string
+
+	// Modules in declaration pre-order: a parent comes before its children,
+	// siblings in the order they were declared. Modules[0] is the root.
+	Modules []Module
+	// Params in declaration order (module pre-order, then the module's own
+	// parameters in the order its kind or its [[param]] entries give them).
+	Params []Param
+	// Forward lists the compute modules in forward execution order: a
+	// topological order of the dataflow graph in which the module declared
+	// first runs first whenever the graph leaves the choice open.
+	Forward []ModuleID
+
+	Train   Train
+	Cluster Cluster
+	Policy  Policy
+
+	// Warnings found while lowering; they do not stop anything.
+	Warnings Diagnostics
+}
+
+// Module is one node of the module tree, named like PyTorch's
+// named_modules(): "layers.3.attention.wq".
+type Module struct {
+	ID       ModuleID
+	Name     string // dotted name; "" for the root
+	Kind     Kind
+	Parent   ModuleID
+	Children []ModuleID
+	// Params are the module's own parameters (named_parameters(recurse=False)).
+	Params []ParamID
+
+	// Repeat is N for a module declared with repeat = N: its children are the
+	// N instances "name.0" … "name.N-1". Instance is the index of a module
+	// that is one such instance, -1 otherwise.
+	Repeat   int
+	Instance int
+
+	// Compute marks the nodes of the dataflow graph: modules of a kind with a
+	// cost formula, modules with explicit costs, and parameter-only leaves.
+	// Children of a compute module only hold parameters.
+	Compute bool
+	// Inputs are the compute modules whose outputs this one reads, in the
+	// order they were named. Only compute modules have inputs.
+	Inputs []ModuleID
+	// InputsRequireGrad is false when nothing that flows into the module
+	// needs a gradient (token ids, or only frozen modules upstream). FSDP2
+	// never fires such a module's post-backward hook from autograd.
+	InputsRequireGrad bool
+	// OutputRequiresGrad is true when the module's output carries a gradient.
+	OutputRequiresGrad bool
+
+	// Checkpoint marks an activation-checkpoint region: its activations are
+	// dropped after forward and recomputed in backward.
+	Checkpoint bool
+
+	// Cost is per micro-batch on one rank. For a compute module it is the
+	// module's own cost; for any other module the sum over its descendants.
+	Cost Cost
+
+	Pos Pos // where the module was declared
+}
+
+// Cost is the work and memory of one module for one micro-batch on one rank.
+type Cost struct {
+	FlopsFwd float64
+	// FlopsBwd includes FlopsRecompute when the module is recomputed.
+	FlopsBwd       float64
+	FlopsRecompute float64
+	// ActivationBytes is what forward saves for backward under the
+	// configured checkpointing.
+	ActivationBytes int64
+	// RecomputeBytes is, for a checkpoint region, the activations rebuilt
+	// transiently while the region's backward runs; for a module holding
+	// regions, the largest of theirs.
+	RecomputeBytes int64
+}
+
+func (c *Cost) add(o Cost) {
+	c.FlopsFwd += o.FlopsFwd
+	c.FlopsBwd += o.FlopsBwd
+	c.FlopsRecompute += o.FlopsRecompute
+	c.ActivationBytes = satAdd(c.ActivationBytes, o.ActivationBytes)
+	// Regions recompute one at a time: above them the figure is the largest.
+	c.RecomputeBytes = max(c.RecomputeBytes, o.RecomputeBytes)
+}
+
+// Param is one parameter tensor.
+type Param struct {
+	ID     ParamID
+	Name   string // full dotted name: "layers.0.attention.wq.weight"
+	Module ModuleID
+	Local  string // name inside its module: "weight"
+	Shape  []int64
+	DType  DType
+	// RequiresGrad is false for frozen parameters.
+	RequiresGrad bool
+	// TiedTo is the parameter this one is the same tensor as, or NoParam.
+	// A tied parameter is an alias: it holds no storage of its own and is
+	// counted once, under the parameter it is tied to.
+	TiedTo ParamID
+	Numel  int64
+	Pos    Pos
+}
+
+// Bytes is the parameter's size in its own dtype.
+func (p *Param) Bytes() int64 { return p.Numel * p.DType.Size() }
+
+// Checkpointing is the activation-checkpointing mode of training.
+type Checkpointing uint8
+
+const (
+	CheckpointNone Checkpointing = iota
+	CheckpointFull
+	CheckpointSelective
+)
+
+func (c Checkpointing) String() string {
+	return [...]string{"none", "full", "selective"}[c]
+}
+
+// Train is the training setup; sizes are per rank.
+type Train struct {
+	MicroBatch    int64 // sequences per micro-batch per rank
+	SeqLen        int64
+	GradAccum     int64 // micro-batches per optimizer step
+	Checkpointing Checkpointing
+	Optimizer     string
+	// OptimizerStateBytes per trainable parameter element (AdamW in fp32: 8).
+	OptimizerStateBytes int64
+	// ActivationDType is the dtype activations are held in.
+	ActivationDType DType
+}
+
+// Tokens is the number of tokens in one micro-batch on one rank.
+func (t Train) Tokens() int64 { return t.MicroBatch * t.SeqLen }
+
+// Cluster is the hardware the plan targets.
+type Cluster struct {
+	GPU         GPU
+	GPUsPerNode int
+	WorldSize   int
+	// Mesh is the 2-D HSDP mesh, or nil for plain FSDP over all ranks.
+	Mesh *Mesh
+	// Bandwidths are per GPU, one direction, in bytes per second.
+	IntraNodeBandwidth float64
+	InterNodeBandwidth float64
+	// MemoryBudget is what a rank may use, in bytes.
+	MemoryBudget int64
+}
+
+// Mesh is an HSDP device mesh: Replicate × Shard = world size. As in
+// FSDP2, dim 0 replicates and dim 1 shards.
+type Mesh struct {
+	Replicate int
+	Shard     int
+}
+
+// ShardSize is the size of the group parameters are sharded over.
+func (c *Cluster) ShardSize() int {
+	if c.Mesh != nil {
+		return c.Mesh.Shard
+	}
+	return c.WorldSize
+}
+
+// Nodes is the number of hosts.
+func (c *Cluster) Nodes() int { return (c.WorldSize + c.GPUsPerNode - 1) / c.GPUsPerNode }
+
+// GPU holds the figures of one accelerator.
+type GPU struct {
+	Name string
+	// PeakFLOPS is the dense peak rate per dtype, in FLOP/s; 0 where the GPU
+	// has no such rate.
+	PeakFLOPS    [len(dtypeInfo)]float64
+	HBMBytes     int64
+	HBMBandwidth float64 // bytes per second
+}
+
+// UnitsMode says how the policy picks FSDP units.
+type UnitsMode uint8
+
+const (
+	// UnitsBlocks makes each instance of a repeated module a unit and gives
+	// the rest to the root, as FSDP2 users wrap transformer blocks.
+	UnitsBlocks UnitsMode = iota
+	// UnitsAuto leaves the choice to the planner.
+	UnitsAuto
+	// UnitsPatterns makes every module matched by Policy.Units a unit.
+	UnitsPatterns
+)
+
+func (u UnitsMode) String() string { return [...]string{"blocks", "auto", "patterns"}[u] }
+
+// TiedMode says what to do with tied parameters that land in different
+// units.
+type TiedMode uint8
+
+const (
+	TiedError TiedMode = iota // reject, naming both parameters
+	TiedMerge                 // merge the units into one group
+)
+
+func (t TiedMode) String() string { return [...]string{"error", "merge"}[t] }
+
+// Policy is what the user fixed; everything left unset the planner decides.
+type Policy struct {
+	UnitsMode UnitsMode
+	Units     []Pattern // for UnitsPatterns
+	Tied      TiedMode
+	// Default applies to every unit; Overrides apply in order to the units
+	// whose module name they match, later ones winning field by field.
+	Default   GroupPolicy
+	Overrides []Override
+}
+
+// Pattern is a module-name glob with the place it was written.
+type Pattern struct {
+	Glob Glob
+	Pos  Pos
+}
+
+// Override is one [[policy.override]] entry.
+type Override struct {
+	Match Pattern
+	GroupPolicy
+}
+
+// GroupPolicy holds per-unit settings. A nil pointer or DTypeInvalid means
+// "not set".
+type GroupPolicy struct {
+	ReshardAfterForward *Reshard
+	PrefetchForward     *int
+	PrefetchBackward    *int
+	ParamDType          DType
+	ReduceDType         DType
+	OutputDType         DType
+	CastForwardInputs   *bool
+	Offload             *bool
+	// GradientDivideFactor is FSDP2's set_gradient_divide_factor.
+	GradientDivideFactor *float64
+	// ForceSumReduction is FSDP2's set_force_sum_reduction_for_comms.
+	ForceSumReduction *bool
+}
+
+// Reshard is reshard_after_forward: true, false, or an int N (reshard to N
+// ranks, ZeRO++ hpZ style).
+type Reshard struct {
+	Bool bool // when N == 0
+	N    int
+}
+
+func (r Reshard) String() string {
+	if r.N != 0 {
+		return itoa(r.N)
+	}
+	if r.Bool {
+		return "true"
+	}
+	return "false"
+}

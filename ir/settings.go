@@ -1,0 +1,374 @@
+package ir
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Decoding of the [model], [train], [cluster] and [policy] sections.
+
+var optimizerStateBytes = map[string]int64{
+	// Per trainable parameter element, states in fp32.
+	"adamw":        8, // exp_avg, exp_avg_sq
+	"adam":         8,
+	"sgd":          0,
+	"sgd_momentum": 4, // momentum buffer
+	"lion":         4, // exp_avg
+	"adafactor":    0, // factored second moment: O(rows+cols), negligible per element
+}
+
+func (d *decoder) modelSection(root *tbl, m *Model) (dtype DType) {
+	dtype = FP32
+	v, ok := root.m["model"]
+	if !ok {
+		return
+	}
+	t := d.table("model", v, "[model]", "name", "dtype")
+	if s, ok := t.str("name"); ok {
+		if s == "" {
+			d.errorf(t.at("name"), "model name must not be empty")
+		}
+		m.Name = s
+	}
+	if dt, ok := t.dtype("dtype"); ok {
+		dtype = dt
+	}
+	return
+}
+
+func (d *decoder) trainSection(root *tbl, m *Model) {
+	tr := &m.Train
+	tr.MicroBatch, tr.SeqLen, tr.GradAccum = 1, 0, 1
+	tr.Optimizer = "adamw"
+	v, ok := root.m["train"]
+	if !ok {
+		d.keyErrorf("", "missing [train] section: it needs at least seq_len")
+		return
+	}
+	t := d.table("train", v, "[train]", "micro_batch", "seq_len", "grad_accum", "checkpointing",
+		"optimizer", "optimizer_state_bytes", "activation_dtype")
+	tr.MicroBatch = t.intOr("micro_batch", 1, 1, 1<<20)
+	if n, ok := t.integer("seq_len", 1, 1<<30); ok {
+		tr.SeqLen = n
+	} else if !t.has("seq_len") {
+		d.keyErrorf("train", "[train] needs seq_len (tokens per sequence; for a ViT, patches plus class tokens)")
+	}
+	tr.GradAccum = t.intOr("grad_accum", 1, 1, 1<<20)
+	if s, ok := t.enum("checkpointing", "none", "full", "selective"); ok {
+		tr.Checkpointing = map[string]Checkpointing{"none": CheckpointNone, "full": CheckpointFull, "selective": CheckpointSelective}[s]
+	}
+	if s, ok := t.enum("optimizer", sortedKeys(optimizerStateBytes)...); ok {
+		tr.Optimizer = s
+	}
+	tr.OptimizerStateBytes = optimizerStateBytes[tr.Optimizer]
+	if n, ok := t.integer("optimizer_state_bytes", 0, 64); ok {
+		tr.OptimizerStateBytes = n
+	}
+	if dt, ok := t.dtype("activation_dtype"); ok {
+		if !dt.IsFloat() {
+			d.errorf(t.at("activation_dtype"), "activation_dtype must be a floating-point type, not %s", dt)
+		} else {
+			tr.ActivationDType = dt
+		}
+	}
+}
+
+func (d *decoder) clusterSection(root *tbl, m *Model) {
+	c := &m.Cluster
+	v, ok := root.m["cluster"]
+	if !ok {
+		d.keyErrorf("", "missing [cluster] section: it needs at least gpu and world_size")
+		return
+	}
+	t := d.table("cluster", v, "[cluster]", "gpu", "gpus_per_node", "world_size", "nodes", "mesh",
+		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "memory_budget")
+
+	preset := ""
+	switch g := t.m["gpu"].(type) {
+	case nil:
+		d.keyErrorf("cluster", "[cluster] needs gpu: a preset (%s) or a table of figures", strings.Join(GPUPresetNames(), ", "))
+	case string:
+		p, ok := gpuPresets[g]
+		if !ok {
+			d.unknownPreset(t.at("gpu"), "GPU", g, GPUPresetNames())
+		} else {
+			preset, c.GPU = g, p.gpu()
+		}
+	default:
+		preset = d.gpuTable(t.at("gpu"), g, &c.GPU)
+	}
+
+	c.GPUsPerNode = int(t.intOr("gpus_per_node", 8, 1, 1024))
+	world, hasWorld := t.integer("world_size", 1, maxWorldSize)
+	nodes, hasNodes := t.integer("nodes", 1, maxWorldSize)
+	switch {
+	case hasWorld && hasNodes && world != nodes*int64(c.GPUsPerNode):
+		d.errorf(t.at("world_size"), "world_size %d does not equal nodes × gpus_per_node = %d × %d", world, nodes, c.GPUsPerNode)
+	case hasWorld:
+		c.WorldSize = int(world)
+	case hasNodes:
+		if nodes*int64(c.GPUsPerNode) > maxWorldSize {
+			d.errorf(t.at("nodes"), "nodes × gpus_per_node exceeds %d ranks", maxWorldSize)
+		} else {
+			c.WorldSize = int(nodes) * c.GPUsPerNode
+		}
+	case !t.has("world_size") && !t.has("nodes"):
+		d.keyErrorf("cluster", "[cluster] needs world_size (or nodes)")
+	}
+	if c.WorldSize > 0 && c.WorldSize < c.GPUsPerNode {
+		c.GPUsPerNode = c.WorldSize // one partial node
+	}
+
+	if mv, ok := t.m["mesh"]; ok {
+		c.Mesh = d.mesh(t.at("mesh"), mv, c.WorldSize)
+	}
+
+	c.IntraNodeBandwidth = d.link(t, "intra_node", defaultIntraNode[preset])
+	c.InterNodeBandwidth = d.link(t, "inter_node", "ndr400")
+	if c.Nodes() <= 1 && !t.has("inter_node") && !t.has("inter_node_bandwidth") {
+		c.InterNodeBandwidth = c.IntraNodeBandwidth
+	}
+
+	c.MemoryBudget = c.GPU.HBMBytes / 10 * 9
+	if b, ok := t.bytes("memory_budget"); ok {
+		if b == 0 {
+			d.errorf(t.at("memory_budget"), "memory_budget must be positive")
+		} else if c.GPU.HBMBytes > 0 && b > c.GPU.HBMBytes {
+			d.errorf(t.at("memory_budget"), "memory_budget %s exceeds the GPU's memory %s", FormatBytes(b), FormatBytes(c.GPU.HBMBytes))
+		} else {
+			c.MemoryBudget = b
+		}
+	}
+}
+
+func (d *decoder) unknownPreset(path, what, name string, names []string) {
+	msg := fmt.Sprintf("unknown %s preset %q", what, name)
+	if s := suggest(name, names); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	d.errorf(path, "%s (presets: %s)", msg, strings.Join(names, ", "))
+}
+
+// gpuTable reads explicit GPU figures, optionally starting from a preset.
+func (d *decoder) gpuTable(path string, v any, g *GPU) string {
+	t := d.table(path, v, "[cluster.gpu]", "preset", "name", "hbm", "hbm_bandwidth", "flops")
+	preset := ""
+	if s, ok := t.str("preset"); ok {
+		if p, ok := gpuPresets[s]; ok {
+			preset, *g = s, p.gpu()
+		} else {
+			d.unknownPreset(t.at("preset"), "GPU", s, GPUPresetNames())
+		}
+	}
+	if s, ok := t.str("name"); ok {
+		g.Name = s
+	}
+	if b, ok := t.bytes("hbm"); ok {
+		g.HBMBytes = b
+	}
+	if f, ok := t.number("hbm_bandwidth", ParseBandwidth); ok {
+		g.HBMBandwidth = f
+	}
+	if fv, ok := t.m["flops"]; ok {
+		ft := d.table(t.at("flops"), fv, "[cluster.gpu.flops]", DTypeNames()...)
+		for _, k := range sortedKeys(ft.m) {
+			if dt, ok := ParseDType(k); ok {
+				if f, ok := ft.number(k, ParseFLOPS); ok {
+					g.PeakFLOPS[dt] = f
+				}
+			}
+		}
+	}
+	if preset == "" {
+		if g.HBMBytes == 0 {
+			d.keyErrorf(path, "a GPU without a preset needs hbm")
+		}
+		if g.HBMBandwidth == 0 {
+			d.keyErrorf(path, "a GPU without a preset needs hbm_bandwidth")
+		}
+		if g.PeakFLOPS[BF16] == 0 && g.PeakFLOPS[FP32] == 0 && g.PeakFLOPS[FP16] == 0 {
+			d.keyErrorf(path, "a GPU without a preset needs flops, for example flops = { bf16 = \"989TFLOPS\" }")
+		}
+		if g.Name == "" {
+			g.Name = "custom"
+		}
+	}
+	return preset
+}
+
+func (d *decoder) mesh(path string, v any, world int) *Mesh {
+	var r, s int64
+	var ok1, ok2 bool
+	switch x := v.(type) {
+	case map[string]any:
+		t := d.table(path, x, "mesh", "replicate", "shard")
+		r, ok1 = t.integer("replicate", 1, maxWorldSize)
+		s, ok2 = t.integer("shard", 1, maxWorldSize)
+		if !t.has("replicate") || !t.has("shard") {
+			d.errorf(path, "mesh needs replicate and shard")
+		}
+	case []any:
+		if len(x) != 2 {
+			d.errorf(path, "mesh must be [replicate, shard], two integers, not %d values", len(x))
+			return nil
+		}
+		r, ok1 = d.intValue(indexPath(path, 0), "mesh replicate", x[0], 1, maxWorldSize)
+		s, ok2 = d.intValue(indexPath(path, 1), "mesh shard", x[1], 1, maxWorldSize)
+	default:
+		d.errorf(path, "mesh must be { replicate = R, shard = S } or [R, S], not %s", tomlType(v))
+		return nil
+	}
+	if !ok1 || !ok2 {
+		return nil
+	}
+	if world > 0 && r*s != int64(world) {
+		d.errorf(path, "mesh %d × %d = %d ranks, but world_size is %d", r, s, r*s, world)
+		return nil
+	}
+	return &Mesh{Replicate: int(r), Shard: int(s)}
+}
+
+// link reads a link preset name (key) or an explicit bandwidth (key +
+// "_bandwidth"), falling back to def.
+func (d *decoder) link(t *tbl, key, def string) float64 {
+	if f, ok := t.number(key+"_bandwidth", ParseBandwidth); ok {
+		if t.has(key) {
+			d.keyErrorf(t.at(key), "give %s or %s_bandwidth, not both", key, key)
+		}
+		if f <= 0 {
+			d.errorf(t.at(key+"_bandwidth"), "%s_bandwidth must be positive", key)
+		}
+		return f
+	}
+	name := def
+	if s, ok := t.str(key); ok {
+		name = s
+	}
+	bw, ok := linkPresets[name]
+	if !ok && name != "" {
+		d.unknownPreset(t.at(key), "link", name, LinkPresetNames())
+	}
+	return bw
+}
+
+var groupPolicyKeys = []string{"reshard_after_forward", "prefetch_forward", "prefetch_backward",
+	"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs", "offload",
+	"gradient_divide_factor", "force_sum_reduction"}
+
+func (d *decoder) policySection(root *tbl, m *Model) {
+	p := &m.Policy
+	v, ok := root.m["policy"]
+	if !ok {
+		return
+	}
+	t := d.table("policy", v, "[policy]", append([]string{"units", "tied", "override"}, groupPolicyKeys...)...)
+	switch u := t.m["units"].(type) {
+	case nil:
+	case string:
+		switch u {
+		case "blocks":
+			p.UnitsMode = UnitsBlocks
+		case "auto":
+			p.UnitsMode = UnitsAuto
+		default:
+			d.errorf(t.at("units"), "units must be \"blocks\", \"auto\" or an array of module-name patterns, not %q", u)
+		}
+	default:
+		globs, ok := t.strList("units")
+		if ok {
+			p.UnitsMode = UnitsPatterns
+			for i, g := range globs {
+				if pat, ok := d.pattern(indexPath(t.at("units"), i), g); ok {
+					p.Units = append(p.Units, pat)
+				}
+			}
+		}
+	}
+	if s, ok := t.enum("tied", "error", "merge"); ok && s == "merge" {
+		p.Tied = TiedMerge
+	}
+	p.Default = d.groupPolicy(t, m)
+	if overrides, ok := t.tables("override"); ok {
+		for i, raw := range overrides {
+			path := indexPath(t.at("override"), i)
+			ot := d.table(path, raw, "[[policy.override]]", append([]string{"match"}, groupPolicyKeys...)...)
+			o := Override{GroupPolicy: d.groupPolicy(ot, m)}
+			if s, ok := ot.str("match"); ok {
+				o.Match, _ = d.pattern(ot.at("match"), s)
+			} else if !ot.has("match") {
+				d.keyErrorf(path, "override needs match, a module-name pattern such as \"layers.*\"")
+			}
+			p.Overrides = append(p.Overrides, o)
+		}
+	}
+}
+
+func (d *decoder) pattern(path, s string) (Pattern, bool) {
+	g, err := CompileGlob(s)
+	if err != nil {
+		d.errorf(path, "%v", err)
+		return Pattern{}, false
+	}
+	return Pattern{Glob: g, Pos: d.locs[path].val}, true
+}
+
+func (d *decoder) groupPolicy(t *tbl, m *Model) GroupPolicy {
+	var g GroupPolicy
+	switch r := t.m["reshard_after_forward"].(type) {
+	case nil:
+	case bool:
+		g.ReshardAfterForward = &Reshard{Bool: r}
+	case int64:
+		w := int64(m.Cluster.ShardSize())
+		switch {
+		case r < 1:
+			d.errorf(t.at("reshard_after_forward"), "reshard_after_forward must be true, false or a positive number of ranks, not %d", r)
+		case w > 0 && w%r != 0:
+			d.errorf(t.at("reshard_after_forward"), "reshard_after_forward = %d must divide the shard group size %d", r, w)
+		default:
+			g.ReshardAfterForward = &Reshard{N: int(r)}
+		}
+	default:
+		d.errorf(t.at("reshard_after_forward"), "reshard_after_forward must be true, false or an integer, not %s", tomlType(r))
+	}
+	for _, k := range []string{"prefetch_forward", "prefetch_backward"} {
+		if n, ok := t.integer(k, 0, 64); ok {
+			n := int(n)
+			if k == "prefetch_forward" {
+				g.PrefetchForward = &n
+			} else {
+				g.PrefetchBackward = &n
+			}
+		}
+	}
+	for _, k := range []string{"param_dtype", "reduce_dtype", "output_dtype"} {
+		dt, ok := t.dtype(k)
+		if !ok {
+			continue
+		}
+		if !dt.IsFloat() {
+			d.errorf(t.at(k), "%s must be a floating-point type, not %s", k, dt)
+			continue
+		}
+		switch k {
+		case "param_dtype":
+			g.ParamDType = dt
+		case "reduce_dtype":
+			g.ReduceDType = dt
+		default:
+			g.OutputDType = dt
+		}
+	}
+	g.CastForwardInputs, _ = t.boolean("cast_forward_inputs")
+	g.Offload, _ = t.boolean("offload")
+	g.ForceSumReduction, _ = t.boolean("force_sum_reduction")
+	if f, ok := t.number("gradient_divide_factor", nil); ok {
+		if f <= 0 || math.IsInf(f, 0) {
+			d.errorf(t.at("gradient_divide_factor"), "gradient_divide_factor must be positive")
+		} else {
+			g.GradientDivideFactor = &f
+		}
+	}
+	return g
+}

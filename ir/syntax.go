@@ -1,0 +1,384 @@
+package ir
+
+import "fmt"
+
+// The syntax tree: the model file decoded and checked key by key, before
+// repeats, blocks and names are expanded. Every declaration keeps its TOML
+// path so later errors can point at it.
+
+type blockDecl struct {
+	path    string
+	name    string
+	modules []*moduleDecl
+	params  []*paramDecl
+	used    bool
+}
+
+type moduleDecl struct {
+	path         string
+	name         string
+	kind         Kind
+	spec         *kindSpec
+	repeat       int64
+	block        string
+	children     []*moduleDecl
+	params       []*paramDecl
+	inputs       []string
+	hasInputs    bool
+	requiresGrad *bool
+	dtype        DType
+	tiedTo       string
+	flopsFwd     *float64
+	flopsBwd     *float64
+	actBytes     *int64
+	checkpoint   *bool
+	attrs        attrValues
+}
+
+type paramDecl struct {
+	path         string
+	name         string
+	shape        []int64
+	dtype        DType
+	requiresGrad *bool
+	tiedTo       string
+}
+
+// attrValues holds a module's kind attributes, already type-checked:
+// int64, bool, string, []int64, []string or map[string]string.
+type attrValues map[string]any
+
+func (a attrValues) int(k string, def int64) int64 {
+	if v, ok := a[k].(int64); ok {
+		return v
+	}
+	return def
+}
+
+func (a attrValues) has(k string) bool { _, ok := a[k]; return ok }
+
+func (a attrValues) bool(k string, def bool) bool {
+	if v, ok := a[k].(bool); ok {
+		return v
+	}
+	return def
+}
+
+func (a attrValues) str(k, def string) string {
+	if v, ok := a[k].(string); ok {
+		return v
+	}
+	return def
+}
+
+func (a attrValues) ints(k string) []int64 {
+	v, _ := a[k].([]int64)
+	return v
+}
+
+func (a attrValues) strs(k string) []string {
+	v, _ := a[k].([]string)
+	return v
+}
+
+func (a attrValues) names(k string) map[string]string {
+	v, _ := a[k].(map[string]string)
+	return v
+}
+
+// Limits that keep a hostile file from exhausting memory.
+const (
+	maxRepeat     = 1 << 20
+	maxDims       = 8
+	maxDim        = 1 << 40
+	maxModules    = 10_000_000
+	maxParams     = 10_000_000
+	maxNesting    = 64
+	maxWorldSize  = 1 << 24
+	maxSeqTokens  = 1 << 40
+	maxNameLength = 256
+)
+
+var moduleKeys = []string{"name", "kind", "repeat", "block", "module", "param", "inputs",
+	"requires_grad", "dtype", "tied_to", "flops_fwd", "flops_bwd", "activation_bytes", "checkpoint"}
+
+var paramKeys = []string{"name", "shape", "dtype", "requires_grad", "tied_to"}
+
+func validName(s string) error {
+	if s == "" {
+		return fmt.Errorf("name must not be empty")
+	}
+	if len(s) > maxNameLength {
+		return fmt.Errorf("name is longer than %d characters", maxNameLength)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '.' {
+			return fmt.Errorf("name %q must not contain a dot; nest modules instead", s)
+		}
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("name %q may contain only letters, digits, '_' and '-'", s)
+		}
+	}
+	return nil
+}
+
+func (d *decoder) moduleList(t *tbl, depth int) []*moduleDecl {
+	raw, ok := t.tables("module")
+	if !ok {
+		return nil
+	}
+	if depth > maxNesting {
+		d.errorf(t.at("module"), "modules nest deeper than %d levels", maxNesting)
+		return nil
+	}
+	out := make([]*moduleDecl, 0, len(raw))
+	seen := map[string]bool{}
+	for i, m := range raw {
+		md := d.module(indexPath(t.at("module"), i), m, depth)
+		if md.name != "" {
+			if seen[md.name] {
+				d.errorf(childPath(md.path, "name"), "duplicate module name %q", md.name)
+			}
+			seen[md.name] = true
+		}
+		out = append(out, md)
+	}
+	return out
+}
+
+func (d *decoder) paramList(t *tbl) []*paramDecl {
+	raw, ok := t.tables("param")
+	if !ok {
+		return nil
+	}
+	out := make([]*paramDecl, 0, len(raw))
+	seen := map[string]bool{}
+	for i, m := range raw {
+		p := d.param(indexPath(t.at("param"), i), m)
+		if p.name != "" {
+			if seen[p.name] {
+				d.errorf(childPath(p.path, "name"), "duplicate parameter name %q", p.name)
+			}
+			seen[p.name] = true
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl {
+	md := &moduleDecl{path: path, attrs: attrValues{}}
+	// Decide the kind first: it says which other keys are allowed.
+	allowed := append([]string(nil), moduleKeys...)
+	pre := &tbl{d: d, path: path, m: raw}
+	kindName, hasKind := pre.str("kind")
+	if hasKind {
+		spec, ok := kindSpecs[kindName]
+		if ok {
+			md.spec = &spec
+			md.kind = spec.kind
+			for _, a := range spec.attrs {
+				allowed = append(allowed, a.key)
+			}
+		} else {
+			msg := fmt.Sprintf("unknown module kind %q", kindName)
+			if s := suggest(kindName, KindNames()); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			d.errorf(pre.at("kind"), "%s (allowed: linear, embedding, norm, attention, mlp, moe, conv; leave kind out for a container or a module with explicit params)", msg)
+			allowed = append(allowed, allAttrKeys()...)
+		}
+	}
+	t := d.table(path, raw, "module", allowed...)
+
+	if name, ok := t.str("name"); ok {
+		if err := validName(name); err != nil {
+			d.errorf(t.at("name"), "%v", err)
+		} else {
+			md.name = name
+		}
+	} else if !t.has("name") {
+		d.keyErrorf(path, "module has no name")
+	}
+	if n, ok := t.integer("repeat", 1, maxRepeat); ok {
+		md.repeat = n
+	}
+	if b, ok := t.str("block"); ok {
+		md.block = b
+	}
+	if t.has("module") {
+		md.children = d.moduleList(t, depth+1)
+	}
+	md.params = d.paramList(t)
+	if in, ok := t.strList("inputs"); ok {
+		md.inputs, md.hasInputs = in, true
+	} else if t.has("inputs") {
+		md.hasInputs = true
+	}
+	md.requiresGrad, _ = t.boolean("requires_grad")
+	md.checkpoint, _ = t.boolean("checkpoint")
+	if dt, ok := t.dtype("dtype"); ok {
+		md.dtype = dt
+	}
+	if s, ok := t.str("tied_to"); ok {
+		md.tiedTo = s
+	}
+	if f, ok := t.number("flops_fwd", ParseFLOP); ok {
+		md.flopsFwd = &f
+	}
+	if f, ok := t.number("flops_bwd", ParseFLOP); ok {
+		md.flopsBwd = &f
+	}
+	if b, ok := t.bytes("activation_bytes"); ok {
+		md.actBytes = &b
+	}
+
+	switch {
+	case md.block != "" && t.has("module"):
+		d.keyErrorf(t.at("block"), "module %q has both block and [[module]] children; use one", md.name)
+	case md.spec != nil && (t.has("module") || md.block != ""):
+		d.keyErrorf(t.at("kind"), "module %q of kind %s cannot declare child modules: its kind makes them", md.name, kindName)
+	case md.tiedTo != "" && md.spec == nil:
+		d.keyErrorf(t.at("tied_to"), "tied_to on a module ties its weight, and only modules of a kind have one; tie a [[param]] instead")
+	}
+	if md.spec != nil {
+		d.kindAttrs(t, md)
+	}
+	return md
+}
+
+func (d *decoder) kindAttrs(t *tbl, md *moduleDecl) {
+	for _, a := range md.spec.attrs {
+		if !t.has(a.key) {
+			if a.required {
+				d.keyErrorf(t.path, "module %q of kind %s needs %s", md.name, md.kind, a.key)
+			}
+			continue
+		}
+		switch a.typ {
+		case attrInt:
+			if n, ok := t.integer(a.key, 1, maxDim); ok {
+				md.attrs[a.key] = n
+			}
+		case attrCount:
+			if n, ok := t.integer(a.key, 0, maxDim); ok {
+				md.attrs[a.key] = n
+			}
+		case attrBool:
+			if b, ok := t.boolean(a.key); ok && b != nil {
+				md.attrs[a.key] = *b
+			}
+		case attrEnum:
+			if s, ok := t.enum(a.key, a.enum...); ok {
+				md.attrs[a.key] = s
+			}
+		case attrInts:
+			lo := int64(1)
+			if a.key == "padding" {
+				lo = 0
+			}
+			if v, ok := t.intList(a.key, lo, maxDim); ok {
+				md.attrs[a.key] = v
+			}
+		case attrStrings:
+			list, ok := t.strList(a.key)
+			if !ok {
+				continue
+			}
+			for i, s := range list {
+				if !contains(a.roles, s) {
+					d.errorf(indexPath(t.at(a.key), i), "%q is not a role of %s (roles: %v)", s, md.kind, a.roles)
+					ok = false
+				}
+			}
+			if ok {
+				md.attrs[a.key] = list
+			}
+		case attrNames:
+			nt := d.table(t.at(a.key), t.m[a.key], a.key, a.roles...)
+			names := map[string]string{}
+			for _, role := range a.roles {
+				if s, ok := nt.str(role); ok {
+					if err := validName(s); err != nil {
+						d.errorf(nt.at(role), "%v", err)
+						continue
+					}
+					names[role] = s
+				}
+			}
+			md.attrs[a.key] = names
+		}
+	}
+}
+
+func (d *decoder) param(path string, raw map[string]any) *paramDecl {
+	t := d.table(path, raw, "param", paramKeys...)
+	p := &paramDecl{path: path}
+	if name, ok := t.str("name"); ok {
+		if err := validName(name); err != nil {
+			d.errorf(t.at("name"), "%v", err)
+		} else {
+			p.name = name
+		}
+	} else if !t.has("name") {
+		d.keyErrorf(path, "param has no name")
+	}
+	if v, ok := t.m["shape"]; ok {
+		if arr, isArr := v.([]any); isArr && len(arr) == 0 {
+			d.errorf(t.at("shape"), "shape must have at least one dimension: FSDP shards on dim 0 and rejects scalar parameters")
+		} else if shape, ok := t.intList("shape", 1, maxDim); ok {
+			if len(shape) > maxDims {
+				d.errorf(t.at("shape"), "shape has %d dimensions; at most %d are supported", len(shape), maxDims)
+			} else {
+				p.shape = shape
+			}
+		}
+	} else {
+		d.keyErrorf(path, "param %q has no shape", p.name)
+	}
+	if dt, ok := t.dtype("dtype"); ok {
+		p.dtype = dt
+	}
+	p.requiresGrad, _ = t.boolean("requires_grad")
+	if s, ok := t.str("tied_to"); ok {
+		p.tiedTo = s
+	}
+	return p
+}
+
+func (d *decoder) blocks(root *tbl) map[string]*blockDecl {
+	v, ok := root.m["block"]
+	if !ok {
+		return nil
+	}
+	m, isTable := v.(map[string]any)
+	if !isTable {
+		d.errorf("block", "block must be a table of named blocks ([block.NAME]), not %s", tomlType(v))
+		return nil
+	}
+	bt := &tbl{d: d, path: "block", m: m}
+	out := map[string]*blockDecl{}
+	for _, name := range sortedKeys(bt.m) {
+		path := bt.at(name)
+		if err := validName(name); err != nil {
+			d.keyErrorf(path, "block %v", err)
+			continue
+		}
+		t := d.table(path, bt.m[name], "block "+name, "module", "param")
+		b := &blockDecl{path: path, name: name, modules: d.moduleList(t, 1), params: d.paramList(t)}
+		if len(b.modules) == 0 && len(b.params) == 0 {
+			d.keyErrorf(path, "block %q is empty: give it [[block.%s.module]] or [[block.%s.param]] entries", name, name, name)
+		}
+		out[name] = b
+	}
+	return out
+}
+
+// positive reports a missing-or-invalid integer setting with a default.
+func (t *tbl) intOr(k string, def, lo, hi int64) int64 {
+	if n, ok := t.integer(k, lo, hi); ok {
+		return n
+	}
+	return def
+}
