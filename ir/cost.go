@@ -16,11 +16,8 @@ func (l *lowerer) computeCosts() {
 				mod.InputsRequireGrad = true
 			}
 		}
-		trainable := m.trainableParams(id)
-		anyTrainable := false
-		for _, t := range trainable {
-			anyTrainable = anyTrainable || t
-		}
+		trainable := l.trainableFunc(id)
+		anyTrainable := m.anyTrainable(id)
 		mod.OutputRequiresGrad = mod.InputsRequireGrad || anyTrainable
 
 		var w work
@@ -75,32 +72,38 @@ func (m *Model) region(id ModuleID) (ModuleID, bool) {
 	return 0, false
 }
 
-// trainableParams maps the module-relative names of every parameter in the
-// subtree of id to whether it gets a gradient.
-func (m *Model) trainableParams(id ModuleID) map[string]bool {
-	out := map[string]bool{}
-	prefix := m.Modules[id].Name
-	var walk func(ModuleID)
-	walk = func(x ModuleID) {
-		for _, p := range m.Modules[x].Params {
-			name := m.Params[p].Name
-			if prefix != "" {
-				name = name[len(prefix)+1:]
-			}
-			out[name] = m.Params[p].RequiresGrad
-		}
-		for _, c := range m.Modules[x].Children {
-			walk(c)
+// trainableFunc reports whether the parameter with a given module-relative
+// name, in the subtree of id, gets a gradient.
+func (l *lowerer) trainableFunc(id ModuleID) func(rel string) bool {
+	prefix := l.m.Modules[id].Name
+	if prefix != "" {
+		prefix += "."
+	}
+	return func(rel string) bool {
+		p, ok := l.paramByName[prefix+rel]
+		return ok && l.m.Params[p].RequiresGrad
+	}
+}
+
+// anyTrainable reports whether any parameter in the subtree of id trains.
+func (m *Model) anyTrainable(id ModuleID) bool {
+	for _, p := range m.Modules[id].Params {
+		if m.Params[p].RequiresGrad {
+			return true
 		}
 	}
-	walk(id)
-	return out
+	for _, c := range m.Modules[id].Children {
+		if m.anyTrainable(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // moduleCost turns a kind's matmuls into forward and backward FLOPs: the
 // input gradient of every matmul when anything upstream needs a gradient,
 // the weight gradient of every matmul whose weight trains.
-func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable map[string]bool) Cost {
+func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable func(string) bool) Cost {
 	var c Cost
 	if !mod.OutputRequiresGrad {
 		// Nothing needs a gradient: autograd records no backward here.
@@ -118,7 +121,7 @@ func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable map[
 			c.FlopsBwd += mm.flops * mm.dxFactor
 		}
 		for _, wt := range mm.weights {
-			if trainable[wt] {
+			if trainable(wt) {
 				c.FlopsBwd += mm.flops
 				break
 			}
@@ -134,7 +137,7 @@ func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable map[
 			// The rule of thumb for explicit modules: one forward's worth
 			// for input gradients, one for weight gradients.
 			c.FlopsBwd = c.FlopsFwd
-			if anyTrue(trainable) {
+			if l.m.anyTrainable(mod.ID) {
 				c.FlopsBwd += c.FlopsFwd
 			}
 		}
@@ -146,15 +149,6 @@ func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable map[
 		c.ActivationBytes = *md.actBytes
 	}
 	return c
-}
-
-func anyTrue(m map[string]bool) bool {
-	for _, v := range m {
-		if v {
-			return true
-		}
-	}
-	return false
 }
 
 // Stats are whole-model totals. Tied parameters count once.

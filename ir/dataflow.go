@@ -15,22 +15,47 @@ import (
 // child, unless it names its inputs; a container's output is its last
 // child's.
 
-// exit returns the compute module whose output is module id's output.
-func (m *Model) exit(id ModuleID) (ModuleID, bool) {
-	for {
+// exits computes, for every module, the compute modules whose outputs make
+// up its output: itself for a compute module; for a container, the exits of
+// the children no sibling reads. In a chain that is the last child; in a
+// block with parallel branches (attention and MLP both reading the norm),
+// every branch.
+func (m *Model) exits(explicit map[ModuleID][]ModuleID) [][]ModuleID {
+	out := make([][]ModuleID, len(m.Modules))
+	for id := len(m.Modules) - 1; id >= 0; id-- {
 		mod := &m.Modules[id]
 		if mod.Compute {
-			return id, true
+			out[id] = []ModuleID{ModuleID(id)}
+			continue
 		}
-		if len(mod.Children) == 0 {
-			return 0, false
+		consumed := make(map[ModuleID]bool, len(mod.Children))
+		for i, c := range mod.Children {
+			srcs, ok := explicit[c]
+			if !ok {
+				if i > 0 {
+					consumed[mod.Children[i-1]] = true
+				}
+				continue
+			}
+			for _, s := range srcs {
+				if m.Modules[s].Parent == ModuleID(id) {
+					consumed[s] = true
+				}
+			}
 		}
-		id = mod.Children[len(mod.Children)-1]
+		for _, c := range mod.Children {
+			if !consumed[c] {
+				out[id] = append(out[id], out[c]...)
+			}
+		}
 	}
+	return out
 }
 
 func (l *lowerer) buildDataflow() {
 	m := l.m
+	// Resolve the names in inputs to modules first: which siblings are read
+	// decides what a container outputs.
 	explicit := make(map[ModuleID][]ModuleID, len(l.inputs))
 	for _, p := range l.inputs {
 		var srcs []ModuleID
@@ -46,20 +71,27 @@ func (l *lowerer) buildDataflow() {
 				l.d.errorf(path, "module %q lists itself in inputs", m.Modules[src].Name)
 				continue
 			}
-			ex, ok := m.exit(src)
-			if !ok {
-				l.d.errorf(path, "inputs: module %q computes nothing", name)
-				continue
-			}
-			srcs = append(srcs, ex)
+			srcs = append(srcs, src)
 		}
 		explicit[p.module] = srcs
 	}
 	if l.d.diags.HasErrors() {
 		return
 	}
+	exits := m.exits(explicit)
+	for _, p := range l.inputs {
+		for i, src := range explicit[p.module] {
+			if len(exits[src]) == 0 {
+				l.d.errorf(indexPath(p.path, i), "inputs: module %q computes nothing", m.Modules[src].Name)
+			}
+		}
+	}
+	if l.d.diags.HasErrors() {
+		return
+	}
 
-	// inputsOf walks the tree once, handing each module its input set.
+	// inputsOf walks the tree once, handing each module its input set: the
+	// exits of what it names, of its previous sibling, or its parent's.
 	inputsOf := make([][]ModuleID, len(m.Modules))
 	for id := range m.Modules {
 		mod := &m.Modules[id]
@@ -67,41 +99,41 @@ func (l *lowerer) buildDataflow() {
 			continue
 		}
 		if srcs, ok := explicit[ModuleID(id)]; ok {
-			inputsOf[id] = srcs
+			for _, s := range srcs {
+				inputsOf[id] = append(inputsOf[id], exits[s]...)
+			}
 			continue
 		}
 		siblings := m.Modules[mod.Parent].Children
 		idx := sort.Search(len(siblings), func(i int) bool { return siblings[i] >= ModuleID(id) })
-		if idx > 0 {
-			if ex, ok := m.exit(siblings[idx-1]); ok {
-				inputsOf[id] = []ModuleID{ex}
-				continue
-			}
+		if idx > 0 && len(exits[siblings[idx-1]]) > 0 {
+			inputsOf[id] = exits[siblings[idx-1]]
+			continue
 		}
 		inputsOf[id] = inputsOf[mod.Parent]
 	}
 
-	g := simple.NewDirectedGraph()
-	for id := range m.Modules {
-		if m.Modules[id].Compute {
-			g.AddNode(simple.Node(id))
-		}
-	}
 	for id := range m.Modules {
 		mod := &m.Modules[id]
 		if !mod.Compute {
 			continue
 		}
-		seen := map[ModuleID]bool{}
 		for _, src := range inputsOf[id] {
-			if !seen[src] && src != ModuleID(id) {
-				seen[src] = true
+			if src != ModuleID(id) && !containsModule(mod.Inputs, src) {
 				mod.Inputs = append(mod.Inputs, src)
-				g.SetEdge(g.NewEdge(simple.Node(src), simple.Node(id)))
 			}
 		}
 	}
-	l.order(g)
+	l.order()
+}
+
+func containsModule(ids []ModuleID, id ModuleID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *lowerer) resolveModule(parent ModuleID, name string) (ModuleID, bool) {
@@ -146,7 +178,7 @@ func (h *idHeap) Pop() any {
 // order computes the forward order: Kahn's algorithm, always taking the
 // ready module declared first, so a file whose declaration order is already
 // a valid order runs in exactly that order.
-func (l *lowerer) order(g *simple.DirectedGraph) {
+func (l *lowerer) order() {
 	m := l.m
 	indeg := make([]int, len(m.Modules))
 	users := make([][]ModuleID, len(m.Modules))
@@ -181,13 +213,25 @@ func (l *lowerer) order(g *simple.DirectedGraph) {
 		}
 	}
 	if len(m.Forward) != compute {
-		l.reportCycles(g)
+		l.reportCycles()
 	}
 }
 
 // reportCycles names every cycle's modules in order, starting and ending at
-// the module declared first.
-func (l *lowerer) reportCycles(g *simple.DirectedGraph) {
+// the module declared first. It runs only on failure, so building the gonum
+// graph here costs a valid model nothing.
+func (l *lowerer) reportCycles() {
+	g := simple.NewDirectedGraph()
+	for id := range l.m.Modules {
+		if l.m.Modules[id].Compute {
+			g.AddNode(simple.Node(id))
+		}
+	}
+	for id := range l.m.Modules {
+		for _, src := range l.m.Modules[id].Inputs {
+			g.SetEdge(g.NewEdge(simple.Node(src), simple.Node(id)))
+		}
+	}
 	for _, scc := range topo.TarjanSCC(g) {
 		if len(scc) < 2 {
 			continue

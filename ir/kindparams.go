@@ -249,12 +249,20 @@ func moeShape(a attrValues) (kindShape, error) {
 // convGeometry checks a convolution's sizes and returns its output size.
 func convGeometry(a attrValues) (kernel, out []int64, err error) {
 	kernel, size := a.ints("kernel"), a.ints("input_size")
-	n := len(kernel)
+	n := len(size)
 	if n > 3 {
-		return nil, nil, fmt.Errorf("kernel has %d dimensions; conv supports 1, 2 or 3", n)
+		return nil, nil, fmt.Errorf("input_size has %d dimensions; conv supports 1, 2 or 3", n)
 	}
-	if len(size) != n {
-		return nil, nil, fmt.Errorf("input_size has %d dimensions but kernel has %d", len(size), n)
+	switch len(kernel) {
+	case n:
+	case 1: // a square (cubic) kernel
+		k := kernel[0]
+		kernel = make([]int64, n)
+		for i := range kernel {
+			kernel[i] = k
+		}
+	default:
+		return nil, nil, fmt.Errorf("kernel has %d dimensions but input_size has %d", len(kernel), n)
 	}
 	per := func(k string, def int64) ([]int64, error) {
 		v := a.ints(k)
