@@ -17,31 +17,38 @@ import (
 
 // exits computes, for every module, the compute modules whose outputs make
 // up its output: itself for a compute module; for a container, the exits of
-// the children no sibling reads. In a chain that is the last child; in a
-// block with parallel branches (attention and MLP both reading the norm),
-// every branch.
+// the children nothing else inside the container reads. In a chain that is
+// the last child; in a block whose MLP and attention both read the norm,
+// both branches; a stack-level table read only from inside its blocks is
+// not part of the stack's output.
 func (m *Model) exits(explicit map[ModuleID][]ModuleID) [][]ModuleID {
+	consumed := make([]bool, len(m.Modules))
+	for id := range m.Modules {
+		mod := &m.Modules[id]
+		if mod.Parent == NoModule {
+			continue
+		}
+		srcs, ok := explicit[ModuleID(id)]
+		if !ok {
+			// Implicitly, a module reads its previous sibling.
+			siblings := m.Modules[mod.Parent].Children
+			if i := sort.Search(len(siblings), func(i int) bool { return siblings[i] >= ModuleID(id) }); i > 0 {
+				consumed[siblings[i-1]] = true
+			}
+			continue
+		}
+		for _, src := range srcs {
+			if c, ok := m.childTowards(ModuleID(id), src); ok {
+				consumed[c] = true
+			}
+		}
+	}
 	out := make([][]ModuleID, len(m.Modules))
 	for id := len(m.Modules) - 1; id >= 0; id-- {
 		mod := &m.Modules[id]
 		if mod.Compute {
 			out[id] = []ModuleID{ModuleID(id)}
 			continue
-		}
-		consumed := make(map[ModuleID]bool, len(mod.Children))
-		for i, c := range mod.Children {
-			srcs, ok := explicit[c]
-			if !ok {
-				if i > 0 {
-					consumed[mod.Children[i-1]] = true
-				}
-				continue
-			}
-			for _, s := range srcs {
-				if m.Modules[s].Parent == ModuleID(id) {
-					consumed[s] = true
-				}
-			}
 		}
 		for _, c := range mod.Children {
 			if !consumed[c] {
@@ -50,6 +57,35 @@ func (m *Model) exits(explicit map[ModuleID][]ModuleID) [][]ModuleID {
 		}
 	}
 	return out
+}
+
+// childTowards returns, for a reader and the module it reads, the child of
+// their lowest common ancestor on the way to the module read: the one the
+// read consumes. There is none when one contains the other.
+func (m *Model) childTowards(reader, src ModuleID) (ModuleID, bool) {
+	depth := func(x ModuleID) int {
+		d := 0
+		for ; x != 0; x = m.Modules[x].Parent {
+			d++
+		}
+		return d
+	}
+	a, b := reader, src
+	da, db := depth(a), depth(b)
+	var belowB ModuleID = -1
+	for db > da {
+		belowB, b = b, m.Modules[b].Parent
+		db--
+	}
+	for da > db {
+		a = m.Modules[a].Parent
+		da--
+	}
+	for a != b {
+		a = m.Modules[a].Parent
+		belowB, b = b, m.Modules[b].Parent
+	}
+	return belowB, belowB >= 0 && a != src
 }
 
 func (l *lowerer) buildDataflow() {

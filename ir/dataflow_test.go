@@ -256,7 +256,7 @@ requires_grad = false
 		{"frozen", false, false, 0},
 		// The base matmul needs no gradient (frozen weight, input without
 		// gradient); lora_A needs its weight gradient only; lora_B both.
-		{"adapted", false, true, 2 * T * 4 * 2 /*A dW*/ + 2*T*2*4*2 /*B dX+dW*/},
+		{"adapted", false, true, 2*T*4*2 /*A dW*/ + 2*T*2*4*2 /*B dX+dW*/},
 		// The frozen head still passes gradients back: dX only.
 		{"head", true, true, 2 * T * 4 * 4},
 	} {

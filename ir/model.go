@@ -263,6 +263,10 @@ type GroupPolicy struct {
 	GradientDivideFactor *float64
 	// ForceSumReduction is FSDP2's set_force_sum_reduction_for_comms.
 	ForceSumReduction *bool
+	// ShardDim is the dimension parameters are sharded on (FSDP2's
+	// shard_placement_fn returning Shard(i)); parameters with fewer
+	// dimensions stay on dim 0.
+	ShardDim *int
 }
 
 // Reshard is reshard_after_forward: true, false, or an int N (reshard to N

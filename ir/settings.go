@@ -254,7 +254,7 @@ func (d *decoder) link(t *tbl, key, def string) float64 {
 
 var groupPolicyKeys = []string{"reshard_after_forward", "prefetch_forward", "prefetch_backward",
 	"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs", "offload",
-	"gradient_divide_factor", "force_sum_reduction"}
+	"gradient_divide_factor", "force_sum_reduction", "shard_dim"}
 
 func (d *decoder) policySection(root *tbl, m *Model) {
 	p := &m.Policy
@@ -363,6 +363,10 @@ func (d *decoder) groupPolicy(t *tbl, m *Model) GroupPolicy {
 	g.CastForwardInputs, _ = t.boolean("cast_forward_inputs")
 	g.Offload, _ = t.boolean("offload")
 	g.ForceSumReduction, _ = t.boolean("force_sum_reduction")
+	if n, ok := t.integer("shard_dim", 0, maxDims-1); ok {
+		n := int(n)
+		g.ShardDim = &n
+	}
 	if f, ok := t.number("gradient_divide_factor", nil); ok {
 		if f <= 0 || math.IsInf(f, 0) {
 			d.errorf(t.at("gradient_divide_factor"), "gradient_divide_factor must be positive")

@@ -126,7 +126,6 @@ func joinName(parent, local string) string {
 	return parent + "." + local
 }
 
-
 func (v *verifier) params() {
 	m := v.m
 	names := make(map[string]bool, len(m.Params))

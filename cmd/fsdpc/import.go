@@ -1,11 +1,195 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/ir/hf"
 )
 
 func runImport(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "fsdpc import: not built yet")
-	return 1
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: fsdpc import hf [flags] config.json [-o model.toml]")
+		fmt.Fprintln(w, "\nWrites the fsdpc model file for a Hugging Face model's config.json.")
+		fmt.Fprintf(w, "Supported model_type values: %s.\n", strings.Join(hf.Supported(), ", "))
+	}
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	if args[0] != "hf" {
+		fmt.Fprintf(stderr, "fsdpc import: unknown format %q (supported: hf)\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return runImportHF(args[1:], stdout, stderr)
+}
+
+func runImportHF(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("import hf", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	out := fl.String("o", "", "write the model to this file instead of stdout")
+	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
+	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(ir.GPUPresetNames(), ", "))
+	world := fl.Int("world-size", hf.DefaultWorldSize, "number of GPUs")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc import hf [flags] config.json [-o model.toml]")
+		fmt.Fprintln(stderr, "\nWrites the fsdpc model file for a Hugging Face model's config.json (- reads stdin).")
+		fmt.Fprintf(stderr, "Supported model_type values: %s.\n\nflags:\n", strings.Join(hf.Supported(), ", "))
+		fl.PrintDefaults()
+	}
+	flags, pos := splitArgs(fl, args)
+	if err := fl.Parse(flags); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	pos = append(pos, fl.Args()...)
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "fsdpc import hf: want one config.json, got %d arguments\n\n", len(pos))
+		fl.Usage()
+		return 2
+	}
+	// Zero is how Options says "default"; a user who typed 0 meant something
+	// else, so say no rather than quietly choosing for them.
+	set := map[string]bool{}
+	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["seq-len"] && *seqLen <= 0 || set["world-size"] && *world <= 0 {
+		fmt.Fprintln(stderr, "fsdpc import hf: --seq-len and --world-size must be positive")
+		return 2
+	}
+	opt := hf.Options{SeqLen: *seqLen, GPU: *gpu, WorldSize: *world}
+	if err := opt.Validate(); err != nil {
+		fmt.Fprintf(stderr, "fsdpc import hf: %v\n", err)
+		return 2
+	}
+
+	src, name, err := readConfig(pos[0])
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	text, err := hf.ConvertWith(name, src, opt)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	if *out == "" || *out == "-" {
+		if _, err := stdout.Write(text); err != nil {
+			return reportErr(stderr, err)
+		}
+		return 0
+	}
+	if err := writeAtomic(*out, text); err != nil {
+		return reportErr(stderr, err)
+	}
+	m, err := ir.Load(*out, text)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters\n", *out, m.Name, commas(m.Stats().Params))
+	return 0
+}
+
+// splitArgs separates flags (with their values) from positional
+// arguments, because the flag package stops at the first positional and
+// the documented form puts -o after config.json. The flags are parsed on
+// their own, so a value-taking flag left last without its value is an
+// error rather than swallowing a positional.
+func splitArgs(fl *flag.FlagSet, args []string) (flags, pos []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return flags, append(pos, args[i+1:]...)
+		}
+		if a == "-" || !strings.HasPrefix(a, "-") {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fl.Lookup(name); f != nil && i+1 < len(args) {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		}
+	}
+	return flags, pos
+}
+
+func readConfig(path string) (src []byte, name string, err error) {
+	var r io.Reader
+	if path == "-" {
+		r, name = os.Stdin, "<stdin>"
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, "", err
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil && st.IsDir() {
+			return nil, "", fmt.Errorf("%s is a directory; give the config.json inside it", path)
+		}
+		r, name = f, path
+	}
+	// config.json files are a few kilobytes; the bound keeps a wrong
+	// argument (a checkpoint shard) from being read whole.
+	src, err = io.ReadAll(io.LimitReader(r, ir.MaxFileSize+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("reading %s: %w", name, err)
+	}
+	if len(src) > ir.MaxFileSize {
+		return nil, "", fmt.Errorf("%s is larger than %d MiB; a config.json is a few kilobytes", name, ir.MaxFileSize>>20)
+	}
+	return src, name, nil
+}
+
+// writeAtomic replaces path with data so that readers see the old file or
+// the new one, never a part: a temporary file in the same directory (so
+// the rename stays on one file system), renamed over path once complete.
+func writeAtomic(path string, data []byte) (err error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	// CreateTemp makes the file private; a model file is ordinary text.
+	if err = tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

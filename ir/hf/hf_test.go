@@ -1,0 +1,400 @@
+package hf
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fsdpc/fsdpc/ir"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the importer's output")
+
+// Published parameter counts; each is also derived by hand in the comment
+// beside it, from the config, so a wrong fixture and a wrong importer
+// cannot agree by accident.
+var published = []struct {
+	fixture string
+	params  int64
+	// shapes are a few parameters that must exist with these shapes.
+	shapes map[string][]int64
+	// absent are names that must not be parameters.
+	absent []string
+	tied   string // the tied parameter, if any
+}{
+	// Llama 1 7B: 2·32000·4096 + 32·(4·4096² + 3·4096·11008 + 2·4096) + 4096.
+	{fixture: "llama-7b", params: 6_738_415_616,
+		shapes: map[string][]int64{"model.layers.0.self_attn.k_proj.weight": {4096, 4096}, "lm_head.weight": {32000, 4096}}},
+	// Llama 2 7B: the same architecture as Llama 1 7B.
+	{fixture: "llama-2-7b-hf", params: 6_738_415_616,
+		shapes: map[string][]int64{"model.layers.31.mlp.down_proj.weight": {4096, 11008}}},
+	// Llama 3 8B: 2·128256·4096 + 32·(2·4096² + 2·4096·1024 + 3·4096·14336 + 2·4096) + 4096.
+	{fixture: "meta-llama-3-8b", params: 8_030_261_248,
+		shapes: map[string][]int64{
+			"model.embed_tokens.weight":                      {128256, 4096},
+			"model.layers.0.self_attn.q_proj.weight":         {4096, 4096},
+			"model.layers.0.self_attn.k_proj.weight":         {1024, 4096},
+			"model.layers.0.self_attn.v_proj.weight":         {1024, 4096},
+			"model.layers.0.self_attn.o_proj.weight":         {4096, 4096},
+			"model.layers.0.mlp.gate_proj.weight":            {14336, 4096},
+			"model.layers.0.mlp.up_proj.weight":              {14336, 4096},
+			"model.layers.0.mlp.down_proj.weight":            {4096, 14336},
+			"model.layers.0.input_layernorm.weight":          {4096},
+			"model.layers.0.post_attention_layernorm.weight": {4096},
+			"model.layers.31.self_attn.k_proj.weight":        {1024, 4096},
+			"model.norm.weight":                              {4096},
+			"lm_head.weight":                                 {128256, 4096},
+		},
+		absent: []string{"model.layers.0.self_attn.q_proj.bias", "model.layers.32.self_attn.q_proj.weight"}},
+	// Llama 3.1 8B: the same shapes as Llama 3 8B; only RoPE scaling changed.
+	{fixture: "llama-3.1-8b", params: 8_030_261_248,
+		shapes: map[string][]int64{"model.layers.0.self_attn.k_proj.weight": {1024, 4096}}},
+	// Llama 3.1 70B: 2·128256·8192 + 80·(2·8192² + 2·8192·1024 + 3·8192·28672 + 2·8192) + 8192.
+	{fixture: "llama-3.1-70b", params: 70_553_706_496,
+		shapes: map[string][]int64{"model.layers.79.self_attn.v_proj.weight": {1024, 8192}}},
+	// Llama 3.1 405B: 2·128256·16384 + 126·(2·16384² + 2·16384·1024 + 3·16384·53248 + 2·16384) + 16384.
+	{fixture: "llama-3.1-405b", params: 405_853_388_800,
+		shapes: map[string][]int64{"model.layers.125.mlp.gate_proj.weight": {53248, 16384}}},
+	// Llama 3.2 1B: 128256·2048 (tied) + 16·(2·2048² + 2·2048·512 + 3·2048·8192 + 2·2048) + 2048.
+	{fixture: "llama-3.2-1b", params: 1_235_814_400, tied: "lm_head.weight",
+		shapes: map[string][]int64{"model.layers.0.self_attn.k_proj.weight": {512, 2048}, "lm_head.weight": {128256, 2048}}},
+	// Llama 3.2 3B: 128256·3072 (tied) + 28·(2·3072² + 2·3072·1024 + 3·3072·8192 + 2·3072) + 3072.
+	{fixture: "llama-3.2-3b", params: 3_212_749_824, tied: "lm_head.weight",
+		shapes: map[string][]int64{"model.layers.0.self_attn.q_proj.weight": {3072, 3072}}},
+	// Mistral 7B: 2·32000·4096 + 32·(2·4096² + 2·4096·1024 + 3·4096·14336 + 2·4096) + 4096.
+	{fixture: "mistral-7b-v0.1", params: 7_241_732_096,
+		shapes: map[string][]int64{"model.layers.0.self_attn.k_proj.weight": {1024, 4096}}},
+	// Qwen2.5 0.5B: 151936·896 (tied) + 24·(2·896² + 2·896·128 + 896 + 2·128 + 3·896·4864 + 2·896) + 896.
+	{fixture: "qwen2.5-0.5b", params: 494_032_768, tied: "lm_head.weight",
+		shapes: map[string][]int64{
+			"model.layers.0.self_attn.q_proj.bias":   {896},
+			"model.layers.0.self_attn.k_proj.weight": {128, 896},
+			"model.layers.0.self_attn.k_proj.bias":   {128},
+			"model.layers.0.self_attn.v_proj.bias":   {128},
+		},
+		absent: []string{"model.layers.0.self_attn.o_proj.bias"}},
+	// Qwen2.5 7B: 2·152064·3584 + 28·(2·3584² + 2·3584·512 + 3584 + 2·512 + 3·3584·18944 + 2·3584) + 3584.
+	{fixture: "qwen2.5-7b", params: 7_615_616_512,
+		shapes: map[string][]int64{"model.layers.0.self_attn.v_proj.weight": {512, 3584}, "model.layers.0.self_attn.v_proj.bias": {512}}},
+	// Mixtral 8x7B: 2·32000·4096 + 32·(2·4096² + 2·4096·1024 + 8·3·4096·14336 + 8·4096 + 2·4096) + 4096.
+	{fixture: "mixtral-8x7b-v0.1", params: 46_702_792_704,
+		shapes: map[string][]int64{
+			"model.layers.0.block_sparse_moe.gate.weight":          {8, 4096},
+			"model.layers.0.block_sparse_moe.experts.0.w1.weight":  {14336, 4096},
+			"model.layers.0.block_sparse_moe.experts.7.w2.weight":  {4096, 14336},
+			"model.layers.31.block_sparse_moe.experts.3.w3.weight": {14336, 4096},
+		},
+		absent: []string{"model.layers.0.mlp.gate_proj.weight", "model.layers.0.block_sparse_moe.experts.8.w1.weight"}},
+	// GPT-2: 50257·768 (tied) + 1024·768 + 12·(4·768 + 768·2304 + 2304 + 768² + 768 + 2·768·3072 + 3072 + 768) + 2·768.
+	{fixture: "gpt2", params: 124_439_808, tied: "lm_head.weight",
+		shapes: map[string][]int64{
+			"wte.weight":             {50257, 768},
+			"wpe.weight":             {1024, 768},
+			"h.0.ln_1.weight":        {768},
+			"h.0.ln_1.bias":          {768},
+			"h.0.attn.c_attn.weight": {768, 2304},
+			"h.0.attn.c_attn.bias":   {2304},
+			"h.0.attn.c_proj.weight": {768, 768},
+			"h.0.mlp.c_fc.weight":    {768, 3072},
+			"h.0.mlp.c_proj.weight":  {3072, 768},
+			"h.11.ln_2.bias":         {768},
+			"ln_f.bias":              {768},
+		},
+		// The attention-mask buffers of the checkpoint are not parameters.
+		absent: []string{"h.0.attn.bias", "h.0.attn.masked_bias"}},
+	// Gemma 2B: 256000·2048 (tied) + 18·(2·2048² + 2·2048·256 + 3·2048·16384 + 2·2048) + 2048.
+	{fixture: "gemma-2b", params: 2_506_172_416, tied: "lm_head.weight",
+		shapes: map[string][]int64{"model.layers.0.self_attn.k_proj.weight": {256, 2048}, "model.layers.0.mlp.gate_proj.weight": {16384, 2048}}},
+	// Gemma 7B: 256000·3072 (tied) + 28·(4·3072·4096 + 3·3072·24576 + 2·3072) + 3072; 16 heads of 256 make q 4096 wide.
+	{fixture: "gemma-7b", params: 8_537_680_896, tied: "lm_head.weight",
+		shapes: map[string][]int64{"model.layers.0.self_attn.q_proj.weight": {4096, 3072}, "model.layers.0.self_attn.o_proj.weight": {3072, 4096}}},
+}
+
+func convertFixture(t *testing.T, fixture string) ([]byte, *ir.Model) {
+	t.Helper()
+	path := filepath.Join("testdata", fixture+".json")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Convert(path, src)
+	if err != nil {
+		t.Fatalf("Convert: %v", err)
+	}
+	m, err := ir.Load(fixture+".toml", out)
+	if err != nil {
+		t.Fatalf("Load: %v\n%s", err, out)
+	}
+	for _, w := range m.Warnings {
+		t.Errorf("warning: %v", w)
+	}
+	return out, m
+}
+
+func TestPublishedModels(t *testing.T) {
+	for _, tc := range published {
+		t.Run(tc.fixture, func(t *testing.T) {
+			out, m := convertFixture(t, tc.fixture)
+			if got := m.Stats().Params; got != tc.params {
+				t.Errorf("params = %d, want %d (off by %d)", got, tc.params, got-tc.params)
+			}
+			byName := map[string]*ir.Param{}
+			for i := range m.Params {
+				byName[m.Params[i].Name] = &m.Params[i]
+			}
+			for name, shape := range tc.shapes {
+				p, ok := byName[name]
+				if !ok {
+					t.Errorf("no parameter %s", name)
+					continue
+				}
+				if !slices.Equal(p.Shape, shape) {
+					t.Errorf("%s has shape %v, want %v", name, p.Shape, shape)
+				}
+			}
+			for _, name := range tc.absent {
+				if _, ok := byName[name]; ok {
+					t.Errorf("%s should not be a parameter", name)
+				}
+			}
+			// A tied lm_head is an alias: counted once, under the embedding.
+			var tied []string
+			for i := range m.Params {
+				if m.Params[i].TiedTo != ir.NoParam {
+					tied = append(tied, m.Params[i].Name)
+				}
+			}
+			if tc.tied == "" && len(tied) > 0 || tc.tied != "" && !slices.Equal(tied, []string{tc.tied}) {
+				t.Errorf("tied parameters %v, want [%s]", tied, tc.tied)
+			}
+			if tc.tied != "" {
+				var total int64
+				for i := range m.Params {
+					total += m.Params[i].Numel
+				}
+				if want := tc.params + byName[tc.tied].Numel; total != want {
+					t.Errorf("all tensors sum to %d; want params + the tied alias = %d", total, want)
+				}
+			}
+			if n := bytes.Count(out, []byte("\n")); n >= 200 {
+				t.Errorf("the model file has %d lines; a readable import stays under 200", n)
+			}
+			again, err := Convert(filepath.Join("testdata", tc.fixture+".json"), mustRead(t, tc.fixture))
+			if err != nil || !bytes.Equal(out, again) {
+				t.Errorf("a second conversion differs (err %v)", err)
+			}
+			if m.Train.SeqLen > DefaultMaxSeqLen {
+				t.Errorf("seq_len %d exceeds the default cap %d", m.Train.SeqLen, DefaultMaxSeqLen)
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, fixture string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", fixture+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestGolden(t *testing.T) {
+	out, _ := convertFixture(t, "llama-3.1-8b")
+	golden := filepath.Join("testdata", "llama-3.1-8b.toml.golden")
+	if *update {
+		if err := os.WriteFile(golden, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(out, want) {
+		t.Errorf("output differs from %s (run go test -update and review the diff):\n%s", golden, out)
+	}
+}
+
+func TestTrainingSetup(t *testing.T) {
+	tests := []struct {
+		fixture   string
+		opt       Options
+		seqLen    int64
+		gpu       string
+		worldSize int
+		note      string // in the seq_len line
+	}{
+		{"llama-3.1-8b", Options{}, 8192, "NVIDIA H100 SXM5 80GB", 8, "min(max_position_embeddings = 131072, 8192)"},
+		{"gpt2", Options{}, 1024, "NVIDIA H100 SXM5 80GB", 8, "min(n_positions = 1024, 8192)"},
+		{"llama-7b", Options{}, 2048, "NVIDIA H100 SXM5 80GB", 8, ""},
+		{"llama-3.1-70b", Options{SeqLen: 4096, GPU: "h200", WorldSize: 64}, 4096, "NVIDIA H200 SXM 141GB", 64, "from --seq-len"},
+		{"mistral-7b-v0.1", Options{SeqLen: 65536}, 65536, "NVIDIA H100 SXM5 80GB", 8, "longer than the model was trained for"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.fixture, func(t *testing.T) {
+			out, err := ConvertWith(tc.fixture+".json", mustRead(t, tc.fixture), tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := ir.Load("x.toml", out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Train.SeqLen != tc.seqLen || m.Cluster.GPU.Name != tc.gpu || m.Cluster.WorldSize != tc.worldSize {
+				t.Errorf("seq_len %d, gpu %s, world %d; want %d, %s, %d",
+					m.Train.SeqLen, m.Cluster.GPU.Name, m.Cluster.WorldSize, tc.seqLen, tc.gpu, tc.worldSize)
+			}
+			if m.Train.MicroBatch != 1 || m.Train.Checkpointing != ir.CheckpointFull || m.Policy.UnitsMode != ir.UnitsBlocks ||
+				m.Policy.Default.ParamDType != ir.BF16 || m.Policy.Default.ReduceDType != ir.FP32 || m.Cluster.GPUsPerNode != min(8, tc.worldSize) {
+				t.Errorf("unexpected defaults: %+v %+v", m.Train, m.Policy)
+			}
+			var line string
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.HasPrefix(l, "seq_len =") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, tc.note) {
+				t.Errorf("seq_len line %q does not say %q", line, tc.note)
+			}
+		})
+	}
+}
+
+func TestHeaderNotes(t *testing.T) {
+	tests := []struct {
+		fixture string
+		want    []string
+	}{
+		{"llama-7b", []string{"imported by `fsdpc import hf` from llama-7b.json", "num_key_value_heads is not set", "the checkpoint holds float16"}},
+		{"gpt2", []string{"n_inner is not set: the MLP is 4 × n_embd = 3072 wide", "causal masks attn.bias and attn.masked_bias"}},
+		{"gemma-7b", []string{"tie_word_embeddings is not set: GemmaConfig's default, true"}},
+		{"mistral-7b-v0.1", []string{"sliding_window = 4096 is not modelled"}},
+		{"llama-2-7b-hf", []string{"saved from meta-llama/Llama-2-7b-hf", `name = "Llama-2-7b-hf"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.fixture, func(t *testing.T) {
+			out, _ := convertFixture(t, tc.fixture)
+			for _, w := range tc.want {
+				if !strings.Contains(prose(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	// Qwen2 turns its sliding window off, so nothing is said about it.
+	if out, _ := convertFixture(t, "qwen2.5-7b"); strings.Contains(string(out), "sliding_window") {
+		t.Errorf("qwen2.5-7b: sliding window mentioned although use_sliding_window is false")
+	}
+}
+
+// prose joins the header's wrapped comment lines so tests can look for
+// phrases regardless of where lines break.
+func prose(out []byte) string {
+	var words []string
+	for _, l := range strings.Split(string(out), "\n") {
+		words = append(words, strings.Fields(strings.TrimPrefix(l, "#"))...)
+	}
+	return strings.Join(words, " ")
+}
+
+func TestErrors(t *testing.T) {
+	llama := string(mustRead(t, "meta-llama-3-8b"))
+	tests := []struct {
+		name string
+		src  string
+		opt  Options
+		want []string
+	}{
+		{"unsupported model_type", `{"model_type": "bert", "hidden_size": 768}`, Options{},
+			[]string{`cfg.json: model_type "bert" is not supported`, "gemma, gpt2, llama, mistral, mixtral, qwen2"}},
+		{"missing model_type", `{"hidden_size": 768}`, Options{}, []string{"model_type is missing", "supported: gemma"}},
+		{"model_type not a string", `{"model_type": 7}`, Options{}, []string{"model_type must be a string, not 7"}},
+		{"malformed JSON", "{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 4096\n  \"vocab_size\": 32000\n}", Options{},
+			[]string{"cfg.json:4:3: JSON syntax: invalid character '\"' after object key:value pair"}},
+		{"truncated JSON", "{\n  \"model_type\": \"llama\",", Options{}, []string{"cfg.json:2:24: JSON syntax: unexpected end of JSON input"}},
+		{"column counts characters", "{\"_name_or_path\": \"é\", x}", Options{}, []string{"cfg.json:1:24: JSON syntax"}},
+		{"not an object", `[1, 2]`, Options{}, []string{"cfg.json:1:1: a config.json holds one JSON object, not array"}},
+		{"null", `null`, Options{}, []string{"not null"}},
+		{"empty", ``, Options{}, []string{"cfg.json:1:1: JSON syntax: unexpected end of JSON input"}},
+		{"missing hidden_size", strings.Replace(llama, `"hidden_size": 4096,`, "", 1), Options{},
+			[]string{"cfg.json: hidden_size is missing; it is required"}},
+		{"every problem at once", strings.NewReplacer(`"hidden_size": 4096,`, "", `"num_hidden_layers": 32`, `"num_hidden_layers": "32"`).Replace(llama), Options{},
+			[]string{"hidden_size is missing", `num_hidden_layers must be an integer, not a string ("32")`}},
+		{"null hidden_size", strings.Replace(llama, `"hidden_size": 4096`, `"hidden_size": null`, 1), Options{},
+			[]string{"hidden_size is null; it is required"}},
+		{"fractional", strings.Replace(llama, `"hidden_size": 4096`, `"hidden_size": 4096.5`, 1), Options{},
+			[]string{"hidden_size must be an integer, not 4096.5"}},
+		{"negative", strings.Replace(llama, `"num_hidden_layers": 32`, `"num_hidden_layers": -1`, 1), Options{},
+			[]string{"num_hidden_layers = -1 is out of range"}},
+		{"huge", strings.Replace(llama, `"vocab_size": 128256`, `"vocab_size": 99999999999999999999`, 1), Options{},
+			[]string{"vocab_size must be an integer, not 99999999999999999999"}},
+		{"bool typed", strings.Replace(llama, `"tie_word_embeddings": false`, `"tie_word_embeddings": "no"`, 1), Options{},
+			[]string{`tie_word_embeddings must be true or false, not a string ("no")`}},
+		{"heads and kv heads", strings.Replace(llama, `"num_key_value_heads": 8`, `"num_key_value_heads": 5`, 1), Options{},
+			[]string{"num_attention_heads (32) is not a multiple of num_key_value_heads (5)"}},
+		{"activation", strings.Replace(llama, `"hidden_act": "silu"`, `"hidden_act": "relu"`, 1), Options{},
+			[]string{`hidden_act "relu" is not supported for llama`}},
+		{"gemma activation", strings.Replace(string(mustRead(t, "gemma-2b")), `"hidden_act": "gelu"`, `"hidden_act": "relu"`, 1), Options{},
+			[]string{`hidden_act "relu" is not supported for gemma`}},
+		{"mistral needs kv heads", `{"model_type": "mistral", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32}`, Options{},
+			[]string{"num_key_value_heads is missing"}},
+		{"gemma needs head_dim", strings.Replace(string(mustRead(t, "gemma-2b")), `"head_dim": 256,`, "", 1), Options{},
+			[]string{"head_dim is missing"}},
+		{"mixtral needs experts", strings.Replace(string(mustRead(t, "mixtral-8x7b-v0.1")), `"num_local_experts": 8,`, "", 1), Options{},
+			[]string{"num_local_experts is missing"}},
+		{"gpt2 sequence past n_positions", string(mustRead(t, "gpt2")), Options{SeqLen: 2048},
+			[]string{"seq-len 2048 exceeds n_positions 1024"}},
+		{"unknown gpu", llama, Options{GPU: "v100"}, []string{`unknown GPU preset "v100"`, "h100-sxm"}},
+		{"newline in model_type", `{"model_type": "x\ny"}`, Options{}, []string{`model_type "x?y" is not supported`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := ConvertWith("cfg.json", []byte(tc.src), tc.opt)
+			if err == nil {
+				t.Fatalf("no error; output:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestByteOrderMarkAndLongContext(t *testing.T) {
+	src := "\xef\xbb\xbf" + strings.Replace(string(mustRead(t, "llama-3.1-8b")), "131072", "1073741824", 1)
+	out, err := Convert("cfg.json", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "seq_len = 8192            # min(max_position_embeddings = 1073741824, 8192)") {
+		t.Errorf("seq_len line wrong:\n%s", out)
+	}
+}
+
+// TestHostileStrings checks that text copied from the config into names
+// and comments cannot break out into TOML of its own.
+func TestHostileStrings(t *testing.T) {
+	src := strings.Replace(string(mustRead(t, "llama-3.2-1b")), `"architectures": [`,
+		`"_name_or_path": "evil\"\n[cluster]\nworld_size = 1\n#",
+  "torch_dtype": "bf16\n[[module]]",
+  "architectures": ["X\nY", `, 1)
+	out, err := Convert("a\nb.json", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ir.Load("x.toml", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if m.Cluster.WorldSize != 8 || m.Stats().Params != 1_235_814_400 {
+		t.Errorf("the config's strings changed the model:\n%s", out)
+	}
+}
