@@ -87,3 +87,6 @@ func DTypeNames() []string {
 	}
 	return out
 }
+
+// MarshalText gives JSON the dtype's name.
+func (t DType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }

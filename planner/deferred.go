@@ -1,0 +1,56 @@
+package planner
+
+import (
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// markDeferred finds the groups whose module inputs need no gradient: the
+// root (it reads token ids) or a unit fed only by frozen modules. FSDP2
+// registers post-backward on the unit's forward inputs that require grad,
+// so for these autograd never fires it; the final callback reshards and
+// reduce-scatters them after the whole backward, where nothing overlaps the
+// communication.
+func markDeferred(s *state) error {
+	m := s.m
+	needs := make([]bool, len(s.units))
+	unitRoot := map[ir.ModuleID]int{}
+	for ui, u := range s.units {
+		for _, r := range u.modules {
+			unitRoot[r] = ui
+		}
+	}
+	inside := func(x ir.ModuleID, root ir.ModuleID) bool {
+		for a := x; a != ir.NoModule; a = m.Modules[a].Parent {
+			if a == root {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range m.Forward {
+		for a := c; a != ir.NoModule; a = m.Modules[a].Parent {
+			ui, ok := unitRoot[a]
+			if !ok {
+				continue
+			}
+			for _, src := range m.Modules[c].Inputs {
+				if !inside(src, a) && m.Modules[src].OutputRequiresGrad {
+					needs[ui] = true
+				}
+			}
+		}
+	}
+	for gi := range s.plan.Groups {
+		g := &s.plan.Groups[gi]
+		g.DeferredReduce = !needs[gi]
+		if g.DeferredReduce && g.GradShardNumel > 0 {
+			bytes := g.GradShardNumel * int64(s.m.Cluster.ShardSize()) * g.Policy.Reduce.Size()
+			s.warnf("%s: its inputs need no gradient, so FSDP2 reduce-scatters its %s of gradients only after the whole backward, exposed, and keeps its parameters unsharded until then; a separate unit for its first modules moves that earlier",
+				groupLabel(g), ir.FormatBytes(bytes))
+		}
+	}
+	return nil
+}
+
+var _ = schedule.Plan{}

@@ -1,0 +1,572 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// emitSchedule writes the program one rank runs for one training step, in
+// the order the CPU issues it, following FSDP2's hooks:
+//
+//	root pre-forward   copy-in and all-gather streams wait for the compute
+//	                   stream (the previous step's optimizer)
+//	pre-forward(g)     unshard(g): copy-in (cast) on CI, all-gather on AG;
+//	                   wait_for_unshard(g): CI and AG wait for the previous
+//	                   group's copy-out, whose all-gather output is freed;
+//	                   compute waits for the all-gather; copy-out
+//	forward compute    on the compute stream
+//	post-forward(g)    reshard: free, keep, or keep a 1/N slice
+//	pre-backward(g)    unshard (unless prefetched), wait, free the all-gather
+//	                   output at once; prefetch the group that ran before it
+//	backward compute   recompute included
+//	post-backward(g)   reshard; compute waits for the previous
+//	                   reduce-scatter and frees its input; chunk-cat into the
+//	                   reduce-scatter input; reduce-scatter (then HSDP's
+//	                   all-reduce); divide, cast, offload
+//	final callback     deferred groups' post-backward; finalize
+//	optimizer step     per group, on the device or (offload) the host
+//
+// Implicit forward prefetch is the CPU running ahead: nothing but events
+// orders a group's all-gather after the previous group's compute, and the
+// copy-in stream's wait for the previous copy-out bounds live all-gather
+// outputs at two.
+func emitSchedule(s *state) error {
+	e := newEmitter(s)
+	e.persistent()
+	accum := s.m.Train.GradAccum
+	for mb := 0; mb < int(accum); mb++ {
+		e.micro = mb
+		e.phase = schedule.PhaseForward
+		e.forward()
+		e.phase = schedule.PhaseBackward
+		e.backward(mb == int(accum)-1)
+	}
+	e.phase = schedule.PhaseOptimizer
+	e.optimizer()
+	e.p.Events = e.nextEvent
+	e.p.Warnings = append(e.p.Warnings, s.warnings...)
+	return nil
+}
+
+type emitter struct {
+	s     *state
+	m     *ir.Model
+	p     *schedule.Plan
+	micro int
+	phase schedule.Phase
+
+	nextEvent int
+	// Per group.
+	shardedBuf []int // persistent sharded parameters (device or host)
+	stateBuf   []int // persistent optimizer states
+	gradBuf    []int // sharded gradients, live from the reduction to the optimizer
+	agOut      []int // pending all-gather output, or -1
+	agEvent    []int
+	unsharded  []int // unsharded parameters, or -1
+	slice      []int // int reshard: the post-forward slice, or -1
+	sliceEvent []int
+	ugrads     []int // autograd's unsharded gradients, or -1
+	accumBuf   []int // no-sync accumulation in the reduce dtype, or -1
+	postEvent  []int // last post-reduce event, or -1
+	offloadEv  []int
+	heldAR     []int // HSDP: reduce-scatter outputs held to the end (pitfall 6)
+	// FSDP2's comm-context state.
+	agState   struct{ buf, event int } // forward: the last all-gather output, freed at the next wait
+	rsState   []struct{ buf, event int }
+	postOrder []int // groups in post-forward order, with multiplicity
+
+	first, last []int // forward spans per group
+	// Segments: consecutive compute modules of one group.
+	segments []segment
+	segAct   []int // activation buffer per segment in this micro-batch
+}
+
+type segment struct {
+	group          int
+	modules        []ir.ModuleID
+	start, end     int // positions in the forward order
+	fwd, bwd       float64
+	act, recompute int64
+}
+
+func newEmitter(s *state) *emitter {
+	n := len(s.plan.Groups)
+	e := &emitter{s: s, m: s.m, p: s.plan}
+	fill := func() []int {
+		x := make([]int, n)
+		for i := range x {
+			x[i] = -1
+		}
+		return x
+	}
+	e.shardedBuf, e.stateBuf, e.gradBuf = fill(), fill(), fill()
+	e.agOut, e.agEvent, e.unsharded = fill(), fill(), fill()
+	e.slice, e.sliceEvent, e.ugrads, e.accumBuf = fill(), fill(), fill(), fill()
+	e.postEvent, e.offloadEv, e.heldAR = fill(), fill(), fill()
+	e.agState.buf, e.agState.event = -1, -1
+	e.first, e.last = s.forwardSpans()
+	e.buildSegments()
+	return e
+}
+
+// buildSegments splits the forward order into runs of compute modules that
+// belong to one group with no unit starting or ending inside them.
+func (e *emitter) buildSegments() {
+	m := e.m
+	boundary := make([]bool, len(m.Forward)+1)
+	for g := range e.first {
+		if e.last[g] >= 0 {
+			boundary[e.first[g]] = true
+			boundary[e.last[g]+1] = true
+		}
+	}
+	for pos, id := range m.Forward {
+		g := e.s.unitOf[id]
+		mod := &m.Modules[id]
+		region, inRegion := regionOf(m, id)
+		startNew := len(e.segments) == 0 || boundary[pos] || e.segments[len(e.segments)-1].group != g
+		if startNew {
+			e.segments = append(e.segments, segment{group: g, start: pos})
+		}
+		seg := &e.segments[len(e.segments)-1]
+		seg.modules = append(seg.modules, id)
+		seg.end = pos
+		seg.fwd += mod.Cost.FlopsFwd
+		seg.bwd += mod.Cost.FlopsBwd
+		seg.act += mod.Cost.ActivationBytes
+		if inRegion && firstInRegion(m, id, region) {
+			seg.recompute = max(seg.recompute, m.Modules[region].Cost.RecomputeBytes)
+		}
+	}
+	for i := range e.segments {
+		e.p.Modules = append(e.p.Modules, segmentName(m, e.segments[i].modules))
+	}
+	e.segAct = make([]int, len(e.segments))
+}
+
+func regionOf(m *ir.Model, id ir.ModuleID) (ir.ModuleID, bool) {
+	for a := id; a != ir.NoModule; a = m.Modules[a].Parent {
+		if m.Modules[a].Checkpoint {
+			return a, true
+		}
+	}
+	return 0, false
+}
+
+// firstInRegion reports whether id is the first compute module of region
+// in declaration order (regions are contiguous subtrees).
+func firstInRegion(m *ir.Model, id, region ir.ModuleID) bool {
+	for a := region; ; {
+		mod := &m.Modules[a]
+		if mod.Compute {
+			return a == id
+		}
+		if len(mod.Children) == 0 {
+			return false
+		}
+		a = mod.Children[0]
+	}
+}
+
+func segmentName(m *ir.Model, mods []ir.ModuleID) string {
+	first, last := m.Modules[mods[0]].Name, m.Modules[mods[len(mods)-1]].Name
+	if len(mods) == 1 {
+		return first
+	}
+	return first + " … " + last
+}
+
+// --- emission primitives -------------------------------------------------
+
+func (e *emitter) op(o schedule.Op) {
+	o.Phase, o.Micro = e.phase, e.micro
+	e.p.Ops = append(e.p.Ops, o)
+}
+
+// blank is an Op with no group, module, buffer or event.
+func blank(kind schedule.OpKind, st schedule.Stream) schedule.Op {
+	return schedule.Op{Kind: kind, Stream: st, Group: -1, Module: -1, Buffer: -1, Source: -1, Event: -1}
+}
+
+func (e *emitter) record(st schedule.Stream) int {
+	ev := e.nextEvent
+	e.nextEvent++
+	e.p.EventNames = append(e.p.EventNames, e.eventName(st))
+	o := blank(schedule.OpRecord, st)
+	o.Event = ev
+	e.op(o)
+	return ev
+}
+
+// eventName labels an event after the operation it follows: "layers.3
+// all-gather mb0", unique within the plan.
+func (e *emitter) eventName(st schedule.Stream) string {
+	what := st.String() + " ready"
+	for i := len(e.p.Ops) - 1; i >= 0; i-- {
+		o := &e.p.Ops[i]
+		if o.Phase != e.phase || o.Micro != e.micro {
+			break
+		}
+		if o.Stream != st || o.Kind == schedule.OpRecord || o.Kind == schedule.OpWait ||
+			o.Kind == schedule.OpAlloc || o.Kind == schedule.OpFree {
+			continue
+		}
+		what = o.Kind.String()
+		if o.Group >= 0 {
+			what = groupKey(&e.p.Groups[o.Group]) + " " + what
+		}
+		break
+	}
+	name := fmt.Sprintf("%s %s mb%d", what, e.phase, e.micro)
+	base, n := name, 1
+	for e.eventNamed(name) {
+		n++
+		name = fmt.Sprintf("%s #%d", base, n)
+	}
+	return name
+}
+
+func (e *emitter) eventNamed(name string) bool {
+	for i := len(e.p.EventNames) - 1; i >= 0 && i >= len(e.p.EventNames)-64; i-- {
+		if e.p.EventNames[i] == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *emitter) wait(st schedule.Stream, ev int) {
+	if ev < 0 {
+		return
+	}
+	o := blank(schedule.OpWait, st)
+	o.Event = ev
+	e.op(o)
+}
+
+func (e *emitter) newBuffer(g int, kind schedule.BufferKind, pool schedule.Pool, bytes int64, persistent bool, what string) int {
+	name := what
+	if g >= 0 {
+		name = fmt.Sprintf("%s/%s", groupKey(&e.p.Groups[g]), what)
+	}
+	if !persistent {
+		name = fmt.Sprintf("%s/mb%d", name, e.micro)
+		if e.phase == schedule.PhaseBackward {
+			name += "/bwd"
+		}
+	}
+	// Names are unique: a second buffer of the same role gets a suffix.
+	base, n := name, 1
+	for e.bufferNamed(name) {
+		n++
+		name = fmt.Sprintf("%s#%d", base, n)
+	}
+	e.p.Buffers = append(e.p.Buffers, schedule.Buffer{Name: name, Kind: kind, Pool: pool, Group: g, Bytes: bytes, Persistent: persistent})
+	return len(e.p.Buffers) - 1
+}
+
+func (e *emitter) bufferNamed(name string) bool {
+	// Recent buffers are the likely clash; scan back a bounded window.
+	for i := len(e.p.Buffers) - 1; i >= 0 && i >= len(e.p.Buffers)-64; i-- {
+		if e.p.Buffers[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func groupKey(g *schedule.Group) string {
+	if g.Root {
+		return "(root)"
+	}
+	return g.Name
+}
+
+func (e *emitter) alloc(st schedule.Stream, g int, kind schedule.BufferKind, bytes int64, what string) int {
+	b := e.newBuffer(g, kind, schedule.PoolOf(st), bytes, false, what)
+	o := blank(schedule.OpAlloc, st)
+	o.Group, o.Buffer, o.Bytes = g, b, bytes
+	e.op(o)
+	return b
+}
+
+func (e *emitter) free(st schedule.Stream, buf int) {
+	if buf < 0 {
+		return
+	}
+	o := blank(schedule.OpFree, st)
+	o.Group, o.Buffer, o.Bytes = e.p.Buffers[buf].Group, buf, e.p.Buffers[buf].Bytes
+	e.op(o)
+}
+
+// --- sizes -----------------------------------------------------------------
+
+func (e *emitter) W() int { return e.m.Cluster.ShardSize() }
+
+// unshardedBytes is U·b_c: the all-gather output and the unsharded
+// parameters.
+func (e *emitter) unshardedBytes(g int) int64 {
+	grp := &e.p.Groups[g]
+	return grp.ShardNumel * int64(e.W()) * grp.Policy.Param.Size()
+}
+
+// gradNumel is N′: the unpadded elements of the parameters with gradients.
+func (e *emitter) gradNumel(g int) int64 {
+	var n int64
+	for _, p := range e.p.Groups[g].Params {
+		if p.RequiresGrad {
+			n += numel(p.Shape)
+		}
+	}
+	return n
+}
+
+func numel(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+func (e *emitter) trains(g int) bool { return e.p.Groups[g].GradShardNumel > 0 }
+
+// --- persistent state ------------------------------------------------------
+
+func (e *emitter) persistent() {
+	for g := range e.p.Groups {
+		grp := &e.p.Groups[g]
+		pool := schedule.PoolCompute
+		if grp.Policy.Offload {
+			pool = schedule.PoolHost
+		}
+		e.shardedBuf[g] = e.newBuffer(g, schedule.BufShardedParams, pool, grp.ShardNumel*grp.Policy.Orig.Size(), true, "sharded-params")
+		if e.trains(g) && e.m.Train.OptimizerStateBytes > 0 {
+			// The optimizer sees the unpadded local tensors; the padded
+			// size bounds every rank.
+			e.stateBuf[g] = e.newBuffer(g, schedule.BufOptimizerState, pool, grp.GradShardNumel*e.m.Train.OptimizerStateBytes, true, "optimizer-state")
+		}
+	}
+}
+
+// --- forward ---------------------------------------------------------------
+
+func (e *emitter) forward() {
+	e.postOrder = e.postOrder[:0]
+	// The root's pre-forward makes the copy-in and all-gather streams wait
+	// for the compute stream: the optimizer step (or the previous
+	// micro-batch) must finish before shards are read.
+	ev := e.record(schedule.StreamCompute)
+	e.wait(schedule.StreamCopyIn, ev)
+	e.wait(schedule.StreamAllGather, ev)
+	opening, closing := e.hooksByPosition()
+	for si := range e.segments {
+		seg := &e.segments[si]
+		for _, g := range opening[seg.start] {
+			e.preForward(g)
+		}
+		o := blank(schedule.OpForward, schedule.StreamCompute)
+		o.Group, o.Module, o.FLOPs = seg.group, si, seg.fwd
+		e.op(o)
+		e.segAct[si] = -1
+		if seg.act > 0 {
+			e.segAct[si] = e.alloc(schedule.StreamCompute, seg.group, schedule.BufActivations, seg.act, "activations/"+e.p.Modules[si])
+		}
+		for _, g := range closing[seg.end] {
+			e.postForward(g)
+		}
+	}
+	// Root post-forward: drop the last all-gather output "to avoid holding
+	// onto memory after forward".
+	if e.agState.buf >= 0 {
+		e.wait(schedule.StreamCopyIn, e.agState.event)
+		e.wait(schedule.StreamAllGather, e.agState.event)
+		e.free(schedule.StreamCopyIn, e.agState.buf)
+		e.agState.buf, e.agState.event = -1, -1
+	}
+}
+
+// hooksByPosition lists the groups whose pre-forward fires before each
+// forward position (outer units first) and whose post-forward fires after
+// it (inner units first).
+func (e *emitter) hooksByPosition() (opening, closing map[int][]int) {
+	opening, closing = map[int][]int{}, map[int][]int{}
+	for g := range e.p.Groups {
+		if e.last[g] < 0 {
+			continue
+		}
+		opening[e.first[g]] = append(opening[e.first[g]], g)
+		closing[e.last[g]] = append(closing[e.last[g]], g)
+	}
+	for _, gs := range opening {
+		// An enclosing unit spans more: it opens first and closes last.
+		sort.SliceStable(gs, func(i, j int) bool { return e.span(gs[i]) > e.span(gs[j]) })
+	}
+	for _, gs := range closing {
+		sort.SliceStable(gs, func(i, j int) bool { return e.span(gs[i]) < e.span(gs[j]) })
+	}
+	return opening, closing
+}
+
+func (e *emitter) span(g int) int { return e.last[g] - e.first[g] }
+
+func (e *emitter) preForward(g int) {
+	e.unshard(g, false)
+	e.waitForUnshard(g, true)
+	// Explicit forward prefetch: the next k groups to start forward, issued
+	// right after this group's own copy-out.
+	if k := e.p.Groups[g].Policy.PrefetchForward; k > 0 {
+		for _, t := range e.nextGroups(g, k, true) {
+			e.unshard(t, false)
+		}
+	}
+}
+
+// nextGroups returns up to k groups whose hooks fire after g's: in forward,
+// the groups whose pre-forward comes later (a unit starting where g starts
+// but nested in it comes after it); in backward, likewise for pre-backward.
+func (e *emitter) nextGroups(g, k int, forward bool) []int {
+	// key orders hooks: by position, then outer units before inner ones.
+	key := func(h int) (int, int) {
+		if forward {
+			return e.first[h], -e.span(h)
+		}
+		return -e.last[h], -e.span(h)
+	}
+	before := func(a, b int) bool {
+		pa, sa := key(a)
+		pb, sb := key(b)
+		return pa < pb || pa == pb && sa < sb
+	}
+	var cands []int
+	for h := range e.p.Groups {
+		if h != g && e.last[h] >= 0 && before(g, h) {
+			cands = append(cands, h)
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return before(cands[i], cands[j]) })
+	if len(cands) > k {
+		cands = cands[:k]
+	}
+	return cands
+}
+
+// unshard issues the copy-in and all-gather of group g, unless its
+// parameters are already unsharded or gathering.
+func (e *emitter) unshard(g int, backward bool) {
+	if e.unsharded[g] >= 0 || e.agOut[g] >= 0 || len(e.p.Groups[g].Params) == 0 {
+		return
+	}
+	grp := &e.p.Groups[g]
+	pol := &grp.Policy
+	CI, AG := schedule.StreamCopyIn, schedule.StreamAllGather
+	// int reshard: the backward all-gather reads the post-forward slice.
+	if e.sliceEvent[g] >= 0 {
+		e.wait(CI, e.sliceEvent[g])
+		e.wait(AG, e.sliceEvent[g])
+	}
+	out := e.alloc(CI, g, schedule.BufAllGatherOut, e.unshardedBytes(g), "all-gather-out")
+	shardBytes := grp.ShardNumel * pol.Param.Size()
+	src := e.shardedBuf[g]
+	var temps []int
+	switch {
+	case e.slice[g] >= 0:
+		src = e.slice[g] // already in the parameter dtype: no cast
+	case pol.Offload:
+		h2d := e.alloc(CI, g, schedule.BufH2DTemp, grp.ShardNumel*pol.Orig.Size(), "h2d")
+		o := blank(schedule.OpH2D, CI)
+		o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, h2d, src, grp.ShardNumel*pol.Orig.Size(), pol.Orig
+		e.op(o)
+		src, temps = h2d, append(temps, h2d)
+		if pol.Param != pol.Orig {
+			cast := e.alloc(CI, g, schedule.BufCastTemp, shardBytes, "cast")
+			temps = append(temps, cast)
+		}
+	case pol.Param != pol.Orig:
+		cast := e.alloc(CI, g, schedule.BufCastTemp, shardBytes, "cast")
+		temps = append(temps, cast)
+	}
+	o := blank(schedule.OpCopyIn, CI)
+	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, out, src, shardBytes, pol.Param
+	e.op(o)
+	for _, t := range temps {
+		e.free(CI, t)
+	}
+	size, pg := e.W(), schedule.PGShard
+	if e.slice[g] >= 0 {
+		size, pg = pol.ReshardTo, schedule.PGPostForward
+	}
+	var ev int
+	if size > 1 {
+		e.wait(AG, e.record(CI))
+		c := blank(schedule.OpAllGather, AG)
+		c.Group, c.Buffer, c.Source = g, out, out
+		c.PG, c.PGSize, c.DType, c.Bytes = pg, size, pol.Param, e.unshardedBytes(g)
+		e.op(c)
+		ev = e.record(AG)
+	} else {
+		ev = e.record(CI) // one rank: the copy-in is the gather
+	}
+	e.agOut[g], e.agEvent[g] = out, ev
+}
+
+// waitForUnshard copies the gathered parameters out on the compute stream.
+// In forward the all-gather output is kept until the next group's wait
+// (so its copy-out overlaps the next all-gather); otherwise it is freed at
+// once.
+func (e *emitter) waitForUnshard(g int, forward bool) {
+	if e.agOut[g] < 0 {
+		return
+	}
+	D, CI, AG := schedule.StreamCompute, schedule.StreamCopyIn, schedule.StreamAllGather
+	if forward && e.agState.buf >= 0 {
+		e.wait(CI, e.agState.event)
+		e.wait(AG, e.agState.event)
+		e.free(CI, e.agState.buf)
+		e.agState.buf, e.agState.event = -1, -1
+	}
+	e.wait(D, e.agEvent[g])
+	un := e.alloc(D, g, schedule.BufUnsharded, e.unshardedBytes(g), "unsharded")
+	o := blank(schedule.OpCopyOut, D)
+	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, un, e.agOut[g], e.unshardedBytes(g), e.p.Groups[g].Policy.Param
+	e.op(o)
+	if e.slice[g] >= 0 {
+		e.free(D, e.slice[g])
+		e.slice[g], e.sliceEvent[g] = -1, -1
+	}
+	co := e.record(D)
+	if forward {
+		e.agState.buf, e.agState.event = e.agOut[g], co
+	} else {
+		e.wait(CI, co)
+		e.wait(AG, co)
+		e.free(CI, e.agOut[g])
+	}
+	e.agOut[g], e.agEvent[g] = -1, -1
+	e.unsharded[g] = un
+}
+
+func (e *emitter) postForward(g int) {
+	D := schedule.StreamCompute
+	pol := &e.p.Groups[g].Policy
+	if e.unsharded[g] >= 0 {
+		switch pol.Reshard {
+		case schedule.ReshardTrue:
+			e.free(D, e.unsharded[g])
+			e.unsharded[g] = -1
+		case schedule.ReshardTo:
+			bytes := e.unshardedBytes(g) / int64(pol.ReshardTo)
+			sl := e.alloc(D, g, schedule.BufPostForwardSlice, bytes, "post-forward-slice")
+			o := blank(schedule.OpReshard, D)
+			o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, sl, e.unsharded[g], bytes, pol.Param
+			e.op(o)
+			e.free(D, e.unsharded[g])
+			e.unsharded[g] = -1
+			e.slice[g], e.sliceEvent[g] = sl, e.record(D)
+		}
+	}
+	e.postOrder = append(e.postOrder, g)
+}

@@ -1,0 +1,293 @@
+package planner
+
+import (
+	"sort"
+
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// backward emits one micro-batch's backward. sync is false for the
+// micro-batches of gradient accumulation that skip reduction
+// (set_requires_gradient_sync(False)): their unsharded gradients are kept,
+// in the reduce dtype, for the last micro-batch to reduce.
+func (e *emitter) backward(sync bool) {
+	D := schedule.StreamCompute
+	done := map[int]bool{}
+	for si := len(e.segments) - 1; si >= 0; si-- {
+		seg := &e.segments[si]
+		for _, g := range e.groupsEndingAt(seg.end) {
+			e.preBackward(g)
+		}
+		g := seg.group
+		if e.ugrads[g] < 0 && e.trains(g) {
+			// Autograd allocates the unsharded gradients in the parameter
+			// dtype as backward reaches the group.
+			e.ugrads[g] = e.alloc(D, g, schedule.BufUnshardedGrads, e.gradNumel(g)*e.p.Groups[g].Policy.Param.Size(), "unsharded-grads")
+		}
+		rc := -1
+		if seg.recompute > 0 {
+			rc = e.alloc(D, g, schedule.BufRecompute, seg.recompute, "recompute/"+e.p.Modules[si])
+		}
+		o := blank(schedule.OpBackward, D)
+		o.Group, o.Module, o.FLOPs = g, si, seg.bwd
+		e.op(o)
+		e.free(D, rc)
+		e.free(D, e.segAct[si])
+		e.segAct[si] = -1
+		for _, h := range e.groupsStartingAt(seg.start) {
+			if !e.p.Groups[h].DeferredReduce {
+				e.postBackward(h, sync)
+				done[h] = true
+			}
+		}
+	}
+	// The final callback: post-backward for every group autograd did not
+	// reach, the root first (FSDP2 walks the modules in pre-order).
+	var late []int
+	for g := range e.p.Groups {
+		if !done[g] {
+			late = append(late, g)
+		}
+	}
+	sort.SliceStable(late, func(i, j int) bool { return e.first[late[i]] < e.first[late[j]] })
+	for _, g := range late {
+		e.postBackward(g, sync)
+	}
+	if sync {
+		e.finalize()
+	}
+}
+
+// groupsEndingAt lists the groups whose last forward module is at pos, outer
+// first: their pre-backward hooks fire when backward reaches it.
+func (e *emitter) groupsEndingAt(pos int) []int {
+	var out []int
+	for g := range e.p.Groups {
+		if e.last[g] == pos {
+			out = append(out, g)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return e.span(out[i]) > e.span(out[j]) })
+	return out
+}
+
+// groupsStartingAt lists the groups whose first forward module is at pos,
+// inner first: their post-backward fires once backward has produced the
+// gradients of their inputs.
+func (e *emitter) groupsStartingAt(pos int) []int {
+	var out []int
+	for g := range e.p.Groups {
+		if e.first[g] == pos && e.last[g] >= 0 {
+			out = append(out, g)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return e.span(out[i]) < e.span(out[j]) })
+	return out
+}
+
+func (e *emitter) preBackward(g int) {
+	e.unshard(g, true)
+	e.waitForUnshard(g, false)
+	// Prefetch: an explicit list of k groups in backward order, or FSDP2's
+	// implicit one group, the one whose post-forward ran just before g's.
+	if k := e.p.Groups[g].Policy.PrefetchBackward; k > 0 {
+		for _, t := range e.nextGroups(g, k, false) {
+			e.unshard(t, true)
+		}
+		return
+	}
+	for i := len(e.postOrder) - 1; i >= 0; i-- {
+		if e.postOrder[i] == g {
+			if i > 0 {
+				e.unshard(e.postOrder[i-1], true)
+			}
+			e.postOrder = append(e.postOrder[:i], e.postOrder[i+1:]...)
+			return
+		}
+	}
+}
+
+func (e *emitter) postBackward(g int, sync bool) {
+	D := schedule.StreamCompute
+	grp := &e.p.Groups[g]
+	pol := &grp.Policy
+	// Reshard after backward (FSDP2's default reshard_after_backward).
+	if e.unsharded[g] >= 0 {
+		e.free(D, e.unsharded[g])
+		e.unsharded[g] = -1
+	}
+	if !e.trains(g) || e.ugrads[g] < 0 {
+		return
+	}
+	if !sync {
+		// No reduction this micro-batch. With a reduce dtype wider than the
+		// parameter dtype the gradients move into an accumulator of that
+		// dtype; otherwise autograd keeps accumulating in place.
+		if pol.Reduce != pol.Param {
+			if e.accumBuf[g] < 0 {
+				e.accumBuf[g] = e.alloc(D, g, schedule.BufAccumGrads, e.gradNumel(g)*pol.Reduce.Size(), "accum-grads")
+			}
+			o := blank(schedule.OpAccumulate, D)
+			o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.accumBuf[g], e.ugrads[g], pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
+			e.op(o)
+			e.free(D, e.ugrads[g])
+			e.ugrads[g] = -1
+		}
+		return
+	}
+	// The only cross-group wait that stalls compute in backward: the
+	// previous reduce-scatter must finish before its input is recycled.
+	for _, st := range e.rsState {
+		e.wait(D, st.event)
+		e.free(D, st.buf)
+	}
+	e.rsState = e.rsState[:0]
+
+	W := int64(e.W())
+	rsInBytes := grp.GradShardNumel * W * pol.Reduce.Size()
+	rsIn := e.alloc(D, g, schedule.BufReduceScatterIn, rsInBytes, "reduce-scatter-in")
+	src := e.ugrads[g]
+	if e.accumBuf[g] >= 0 {
+		// The last micro-batch adds its gradients to the accumulator.
+		o := blank(schedule.OpAccumulate, D)
+		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.accumBuf[g], e.ugrads[g], pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
+		e.op(o)
+		src = e.accumBuf[g]
+	}
+	o := blank(schedule.OpReduceCopyIn, D)
+	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, rsIn, src, pol.Reduce, rsInBytes
+	e.op(o)
+	e.free(D, e.ugrads[g])
+	e.ugrads[g] = -1
+	if e.accumBuf[g] >= 0 {
+		e.free(D, e.accumBuf[g])
+		e.accumBuf[g] = -1
+	}
+
+	RS := schedule.StreamReduceScatter
+	e.wait(RS, e.record(D))
+	outBytes := grp.GradShardNumel * pol.Reduce.Size()
+	rsOut := e.alloc(RS, g, schedule.BufReduceScatterOut, outBytes, "reduce-scatter-out")
+	if pol.PreDivide != 1 {
+		d := blank(schedule.OpDivide, RS)
+		d.Group, d.Buffer, d.Source, d.Factor, d.DType, d.Bytes = g, rsIn, rsIn, pol.PreDivide, pol.Reduce, rsInBytes
+		e.op(d)
+	}
+	c := blank(schedule.OpReduceScatter, RS)
+	c.Group, c.Buffer, c.Source = g, rsOut, rsIn
+	c.PG, c.PGSize, c.DType, c.Reduce, c.Factor, c.Bytes = schedule.PGShard, int(W), pol.Reduce, pol.ReduceScatterOp, pol.PremulFactor, rsInBytes
+	e.op(c)
+	rsEv := e.record(RS)
+	e.rsState = append(e.rsState, struct{ buf, event int }{rsIn, rsEv})
+
+	post := RS
+	if rep := e.p.Cluster.Replicate; rep > 1 {
+		AR := schedule.StreamAllReduce
+		e.wait(AR, rsEv)
+		a := blank(schedule.OpAllReduce, AR)
+		a.Group, a.Buffer, a.Source = g, rsOut, rsOut
+		a.PG, a.PGSize, a.DType, a.Reduce, a.Bytes = schedule.PGReplicate, rep, pol.Reduce, pol.AllReduceOp, outBytes
+		e.op(a)
+		post = AR
+	}
+	if pol.PostDivide != 1 {
+		d := blank(schedule.OpDivide, post)
+		d.Group, d.Buffer, d.Source, d.Factor, d.DType, d.Bytes = g, rsOut, rsOut, pol.PostDivide, pol.Reduce, outBytes
+		e.op(d)
+	}
+	grad := rsOut
+	if pol.Reduce != pol.Orig {
+		grad = e.alloc(post, g, schedule.BufShardedGrads, grp.GradShardNumel*pol.Orig.Size(), "sharded-grads")
+		cg := blank(schedule.OpCastGrad, post)
+		cg.Group, cg.Buffer, cg.Source, cg.DType, cg.Bytes = g, grad, rsOut, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
+		e.op(cg)
+		if post == schedule.StreamAllReduce {
+			// HSDP keeps each group's all-reduce buffer until the end of
+			// backward, so a later reduce-scatter cannot reuse a block
+			// whose all-reduce is in flight (FSDP2 pitfall 6).
+			e.heldAR[g] = rsOut
+		} else {
+			e.free(post, rsOut)
+		}
+	}
+	if pol.Offload {
+		o := blank(schedule.OpD2H, post)
+		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.shardedBuf[g], grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
+		e.op(o)
+		e.offloadEv[g] = e.record(post)
+		// The device copy may be freed only after the copy drains: the
+		// event above orders it (the HSDP + offload race, pitfall 7).
+		e.wait(post, e.offloadEv[g])
+		e.free(post, grad)
+		grad = -1
+	}
+	e.gradBuf[g] = grad
+	// The post-reduce event: the reduce-scatter's own when nothing ran
+	// after it.
+	if last := &e.p.Ops[len(e.p.Ops)-1]; last.Kind == schedule.OpRecord && last.Event == rsEv {
+		e.postEvent[g] = rsEv
+	} else {
+		e.postEvent[g] = e.record(post)
+	}
+}
+
+// finalize is FSDP2's finalize_backward on the last backward: the compute
+// stream waits for every group's post-reduce work, the host for offloaded
+// gradients, and the last reduce-scatter input is dropped.
+func (e *emitter) finalize() {
+	D := schedule.StreamCompute
+	for g := range e.p.Groups {
+		if e.postEvent[g] >= 0 {
+			e.wait(D, e.postEvent[g])
+			e.postEvent[g] = -1
+		}
+		if e.offloadEv[g] >= 0 {
+			o := blank(schedule.OpSync, schedule.StreamHost)
+			o.Group, o.Event = g, e.offloadEv[g]
+			e.op(o)
+			e.offloadEv[g] = -1
+		}
+		if e.heldAR[g] >= 0 {
+			e.free(D, e.heldAR[g])
+			e.heldAR[g] = -1
+		}
+		// A prefetch that nothing waited for is waited and dropped.
+		if e.agOut[g] >= 0 {
+			e.wait(D, e.agEvent[g])
+			e.free(schedule.StreamCopyIn, e.agOut[g])
+			e.agOut[g], e.agEvent[g] = -1, -1
+		}
+	}
+	for _, st := range e.rsState {
+		e.wait(D, st.event)
+		e.free(D, st.buf)
+	}
+	e.rsState = e.rsState[:0]
+}
+
+// optimizer emits the optimizer step on every group's shards, then frees
+// the sharded gradients (zero_grad(set_to_none=True)).
+func (e *emitter) optimizer() {
+	e.micro = int(e.m.Train.GradAccum) - 1
+	for g := range e.p.Groups {
+		if !e.trains(g) {
+			continue
+		}
+		grp := &e.p.Groups[g]
+		st := schedule.StreamCompute
+		if grp.Policy.Offload {
+			st = schedule.StreamHost
+		}
+		// Read parameters and gradients, read and write states, write
+		// parameters.
+		elems := grp.GradShardNumel
+		bytes := elems*grp.Policy.Orig.Size()*3 + 2*elems*e.m.Train.OptimizerStateBytes
+		o := blank(schedule.OpOptimizer, st)
+		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.shardedBuf[g], e.stateBuf[g], grp.Policy.Orig, bytes
+		e.op(o)
+		if e.gradBuf[g] >= 0 {
+			e.free(schedule.StreamCompute, e.gradBuf[g])
+			e.gradBuf[g] = -1
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
+)
+
+// groupUnits decides the units, FSDP2's fully_shard calls: the root always,
+// plus each instance of a repeated module ("blocks", what FSDP2 users write
+// for transformer blocks) or every module a policy pattern matches. Each
+// unit then collects its parameters as FSDP2 does: a post-order walk
+// (children before their parent) that does not enter nested units, each
+// module's own parameters in order, a tied parameter once.
+func groupUnits(s *state) error {
+	m := s.m
+	isUnit := make([]bool, len(m.Modules))
+	isUnit[0] = true
+	switch m.Policy.UnitsMode {
+	case ir.UnitsBlocks, ir.UnitsAuto:
+		for i := range m.Modules {
+			if m.Modules[i].Instance >= 0 && !insideInstance(m, m.Modules[i].Parent) {
+				isUnit[i] = true
+			}
+		}
+	case ir.UnitsPatterns:
+		for i := range m.Modules {
+			for _, p := range m.Policy.Units {
+				if p.Glob.Match(m.Modules[i].Name) {
+					isUnit[i] = true
+				}
+			}
+		}
+	}
+	for i := range m.Modules {
+		if !isUnit[i] {
+			continue
+		}
+		for p := m.Modules[i].Parent; p != ir.NoModule; p = m.Modules[p].Parent {
+			if m.Modules[p].Compute {
+				return fmt.Errorf("policy.units makes %q a unit, but it is part of %s module %q, which runs as one piece; make %q the unit instead",
+					m.Modules[i].Name, m.Modules[p].Kind, m.Modules[p].Name, m.Modules[p].Name)
+			}
+		}
+	}
+
+	s.unitOf = make([]int, len(m.Modules))
+	unitIndex := map[ir.ModuleID]int{}
+	for i := range m.Modules {
+		if isUnit[i] {
+			unitIndex[ir.ModuleID(i)] = len(s.units)
+			s.units = append(s.units, &unit{modules: []ir.ModuleID{ir.ModuleID(i)}, aliases: map[ir.ParamID][]string{}})
+		}
+		if isUnit[i] {
+			s.unitOf[i] = unitIndex[ir.ModuleID(i)]
+		} else {
+			s.unitOf[i] = s.unitOf[m.Modules[i].Parent]
+		}
+	}
+	for _, u := range s.units {
+		u.params = collectParams(m, u.modules, isUnit, u.aliases)
+	}
+	return nil
+}
+
+func insideInstance(m *ir.Model, id ir.ModuleID) bool {
+	for p := id; p != ir.NoModule; p = m.Modules[p].Parent {
+		if m.Modules[p].Instance >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// collectParams walks the unit's modules in post-order, skipping nested
+// units, and returns the owning parameters in FSDP2's order. Aliases (tied
+// parameters) record their names under the owner.
+func collectParams(m *ir.Model, roots []ir.ModuleID, isUnit []bool, aliases map[ir.ParamID][]string) []ir.ParamID {
+	var out []ir.ParamID
+	seen := map[ir.ParamID]bool{}
+	var walk func(id ir.ModuleID)
+	walk = func(id ir.ModuleID) {
+		for _, c := range m.Modules[id].Children {
+			if !isUnit[c] {
+				walk(c)
+			}
+		}
+		for _, p := range m.Modules[id].Params {
+			owner := p
+			if t := m.Params[p].TiedTo; t != ir.NoParam {
+				owner = t
+				aliases[owner] = append(aliases[owner], m.Params[p].Name)
+			}
+			if !seen[owner] {
+				seen[owner] = true
+				out = append(out, owner)
+			}
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	return out
+}
+
+// resolveTies finds tensors that more than one unit uses. FSDP2 rejects
+// them (older versions silently mis-sharded them); the policy may instead
+// merge the units into one group, as fully_shard([a, b]) does.
+func resolveTies(s *state) error {
+	m := s.m
+	users := map[ir.ParamID][]int{}
+	for ui, u := range s.units {
+		for _, p := range u.params {
+			users[p] = append(users[p], ui)
+		}
+	}
+	var shared []ir.ParamID
+	for p, us := range users {
+		if len(us) > 1 {
+			shared = append(shared, p)
+		}
+	}
+	if len(shared) == 0 {
+		return nil
+	}
+	sort.Slice(shared, func(i, j int) bool { return shared[i] < shared[j] })
+	if m.Policy.Tied == ir.TiedError {
+		var lines []string
+		for _, p := range shared {
+			var units []string
+			for _, ui := range users[p] {
+				units = append(units, quoteUnit(s.units[ui].name(m)))
+			}
+			names := append([]string{m.Params[p].Name}, s.units[users[p][0]].aliases[p]...)
+			for _, ui := range users[p][1:] {
+				names = append(names, s.units[ui].aliases[p]...)
+			}
+			lines = append(lines, fmt.Sprintf("parameter %s is shared by units %s (tied: %s)",
+				m.Params[p].Name, strings.Join(units, " and "), strings.Join(dedup(names), " = ")))
+		}
+		return fmt.Errorf("%s; FSDP2 rejects a tensor shared between parameter groups: set policy.tied = \"merge\" to put the units in one group, or choose units that keep tied parameters together", strings.Join(lines, "; "))
+	}
+	// Merge with union-find; the merged unit keeps the lowest index.
+	parent := make([]int, len(s.units))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	for _, p := range shared {
+		a := find(users[p][0])
+		for _, ui := range users[p][1:] {
+			b := find(ui)
+			if a != b {
+				parent[max(a, b)] = min(a, b)
+				a = min(a, b)
+			}
+		}
+	}
+	remap := make([]int, len(s.units))
+	var merged []*unit
+	for i, u := range s.units {
+		r := find(i)
+		if r == i {
+			remap[i] = len(merged)
+			merged = append(merged, u)
+			continue
+		}
+		target := merged[remap[r]]
+		target.modules = append(target.modules, u.modules...)
+		target.merged = true
+		remap[i] = remap[r]
+	}
+	isUnit := make([]bool, len(m.Modules))
+	for _, u := range s.units {
+		for _, mod := range u.modules {
+			isUnit[mod] = true
+		}
+	}
+	for _, u := range merged {
+		if u.merged {
+			u.aliases = map[ir.ParamID][]string{}
+			u.params = collectParams(m, u.modules, isUnit, u.aliases)
+			var names []string
+			for _, mod := range u.modules {
+				names = append(names, quoteUnit(m.Modules[mod].Name))
+			}
+			s.warnf("units %s share tied parameters and were merged into one group (policy.tied = \"merge\")", strings.Join(names, ", "))
+		}
+	}
+	for i := range s.unitOf {
+		s.unitOf[i] = remap[s.unitOf[i]]
+	}
+	s.units = merged
+	return nil
+}
+
+func quoteUnit(name string) string {
+	if name == "" {
+		return "(root)"
+	}
+	return name
+}
+
+func dedup(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}

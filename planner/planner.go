@@ -1,0 +1,94 @@
+// Package planner compiles an ir.Model into a schedule.Plan: the FSDP2
+// execution plan and its per-rank schedule for one training step.
+//
+// The planner is a table of passes (passes.go), each a function over the
+// planning state that must leave it valid: tests run the checks after every
+// pass. The passes decide, in order: the units (which modules own which
+// parameters), ties across units, the shard layout, each group's policy
+// (reshard, prefetch, mixed precision, reduce ops, offload), which groups
+// reduce late, and finally the schedule itself.
+package planner
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sort"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// Version is fsdpc's version, recorded in every plan.
+var Version = "0.1.0-dev"
+
+// Options control a planning run.
+type Options struct {
+	// CheckEveryPass runs the state checks after every pass, not only at the
+	// end (tests and `fsdpc plan -check` set it).
+	CheckEveryPass bool
+	// DumpAfter, if set, is called after each pass with its name and the
+	// state printed as text.
+	DumpAfter func(pass, text string)
+}
+
+// state is what the passes read and write.
+type state struct {
+	m    *ir.Model
+	opts Options
+
+	// unitOf maps each module to the unit that owns its parameters: the
+	// nearest enclosing unit module. Set by the grouping pass.
+	unitOf []int
+	units  []*unit
+
+	plan     *schedule.Plan
+	warnings []string
+}
+
+// unit is one fully_shard call: one parameter group.
+type unit struct {
+	modules []ir.ModuleID // the wrapped module(s); several after a merge
+	params  []ir.ParamID  // owners only, FSDP2's order
+	aliases map[ir.ParamID][]string
+	merged  bool
+}
+
+func (u *unit) name(m *ir.Model) string { return m.Modules[u.modules[0]].Name }
+
+func (s *state) warnf(format string, args ...any) {
+	s.warnings = append(s.warnings, fmt.Sprintf(format, args...))
+}
+
+// Plan runs every pass and returns the plan. Errors name what the user must
+// change; a panic inside a pass is reported as an internal error naming the
+// pass.
+func Plan(m *ir.Model, opts Options) (*schedule.Plan, error) {
+	s := &state{m: m, opts: opts}
+	for _, p := range passes {
+		if err := s.run(p); err != nil {
+			return nil, err
+		}
+	}
+	sort.Strings(s.plan.Warnings)
+	return s.plan, nil
+}
+
+func (s *state) run(p pass) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error during planner pass %q (please report): %v\n%s", p.name, r, debug.Stack())
+		}
+	}()
+	if err := p.fn(s); err != nil {
+		return fmt.Errorf("%s: %w", s.m.File, err)
+	}
+	if s.opts.CheckEveryPass || p.name == passes[len(passes)-1].name {
+		if err := s.check(p.name); err != nil {
+			return fmt.Errorf("internal error: the plan is invalid after pass %q (please report): %w", p.name, err)
+		}
+	}
+	if s.opts.DumpAfter != nil {
+		s.opts.DumpAfter(p.name, s.dump())
+	}
+	return nil
+}

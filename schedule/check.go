@@ -1,0 +1,187 @@
+package schedule
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Check verifies a plan's structure: indices in range, group layouts that
+// add up, every buffer allocated once before it is used and freed once after
+// its last use in issue order, every waited event recorded earlier, every
+// collective with a process group. The planner runs it after its passes and
+// the reader runs it on every plan it decodes, so no later stage sees a
+// malformed plan. (Proving the cross-stream order safe is the happens-before
+// verifier's job, which builds on this.)
+func Check(p *Plan) error {
+	c := &checker{p: p}
+	c.groups()
+	c.program()
+	if len(c.errs) > 0 {
+		if len(c.errs) > 8 {
+			c.errs = append(c.errs[:8], fmt.Sprintf("… and %d more", len(c.errs)-8))
+		}
+		return fmt.Errorf("schedule.Check: %s", strings.Join(c.errs, "; "))
+	}
+	return nil
+}
+
+type checker struct {
+	p    *Plan
+	errs []string
+}
+
+func (c *checker) errorf(format string, args ...any) {
+	if len(c.errs) <= 8 {
+		c.errs = append(c.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *checker) groups() {
+	p := c.p
+	if p.Cluster.WorldSize < 1 || p.Cluster.Replicate < 1 || p.Cluster.Shard < 1 ||
+		p.Cluster.Replicate*p.Cluster.Shard != p.Cluster.WorldSize {
+		c.errorf("cluster %d = %d × %d is inconsistent", p.Cluster.WorldSize, p.Cluster.Replicate, p.Cluster.Shard)
+		return
+	}
+	W := int64(p.Cluster.Shard)
+	names := map[string]bool{}
+	for gi := range p.Groups {
+		g := &p.Groups[gi]
+		if names[g.Name] {
+			c.errorf("group %q appears twice", g.Name)
+		}
+		names[g.Name] = true
+		var off, goff int64
+		for _, gp := range g.Params {
+			if len(gp.Shape) == 0 || gp.ShardDim < 0 || gp.ShardDim >= len(gp.Shape) {
+				c.errorf("group %q: parameter %s has a bad shape or shard dim", g.Name, gp.Name)
+				continue
+			}
+			d := gp.Shape[gp.ShardDim]
+			n := int64(1)
+			for _, x := range gp.Shape {
+				n *= x
+			}
+			if d < 1 || gp.ChunkRows != (d+W-1)/W || gp.ShardNumel != gp.ChunkRows*(n/d) {
+				c.errorf("group %q: parameter %s is not laid out as ceil(%d/%d) rows", g.Name, gp.Name, d, W)
+			}
+			if gp.Offset != off {
+				c.errorf("group %q: parameter %s at offset %d, want %d", g.Name, gp.Name, gp.Offset, off)
+			}
+			off += gp.ShardNumel
+			switch {
+			case gp.RequiresGrad && gp.GradOffset != goff:
+				c.errorf("group %q: parameter %s at gradient offset %d, want %d", g.Name, gp.Name, gp.GradOffset, goff)
+			case !gp.RequiresGrad && gp.GradOffset != -1:
+				c.errorf("group %q: frozen parameter %s has a gradient offset", g.Name, gp.Name)
+			}
+			if gp.RequiresGrad {
+				goff += gp.ShardNumel
+			}
+		}
+		if g.ShardNumel != off || g.GradShardNumel != goff {
+			c.errorf("group %q: shard sizes %d/%d do not add up to %d/%d", g.Name, g.ShardNumel, g.GradShardNumel, off, goff)
+		}
+		pol := &g.Policy
+		if pol.Reshard == ReshardTo && (pol.ReshardTo < 2 || int64(pol.ReshardTo) >= W || W%int64(pol.ReshardTo) != 0) {
+			c.errorf("group %q: reshard to %d ranks does not divide %d", g.Name, pol.ReshardTo, W)
+		}
+		for _, f := range []float64{pol.PreDivide, pol.PostDivide} {
+			if !(f >= 1) || math.IsInf(f, 0) {
+				c.errorf("group %q: bad divide factor %v", g.Name, f)
+			}
+		}
+	}
+}
+
+func (c *checker) program() {
+	p := c.p
+	const (
+		unborn = iota
+		live
+		dead
+	)
+	state := make([]int, len(p.Buffers))
+	for i, b := range p.Buffers {
+		if b.Persistent {
+			state[i] = live
+		}
+		if b.Group < -1 || b.Group >= len(p.Groups) || b.Bytes < 0 {
+			c.errorf("buffer %q: bad group or size", b.Name)
+		}
+	}
+	recorded := make([]bool, p.Events)
+	use := func(i int, o *Op, buf int, role string) {
+		if buf == -1 {
+			return
+		}
+		if buf < 0 || buf >= len(p.Buffers) {
+			c.errorf("op %d (%s): %s buffer %d out of range", i, o.Kind, role, buf)
+			return
+		}
+		if state[buf] != live {
+			c.errorf("op %d (%s on %s) uses buffer %q while it is not live", i, o.Kind, o.Stream, p.Buffers[buf].Name)
+		}
+	}
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		if o.Stream >= numStreams || o.Kind >= numOpKinds {
+			c.errorf("op %d: bad stream or kind", i)
+			continue
+		}
+		if o.Group < -1 || o.Group >= len(p.Groups) || o.Module < -1 || o.Module >= len(p.Modules) {
+			c.errorf("op %d (%s): group or module out of range", i, o.Kind)
+		}
+		switch o.Kind {
+		case OpAlloc:
+			if o.Buffer < 0 || o.Buffer >= len(p.Buffers) || state[o.Buffer] != unborn || p.Buffers[o.Buffer].Persistent {
+				c.errorf("op %d allocates buffer %d twice or out of range", i, o.Buffer)
+				continue
+			}
+			if PoolOf(o.Stream) != p.Buffers[o.Buffer].Pool {
+				c.errorf("op %d allocates %q on the %s stream but it belongs to the %s pool", i, p.Buffers[o.Buffer].Name, o.Stream, p.Buffers[o.Buffer].Pool)
+			}
+			state[o.Buffer] = live
+		case OpFree:
+			use(i, o, o.Buffer, "freed")
+			if o.Buffer >= 0 && o.Buffer < len(p.Buffers) {
+				if p.Buffers[o.Buffer].Persistent {
+					c.errorf("op %d frees persistent buffer %q", i, p.Buffers[o.Buffer].Name)
+				}
+				state[o.Buffer] = dead
+			}
+		case OpRecord, OpWait, OpSync:
+			if o.Event < 0 || o.Event >= p.Events {
+				c.errorf("op %d (%s): event %d out of range", i, o.Kind, o.Event)
+				continue
+			}
+			if o.Kind == OpRecord {
+				if recorded[o.Event] {
+					c.errorf("op %d records event %d a second time", i, o.Event)
+				}
+				recorded[o.Event] = true
+			} else if !recorded[o.Event] {
+				c.errorf("op %d (%s on %s) waits for event %d, which is not recorded before it", i, o.Kind, o.Stream, o.Event)
+			}
+		default:
+			use(i, o, o.Buffer, "target")
+			use(i, o, o.Source, "source")
+		}
+		switch o.Kind {
+		case OpAllGather, OpReduceScatter, OpAllReduce:
+			if o.PG == PGNone || o.PGSize < 1 || o.Bytes < 0 || o.Group < 0 {
+				c.errorf("op %d (%s) has no process group, size or group", i, o.Kind)
+			}
+		case OpForward, OpBackward:
+			if o.Module < 0 || o.FLOPs < 0 || math.IsNaN(o.FLOPs) || math.IsInf(o.FLOPs, 0) {
+				c.errorf("op %d (%s) has no module or bad FLOPs", i, o.Kind)
+			}
+		}
+	}
+	for i, s := range state {
+		if s == live && !p.Buffers[i].Persistent {
+			c.errorf("buffer %q is never freed", p.Buffers[i].Name)
+		}
+	}
+}

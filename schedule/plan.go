@@ -1,0 +1,282 @@
+// Package schedule owns the FSDP plan: its types, the plan.bin wire format
+// (wire.go is the only code that touches the bytes), the canonical text
+// form and the structural checks every plan must pass. Everything here is
+// pure Go and runs anywhere.
+//
+// A Plan is SPMD: every rank runs the same program, one training step (all
+// micro-batches and the optimizer step) as operations on five CUDA streams
+// and the host, ordered within a stream and across streams only by events.
+// Per-rank differences (which rows of a parameter a rank owns) follow from
+// the layout and the rank index and are not spelled out.
+package schedule
+
+import "github.com/fsdpc/fsdpc/ir"
+
+// FormatVersion is the plan.bin format version. It changes whenever an old
+// reader would misread a new file; readers refuse newer versions.
+const FormatVersion = 1
+
+// Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
+// (fully_shard) with the single-group-per-module path of torch 2.6 to 2.12
+// and the mid-2025 reshard_after_forward default (None: true for non-root
+// units, false for the root).
+const Semantics = "torch-fsdp2/2.8"
+
+// Plan is a compiled FSDP execution plan.
+type Plan struct {
+	Header  Header
+	Cluster Cluster
+	Train   Train
+	Groups  []Group
+	// Modules names every module the schedule refers to (compute segments),
+	// so the plan needs no model file to be read.
+	Modules []string
+	Buffers []Buffer
+	Events  int // events are numbered 0 … Events-1
+	// EventNames label each event for the text form, so inserting one event
+	// does not renumber every later line of a plan diff.
+	EventNames []string
+	Ops        []Op
+	// Warnings the planner raised, sorted.
+	Warnings []string
+}
+
+// Header says where a plan came from.
+type Header struct {
+	FsdpcVersion string
+	// InputSHA256 is the hex SHA-256 of the model file the plan was made
+	// from; Model its model name.
+	InputSHA256 string
+	Model       string
+	Semantics   string
+}
+
+// Cluster is the target the plan was made for.
+type Cluster struct {
+	GPU                string
+	WorldSize          int
+	GPUsPerNode        int
+	Replicate, Shard   int // the mesh; Replicate is 1 without HSDP
+	IntraNodeBandwidth float64
+	InterNodeBandwidth float64
+	HBMBytes           int64
+	MemoryBudget       int64
+}
+
+// Train is the training setup the schedule runs.
+type Train struct {
+	MicroBatch, SeqLen, GradAccum int64
+	Checkpointing                 string
+	Optimizer                     string
+	OptimizerStateBytes           int64
+}
+
+// ReshardKind is reshard_after_forward after defaults are applied.
+type ReshardKind uint8
+
+const (
+	ReshardTrue  ReshardKind = iota // free unsharded parameters after forward
+	ReshardFalse                    // keep them until post-backward
+	ReshardTo                       // keep a 1/N slice; re-gather over N ranks in backward
+)
+
+// ReduceOp is the reduction a reduce-scatter or all-reduce applies.
+type ReduceOp uint8
+
+const (
+	ReduceAvg ReduceOp = iota
+	ReduceSum
+	ReducePremulSum // multiply by Factor, then sum
+)
+
+// Group is one FSDP parameter group (one fully_shard unit): its parameters
+// are all-gathered in one collective and reduce-scattered in another.
+type Group struct {
+	Name string // the unit's module name; "" is the root
+	// Modules are the unit's module names (one, or several merged for tied
+	// parameters).
+	Modules []string
+	Root    bool
+	Params  []GroupParam
+
+	// Layout over the shard group of size W: S is the padded shard numel
+	// per rank, W·S the all-gather buffer; GradS over the parameters with
+	// gradients (the reduce-scatter output per rank).
+	ShardNumel     int64
+	GradShardNumel int64
+
+	Policy GroupPolicy
+	// DeferredReduce: the unit's inputs need no gradient, so FSDP2 runs its
+	// post-backward (reshard and reduce-scatter) only at the end of
+	// backward.
+	DeferredReduce bool
+}
+
+// GroupPolicy holds the group's resolved settings.
+type GroupPolicy struct {
+	Reshard   ReshardKind
+	ReshardTo int // N for ReshardTo
+	// Prefetch depths: 0 means FSDP2's implicit prefetch.
+	PrefetchForward, PrefetchBackward int
+	// Dtypes after FSDP2's clamping: Orig is the sharded parameters' dtype,
+	// Param the all-gather and compute dtype, Reduce the reduce-scatter's,
+	// Output the cast of outputs (ir.DTypeInvalid: none).
+	Orig, Param, Reduce, Output ir.DType
+	CastForwardInputs           bool
+	Offload                     bool
+	// Reduce-scatter and all-reduce ops with FSDP2's divide factors.
+	ReduceScatterOp       ReduceOp
+	AllReduceOp           ReduceOp
+	PremulFactor          float64
+	PreDivide, PostDivide float64 // 1 means none
+}
+
+// GroupParam is one parameter in a group, in FSDP2's order (module
+// post-order, then the module's own parameters).
+type GroupParam struct {
+	Name         string
+	Shape        []int64
+	DType        ir.DType
+	RequiresGrad bool
+	// Aliases are other names of the same tensor (tied parameters).
+	Aliases []string
+	// ShardDim is the dimension sharded (0 unless the policy says
+	// otherwise); ChunkRows = ceil(shape[ShardDim] / W).
+	ShardDim  int
+	ChunkRows int64
+	// ShardNumel is the padded per-rank numel (ChunkRows × the other
+	// dimensions); Offset where the parameter starts inside a rank's
+	// all-gather row; GradOffset inside the reduce-scatter row, or -1
+	// without a gradient.
+	ShardNumel int64
+	Offset     int64
+	GradOffset int64
+}
+
+// Stream is where an operation runs.
+type Stream uint8
+
+const (
+	StreamCompute       Stream = iota // the default stream: compute, copy-out, RS copy-in
+	StreamCopyIn                      // all-gather copy-in and casts, offload H2D
+	StreamAllGather                   // all-gather collectives
+	StreamReduceScatter               // reduce-scatter, post-reduce work without HSDP
+	StreamAllReduce                   // HSDP all-reduce and its post-reduce work
+	StreamHost                        // the CPU: blocking syncs, offloaded optimizer step
+	numStreams
+)
+
+// Pool is the caching-allocator pool a buffer lives in: blocks are tied to
+// the stream that allocated them.
+type Pool uint8
+
+const (
+	PoolCompute Pool = iota
+	PoolCopyIn
+	PoolReduceScatter
+	PoolAllReduce
+	PoolHost // pinned host memory
+	numPools
+)
+
+// BufferKind says what a buffer holds.
+type BufferKind uint8
+
+const (
+	BufShardedParams    BufferKind = iota // persistent sharded parameters
+	BufShardedGrads                       // persistent sharded gradients
+	BufOptimizerState                     // persistent optimizer states
+	BufCastTemp                           // mixed-precision copy-in temporary
+	BufH2DTemp                            // offload: parameters copied to the device
+	BufAllGatherOut                       // flat all-gather output, W·S
+	BufUnsharded                          // unsharded parameters
+	BufPostForwardSlice                   // int reshard: the kept 1/N slice
+	BufUnshardedGrads                     // autograd's unsharded gradients
+	BufAccumGrads                         // no-sync accumulation in the reduce dtype
+	BufReduceScatterIn                    // flat reduce-scatter input, W·S'
+	BufReduceScatterOut                   // reduce-scatter output, S'
+	BufActivations                        // saved activations of a compute segment
+	BufRecompute                          // activations rebuilt by checkpointing
+	numBufferKinds
+)
+
+// Buffer is one allocation. Persistent buffers live across steps and are
+// neither allocated nor freed by the schedule.
+type Buffer struct {
+	Name       string
+	Kind       BufferKind
+	Pool       Pool
+	Group      int // -1 for none
+	Bytes      int64
+	Persistent bool
+}
+
+// OpKind is what an operation does.
+type OpKind uint8
+
+const (
+	OpAlloc         OpKind = iota // Buffer becomes live
+	OpFree                        // Buffer is released to its pool
+	OpRecord                      // record Event on the stream
+	OpWait                        // the stream waits for Event
+	OpCopyIn                      // cast/copy sharded params into the all-gather buffer
+	OpH2D                         // offload: host → device copy
+	OpAllGather                   // collective
+	OpCopyOut                     // split the all-gather output into unsharded params
+	OpReshard                     // int reshard: keep a slice of the unsharded params
+	OpForward                     // compute: a forward segment
+	OpBackward                    // compute: a backward segment (recompute included)
+	OpReduceCopyIn                // chunk-cat gradients into the reduce-scatter input
+	OpDivide                      // pre- or post-divide a gradient buffer
+	OpReduceScatter               // collective
+	OpAllReduce                   // collective
+	OpCastGrad                    // cast the reduced shard to the original dtype
+	OpAccumulate                  // add into accumulated gradients
+	OpD2H                         // offload: device → host copy of the gradient shard
+	OpSync                        // the host blocks until Event completes
+	OpOptimizer                   // optimizer step on a group's shards
+	numOpKinds
+)
+
+// ProcessGroup is the set of ranks a collective runs over.
+type ProcessGroup uint8
+
+const (
+	PGNone        ProcessGroup = iota
+	PGShard                    // the shard group (all ranks without HSDP)
+	PGReplicate                // HSDP's replicate group
+	PGPostForward              // int reshard: N consecutive ranks
+)
+
+// Phase is the part of the step an operation belongs to.
+type Phase uint8
+
+const (
+	PhaseForward Phase = iota
+	PhaseBackward
+	PhaseOptimizer
+)
+
+// Op is one operation of the program. Fields not used by its Kind are -1
+// (indices) or zero.
+type Op struct {
+	Kind   OpKind
+	Stream Stream
+	Phase  Phase
+	Micro  int // micro-batch index
+	Group  int // -1 for none
+	Module int // index into Plan.Modules, -1 for none
+	Buffer int // the buffer written (or allocated, freed), -1 for none
+	Source int // the buffer read, -1 for none
+	Event  int // -1 for none
+	// PG and PGSize for collectives; DType of the data moved or computed;
+	// Bytes moved (collectives: the bytes of the full output on one rank),
+	// FLOPs computed.
+	PG     ProcessGroup
+	PGSize int
+	DType  ir.DType
+	Reduce ReduceOp
+	Factor float64 // divide factor, or PREMUL_SUM factor
+	Bytes  int64
+	FLOPs  float64
+}

@@ -1,0 +1,276 @@
+package schedule
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
+)
+
+// WriteText prints the plan's canonical text form: the same plan always
+// prints the same bytes, and a planner change shows as a readable diff.
+// Groups come in forward order, parameters in FSDP2's order, operations in
+// issue order; events are named after what they mark, not numbered.
+func WriteText(w io.Writer, p *Plan) error {
+	b := bufio.NewWriter(w)
+	t := &textWriter{b: b, p: p}
+	t.header()
+	t.groups()
+	t.program()
+	return b.Flush()
+}
+
+type textWriter struct {
+	b *bufio.Writer
+	p *Plan
+}
+
+func (t *textWriter) f(format string, args ...any) { fmt.Fprintf(t.b, format, args...) }
+
+func (t *textWriter) header() {
+	p := t.p
+	h, c, tr := p.Header, p.Cluster, p.Train
+	t.f("# fsdpc plan (format %d): generated, do not edit\n", FormatVersion)
+	t.f("plan %s\n", h.Model)
+	t.f("  fsdpc %s, semantics %s\n", h.FsdpcVersion, h.Semantics)
+	t.f("  input sha256 %s\n", h.InputSHA256)
+	t.f("cluster %d × %s, %d per node\n", c.WorldSize, c.GPU, c.GPUsPerNode)
+	if c.Replicate > 1 {
+		t.f("  HSDP: %d replicas × %d shards\n", c.Replicate, c.Shard)
+	} else {
+		t.f("  FSDP over %d ranks\n", c.Shard)
+	}
+	t.f("  links %s intra-node, %s inter-node; memory %s, budget %s\n",
+		bandwidth(c.IntraNodeBandwidth), bandwidth(c.InterNodeBandwidth), ir.FormatBytes(c.HBMBytes), ir.FormatBytes(c.MemoryBudget))
+	t.f("train micro_batch %d × seq_len %d, grad_accum %d, checkpointing %s, %s (%d B/param)\n",
+		tr.MicroBatch, tr.SeqLen, tr.GradAccum, tr.Checkpointing, tr.Optimizer, tr.OptimizerStateBytes)
+	if len(p.Warnings) > 0 {
+		t.f("warnings\n")
+		for _, w := range p.Warnings {
+			t.f("  %s\n", w)
+		}
+	}
+}
+
+func bandwidth(bps float64) string {
+	return strconv.FormatFloat(bps/1e9, 'f', -1, 64) + " GB/s"
+}
+
+func (t *textWriter) groups() {
+	p := t.p
+	W := int64(p.Cluster.Shard)
+	t.f("\ngroups %d\n", len(p.Groups))
+	for gi := range p.Groups {
+		g := &p.Groups[gi]
+		pol := &g.Policy
+		name := g.Name
+		if g.Root {
+			name = "(root)"
+		}
+		t.f("group %s\n", name)
+		if len(g.Modules) > 1 {
+			t.f("  modules %s\n", strings.Join(g.Modules, ", "))
+		}
+		reshard := pol.Reshard.String()
+		if pol.Reshard == ReshardTo {
+			reshard = fmt.Sprintf("to %d ranks", pol.ReshardTo)
+		}
+		t.f("  reshard_after_forward %s, prefetch forward %s backward %s", reshard, prefetch(pol.PrefetchForward), prefetch(pol.PrefetchBackward))
+		if pol.Offload {
+			t.f(", cpu offload")
+		}
+		t.f("\n")
+		t.f("  dtypes orig %s, param %s, reduce %s", pol.Orig, pol.Param, pol.Reduce)
+		if pol.Output != ir.DTypeInvalid {
+			t.f(", output %s", pol.Output)
+		}
+		if !pol.CastForwardInputs {
+			t.f(", inputs not cast")
+		}
+		t.f("\n")
+		t.f("  reduce-scatter %s", reduceText(pol.ReduceScatterOp, pol.PremulFactor))
+		if p.Cluster.Replicate > 1 {
+			t.f(", all-reduce %s", reduceText(pol.AllReduceOp, 0))
+		}
+		if pol.PreDivide != 1 || pol.PostDivide != 1 {
+			t.f(", divide %s before and %s after", num(pol.PreDivide), num(pol.PostDivide))
+		}
+		if g.DeferredReduce {
+			t.f(", deferred to the end of backward")
+		}
+		t.f("\n")
+		t.f("  shard %s elements per rank (%s), all-gather %s; gradients %s elements per rank\n",
+			commas(g.ShardNumel), ir.FormatBytes(g.ShardNumel*pol.Orig.Size()),
+			ir.FormatBytes(g.ShardNumel*W*pol.Param.Size()), commas(g.GradShardNumel))
+		for _, gp := range g.Params {
+			grad := "frozen"
+			if gp.RequiresGrad {
+				grad = "grad@" + strconv.FormatInt(gp.GradOffset, 10)
+			}
+			dim := ""
+			if gp.ShardDim != 0 {
+				dim = fmt.Sprintf(" dim %d", gp.ShardDim)
+			}
+			t.f("  param %s %s %s rows %d/rank%s @%d %s", gp.Name, shape(gp.Shape), gp.DType, gp.ChunkRows, dim, gp.Offset, grad)
+			if len(gp.Aliases) > 0 {
+				t.f(" = %s", strings.Join(gp.Aliases, " = "))
+			}
+			t.f("\n")
+		}
+	}
+}
+
+func prefetch(k int) string {
+	if k == 0 {
+		return "implicit"
+	}
+	return strconv.Itoa(k)
+}
+
+func reduceText(op ReduceOp, factor float64) string {
+	if op == ReducePremulSum {
+		return fmt.Sprintf("premul-sum ×%s", num(factor))
+	}
+	return op.String()
+}
+
+func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func shape(s []int64) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = strconv.FormatInt(d, 10)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+func commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && r != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (t *textWriter) program() {
+	p := t.p
+	if len(p.Ops) == 0 {
+		return
+	}
+	t.f("\nschedule %d ops, %d buffers, %d events\n", len(p.Ops), len(p.Buffers), p.Events)
+	persistent := 0
+	for _, b := range p.Buffers {
+		if b.Persistent {
+			persistent++
+		}
+	}
+	if persistent > 0 {
+		t.f("persistent\n")
+		for _, b := range p.Buffers {
+			if b.Persistent {
+				t.f("  %s %s in %s pool\n", b.Name, ir.FormatBytes(b.Bytes), b.Pool)
+			}
+		}
+	}
+	// Micro-batches repeat: a block whose operations read the same as the
+	// previous micro-batch's, up to the micro-batch number, prints as one
+	// line.
+	var blocks []opBlock
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		if len(blocks) == 0 || blocks[len(blocks)-1].phase != o.Phase || blocks[len(blocks)-1].micro != o.Micro {
+			blocks = append(blocks, opBlock{phase: o.Phase, micro: o.Micro})
+		}
+		b := &blocks[len(blocks)-1]
+		b.lines = append(b.lines, fmt.Sprintf("  %-14s %s\n", o.Stream, t.opText(o)))
+	}
+	previous := map[Phase]*opBlock{}
+	for i := range blocks {
+		b := &blocks[i]
+		if prev := previous[b.phase]; prev != nil && sameBlock(prev, b.micro, b.lines) {
+			t.f("%s mb%d: as mb%d\n", b.phase, b.micro, prev.micro)
+			continue
+		}
+		t.f("%s mb%d\n", b.phase, b.micro)
+		for _, l := range b.lines {
+			t.b.WriteString(l)
+		}
+		previous[b.phase] = b
+	}
+}
+
+// opBlock is the printed operations of one phase of one micro-batch.
+type opBlock struct {
+	phase Phase
+	micro int
+	lines []string
+}
+
+// sameBlock reports whether lines, from micro-batch micro, equal prev's
+// once each side's micro-batch number is masked.
+func sameBlock(prev *opBlock, micro int, lines []string) bool {
+	if len(prev.lines) != len(lines) {
+		return false
+	}
+	a, b := fmt.Sprintf("mb%d", prev.micro), fmt.Sprintf("mb%d", micro)
+	for i := range lines {
+		if strings.ReplaceAll(prev.lines[i], a, "mb*") != strings.ReplaceAll(lines[i], b, "mb*") {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *textWriter) bufName(i int) string {
+	if i < 0 || i >= len(t.p.Buffers) {
+		return "?"
+	}
+	return t.p.Buffers[i].Name
+}
+
+func (t *textWriter) eventName(i int) string {
+	if i >= 0 && i < len(t.p.EventNames) {
+		return "[" + t.p.EventNames[i] + "]"
+	}
+	return fmt.Sprintf("[event %d]", i)
+}
+
+func (t *textWriter) opText(o *Op) string {
+	p := t.p
+	switch o.Kind {
+	case OpAlloc:
+		return fmt.Sprintf("alloc %s %s", t.bufName(o.Buffer), ir.FormatBytes(o.Bytes))
+	case OpFree:
+		return fmt.Sprintf("free %s", t.bufName(o.Buffer))
+	case OpRecord:
+		return "record " + t.eventName(o.Event)
+	case OpWait:
+		return "wait " + t.eventName(o.Event)
+	case OpSync:
+		return "host waits " + t.eventName(o.Event)
+	case OpForward, OpBackward:
+		mod := "?"
+		if o.Module >= 0 && o.Module < len(p.Modules) {
+			mod = p.Modules[o.Module]
+		}
+		return fmt.Sprintf("%s %s %s", o.Kind, mod, ir.FormatFLOP(o.FLOPs))
+	case OpAllGather, OpReduceScatter, OpAllReduce:
+		s := fmt.Sprintf("%s %s -> %s %s %s over %s(%d)", o.Kind, t.bufName(o.Source), t.bufName(o.Buffer), o.DType, ir.FormatBytes(o.Bytes), o.PG, o.PGSize)
+		if o.Kind != OpAllGather {
+			s += " " + reduceText(o.Reduce, o.Factor)
+		}
+		return s
+	case OpDivide:
+		return fmt.Sprintf("divide %s by %s", t.bufName(o.Buffer), num(o.Factor))
+	case OpOptimizer:
+		return fmt.Sprintf("optimizer %s %s", t.bufName(o.Buffer), ir.FormatBytes(o.Bytes))
+	}
+	return fmt.Sprintf("%s %s -> %s %s %s", o.Kind, t.bufName(o.Source), t.bufName(o.Buffer), o.DType, ir.FormatBytes(o.Bytes))
+}
