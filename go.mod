@@ -3,6 +3,7 @@ module github.com/fsdpc/fsdpc
 go 1.26
 
 require (
-	github.com/BurntSushi/toml v1.6.0 // indirect
-	gonum.org/v1/gonum v0.17.0 // indirect
+	github.com/BurntSushi/toml v1.6.0
+	github.com/NVIDIA/go-nvml v0.13.0-1
+	gonum.org/v1/gonum v0.17.0
 )

@@ -47,6 +47,12 @@ func emitSchedule(s *state) error {
 	e.phase = schedule.PhaseOptimizer
 	e.optimizer()
 	e.p.Events = e.nextEvent
+	for g := range e.p.Groups {
+		if e.mistargeted[g] {
+			s.warnf("%s: backward prefetch all-gathers it although no gradient flows through it (FSDP2 pitfall 5): the gather is wasted and its %s are held until the end of backward; set prefetch_backward on the group before it",
+				groupLabel(&e.p.Groups[g]), ir.FormatBytes(e.unshardedBytes(g)))
+		}
+	}
 	e.p.Warnings = append(e.p.Warnings, s.warnings...)
 	return nil
 }
@@ -58,21 +64,24 @@ type emitter struct {
 	micro int
 	phase schedule.Phase
 
-	nextEvent int
+	nextEvent   int
+	eventStream []schedule.Stream // where each event was recorded
 	// Per group.
-	shardedBuf []int // persistent sharded parameters (device or host)
-	stateBuf   []int // persistent optimizer states
-	gradBuf    []int // sharded gradients, live from the reduction to the optimizer
-	agOut      []int // pending all-gather output, or -1
-	agEvent    []int
-	unsharded  []int // unsharded parameters, or -1
-	slice      []int // int reshard: the post-forward slice, or -1
-	sliceEvent []int
-	ugrads     []int // autograd's unsharded gradients, or -1
-	accumBuf   []int // no-sync accumulation in the reduce dtype, or -1
-	postEvent  []int // last post-reduce event, or -1
-	offloadEv  []int
-	heldAR     []int // HSDP: reduce-scatter outputs held to the end (pitfall 6)
+	shardedBuf  []int // persistent sharded parameters (device or host)
+	stateBuf    []int // persistent optimizer states
+	hostGradBuf []int // offload: persistent pinned host gradients
+	gradBuf     []int // sharded gradients, live from the reduction to the optimizer
+	agOut       []int // pending all-gather output, or -1
+	agEvent     []int
+	unsharded   []int // unsharded parameters, or -1
+	slice       []int // int reshard: the post-forward slice, or -1
+	sliceEvent  []int
+	ugrads      []int // autograd's unsharded gradients, or -1
+	accumBuf    []int // no-sync accumulation in the reduce dtype, or -1
+	postEvent   []int // last post-reduce event, or -1
+	offloadEv   []int
+	heldAR      []int        // HSDP: reduce-scatter outputs held to the end (pitfall 6)
+	mistargeted map[int]bool // groups gathered by a prefetch nothing waited for
 	// FSDP2's comm-context state.
 	agState   struct{ buf, event int } // forward: the last all-gather output, freed at the next wait
 	rsState   []struct{ buf, event int }
@@ -87,7 +96,8 @@ type emitter struct {
 type segment struct {
 	group          int
 	modules        []ir.ModuleID
-	start, end     int // positions in the forward order
+	start, end     int  // positions in the forward order
+	grad           bool // some module's output needs a gradient: backward runs
 	fwd, bwd       float64
 	act, recompute int64
 }
@@ -102,11 +112,12 @@ func newEmitter(s *state) *emitter {
 		}
 		return x
 	}
-	e.shardedBuf, e.stateBuf, e.gradBuf = fill(), fill(), fill()
+	e.shardedBuf, e.stateBuf, e.gradBuf, e.hostGradBuf = fill(), fill(), fill(), fill()
 	e.agOut, e.agEvent, e.unsharded = fill(), fill(), fill()
 	e.slice, e.sliceEvent, e.ugrads, e.accumBuf = fill(), fill(), fill(), fill()
 	e.postEvent, e.offloadEv, e.heldAR = fill(), fill(), fill()
 	e.agState.buf, e.agState.event = -1, -1
+	e.mistargeted = map[int]bool{}
 	e.first, e.last = s.forwardSpans()
 	e.buildSegments()
 	return e
@@ -137,6 +148,7 @@ func (e *emitter) buildSegments() {
 		seg.fwd += mod.Cost.FlopsFwd
 		seg.bwd += mod.Cost.FlopsBwd
 		seg.act += mod.Cost.ActivationBytes
+		seg.grad = seg.grad || mod.OutputRequiresGrad
 		if inRegion && firstInRegion(m, id, region) {
 			seg.recompute = max(seg.recompute, m.Modules[region].Cost.RecomputeBytes)
 		}
@@ -195,6 +207,7 @@ func (e *emitter) record(st schedule.Stream) int {
 	ev := e.nextEvent
 	e.nextEvent++
 	e.p.EventNames = append(e.p.EventNames, e.eventName(st))
+	e.eventStream = append(e.eventStream, st)
 	o := blank(schedule.OpRecord, st)
 	o.Event = ev
 	e.op(o)
@@ -278,6 +291,21 @@ func (e *emitter) bufferNamed(name string) bool {
 	return false
 }
 
+// streamOfPool is the stream whose allocations a pool serves.
+func streamOfPool(p schedule.Pool) schedule.Stream {
+	switch p {
+	case schedule.PoolCopyIn:
+		return schedule.StreamCopyIn
+	case schedule.PoolReduceScatter:
+		return schedule.StreamReduceScatter
+	case schedule.PoolAllReduce:
+		return schedule.StreamAllReduce
+	case schedule.PoolHost:
+		return schedule.StreamHost
+	}
+	return schedule.StreamCompute
+}
+
 func groupKey(g *schedule.Group) string {
 	if g.Root {
 		return "(root)"
@@ -293,9 +321,19 @@ func (e *emitter) alloc(st schedule.Stream, g int, kind schedule.BufferKind, byt
 	return b
 }
 
-func (e *emitter) free(st schedule.Stream, buf int) {
+// free releases a buffer on the stream that allocated it, after that stream
+// waits for the given events: the caching allocator hands a freed block to
+// the next allocation on its own stream at once, so every use on another
+// stream must be ordered before the free by an event (FSDP2 pitfall 7).
+func (e *emitter) free(buf int, after ...int) {
 	if buf < 0 {
 		return
+	}
+	st := streamOfPool(e.p.Buffers[buf].Pool)
+	for _, ev := range after {
+		if ev >= 0 && e.eventStream[ev] != st { // same stream: program order suffices
+			e.wait(st, ev)
+		}
 	}
 	o := blank(schedule.OpFree, st)
 	o.Group, o.Buffer, o.Bytes = e.p.Buffers[buf].Group, buf, e.p.Buffers[buf].Bytes
@@ -349,6 +387,9 @@ func (e *emitter) persistent() {
 			// size bounds every rank.
 			e.stateBuf[g] = e.newBuffer(g, schedule.BufOptimizerState, pool, grp.GradShardNumel*e.m.Train.OptimizerStateBytes, true, "optimizer-state")
 		}
+		if e.trains(g) && grp.Policy.Offload {
+			e.hostGradBuf[g] = e.newBuffer(g, schedule.BufShardedGrads, pool, grp.GradShardNumel*grp.Policy.Orig.Size(), true, "sharded-grads")
+		}
 	}
 }
 
@@ -384,7 +425,7 @@ func (e *emitter) forward() {
 	if e.agState.buf >= 0 {
 		e.wait(schedule.StreamCopyIn, e.agState.event)
 		e.wait(schedule.StreamAllGather, e.agState.event)
-		e.free(schedule.StreamCopyIn, e.agState.buf)
+		e.free(e.agState.buf)
 		e.agState.buf, e.agState.event = -1, -1
 	}
 }
@@ -474,7 +515,10 @@ func (e *emitter) unshard(g int, backward bool) {
 	var temps []int
 	switch {
 	case e.slice[g] >= 0:
-		src = e.slice[g] // already in the parameter dtype: no cast
+		// Already in the parameter dtype: no cast; each of the N ranks
+		// contributes its 1/N of the unsharded parameters.
+		src = e.slice[g]
+		shardBytes = e.unshardedBytes(g) / int64(pol.ReshardTo)
 	case pol.Offload:
 		h2d := e.alloc(CI, g, schedule.BufH2DTemp, grp.ShardNumel*pol.Orig.Size(), "h2d")
 		o := blank(schedule.OpH2D, CI)
@@ -493,7 +537,7 @@ func (e *emitter) unshard(g int, backward bool) {
 	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, out, src, shardBytes, pol.Param
 	e.op(o)
 	for _, t := range temps {
-		e.free(CI, t)
+		e.free(t)
 	}
 	size, pg := e.W(), schedule.PGShard
 	if e.slice[g] >= 0 {
@@ -525,7 +569,7 @@ func (e *emitter) waitForUnshard(g int, forward bool) {
 	if forward && e.agState.buf >= 0 {
 		e.wait(CI, e.agState.event)
 		e.wait(AG, e.agState.event)
-		e.free(CI, e.agState.buf)
+		e.free(e.agState.buf)
 		e.agState.buf, e.agState.event = -1, -1
 	}
 	e.wait(D, e.agEvent[g])
@@ -534,7 +578,7 @@ func (e *emitter) waitForUnshard(g int, forward bool) {
 	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, un, e.agOut[g], e.unshardedBytes(g), e.p.Groups[g].Policy.Param
 	e.op(o)
 	if e.slice[g] >= 0 {
-		e.free(D, e.slice[g])
+		e.free(e.slice[g])
 		e.slice[g], e.sliceEvent[g] = -1, -1
 	}
 	co := e.record(D)
@@ -543,7 +587,7 @@ func (e *emitter) waitForUnshard(g int, forward bool) {
 	} else {
 		e.wait(CI, co)
 		e.wait(AG, co)
-		e.free(CI, e.agOut[g])
+		e.free(e.agOut[g])
 	}
 	e.agOut[g], e.agEvent[g] = -1, -1
 	e.unsharded[g] = un
@@ -555,7 +599,7 @@ func (e *emitter) postForward(g int) {
 	if e.unsharded[g] >= 0 {
 		switch pol.Reshard {
 		case schedule.ReshardTrue:
-			e.free(D, e.unsharded[g])
+			e.free(e.unsharded[g])
 			e.unsharded[g] = -1
 		case schedule.ReshardTo:
 			bytes := e.unshardedBytes(g) / int64(pol.ReshardTo)
@@ -563,7 +607,7 @@ func (e *emitter) postForward(g int) {
 			o := blank(schedule.OpReshard, D)
 			o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, sl, e.unsharded[g], bytes, pol.Param
 			e.op(o)
-			e.free(D, e.unsharded[g])
+			e.free(e.unsharded[g])
 			e.unsharded[g] = -1
 			e.slice[g], e.sliceEvent[g] = sl, e.record(D)
 		}

@@ -16,9 +16,16 @@ func (e *emitter) backward(sync bool) {
 	for si := len(e.segments) - 1; si >= 0; si-- {
 		seg := &e.segments[si]
 		for _, g := range e.groupsEndingAt(seg.end) {
-			e.preBackward(g)
+			// FSDP2 hooks pre-backward on the unit's outputs that require
+			// grad; a unit whose output needs none never fires it.
+			if e.m.Modules[e.m.Forward[e.last[g]]].OutputRequiresGrad {
+				e.preBackward(g)
+			}
 		}
 		g := seg.group
+		if !seg.grad {
+			continue // autograd never reaches these modules
+		}
 		if e.ugrads[g] < 0 && e.trains(g) {
 			// Autograd allocates the unsharded gradients in the parameter
 			// dtype as backward reaches the group.
@@ -31,8 +38,8 @@ func (e *emitter) backward(sync bool) {
 		o := blank(schedule.OpBackward, D)
 		o.Group, o.Module, o.FLOPs = g, si, seg.bwd
 		e.op(o)
-		e.free(D, rc)
-		e.free(D, e.segAct[si])
+		e.free(rc)
+		e.free(e.segAct[si])
 		e.segAct[si] = -1
 		for _, h := range e.groupsStartingAt(seg.start) {
 			if !e.p.Groups[h].DeferredReduce {
@@ -42,14 +49,14 @@ func (e *emitter) backward(sync bool) {
 		}
 	}
 	// The final callback: post-backward for every group autograd did not
-	// reach, the root first (FSDP2 walks the modules in pre-order).
+	// reach, in module pre-order (root.named_modules()), the root first.
 	var late []int
 	for g := range e.p.Groups {
 		if !done[g] {
 			late = append(late, g)
 		}
 	}
-	sort.SliceStable(late, func(i, j int) bool { return e.first[late[i]] < e.first[late[j]] })
+	sort.SliceStable(late, func(i, j int) bool { return e.s.units[late[i]].modules[0] < e.s.units[late[j]].modules[0] })
 	for _, g := range late {
 		e.postBackward(g, sync)
 	}
@@ -113,7 +120,7 @@ func (e *emitter) postBackward(g int, sync bool) {
 	pol := &grp.Policy
 	// Reshard after backward (FSDP2's default reshard_after_backward).
 	if e.unsharded[g] >= 0 {
-		e.free(D, e.unsharded[g])
+		e.free(e.unsharded[g])
 		e.unsharded[g] = -1
 	}
 	if !e.trains(g) || e.ugrads[g] < 0 {
@@ -130,7 +137,7 @@ func (e *emitter) postBackward(g int, sync bool) {
 			o := blank(schedule.OpAccumulate, D)
 			o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.accumBuf[g], e.ugrads[g], pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
 			e.op(o)
-			e.free(D, e.ugrads[g])
+			e.free(e.ugrads[g])
 			e.ugrads[g] = -1
 		}
 		return
@@ -139,30 +146,28 @@ func (e *emitter) postBackward(g int, sync bool) {
 	// previous reduce-scatter must finish before its input is recycled.
 	for _, st := range e.rsState {
 		e.wait(D, st.event)
-		e.free(D, st.buf)
+		e.free(st.buf)
 	}
 	e.rsState = e.rsState[:0]
 
 	W := int64(e.W())
-	rsInBytes := grp.GradShardNumel * W * pol.Reduce.Size()
-	rsIn := e.alloc(D, g, schedule.BufReduceScatterIn, rsInBytes, "reduce-scatter-in")
 	src := e.ugrads[g]
 	if e.accumBuf[g] >= 0 {
-		// The last micro-batch adds its gradients to the accumulator.
+		// The last micro-batch adds its gradients to the accumulator and
+		// drops them at once (accumulate_unsharded_grad_if_needed).
 		o := blank(schedule.OpAccumulate, D)
 		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.accumBuf[g], e.ugrads[g], pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
 		e.op(o)
+		e.free(e.ugrads[g])
 		src = e.accumBuf[g]
 	}
+	rsInBytes := grp.GradShardNumel * W * pol.Reduce.Size()
+	rsIn := e.alloc(D, g, schedule.BufReduceScatterIn, rsInBytes, "reduce-scatter-in")
 	o := blank(schedule.OpReduceCopyIn, D)
 	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, rsIn, src, pol.Reduce, rsInBytes
 	e.op(o)
-	e.free(D, e.ugrads[g])
-	e.ugrads[g] = -1
-	if e.accumBuf[g] >= 0 {
-		e.free(D, e.accumBuf[g])
-		e.accumBuf[g] = -1
-	}
+	e.free(src)
+	e.ugrads[g], e.accumBuf[g] = -1, -1
 
 	RS := schedule.StreamReduceScatter
 	e.wait(RS, e.record(D))
@@ -207,18 +212,22 @@ func (e *emitter) postBackward(g int, sync bool) {
 			// whose all-reduce is in flight (FSDP2 pitfall 6).
 			e.heldAR[g] = rsOut
 		} else {
-			e.free(post, rsOut)
+			e.free(rsOut)
 		}
 	}
 	if pol.Offload {
 		o := blank(schedule.OpD2H, post)
-		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.shardedBuf[g], grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
+		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.hostGradBuf[g], grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
 		e.op(o)
 		e.offloadEv[g] = e.record(post)
-		// The device copy may be freed only after the copy drains: the
-		// event above orders it (the HSDP + offload race, pitfall 7).
-		e.wait(post, e.offloadEv[g])
-		e.free(post, grad)
+		// The device copy goes back to its pool only once the copy has
+		// drained: its allocating stream waits for the copy first (the
+		// HSDP + offload race, FSDP2 pitfall 7).
+		if grad == rsOut && post == schedule.StreamAllReduce {
+			e.heldAR[g] = rsOut // freed at the end with the other HSDP buffers
+		} else {
+			e.free(grad, e.offloadEv[g])
+		}
 		grad = -1
 	}
 	e.gradBuf[g] = grad
@@ -239,6 +248,10 @@ func (e *emitter) finalize() {
 	for g := range e.p.Groups {
 		if e.postEvent[g] >= 0 {
 			e.wait(D, e.postEvent[g])
+			if e.heldAR[g] >= 0 {
+				e.free(e.heldAR[g], e.postEvent[g])
+				e.heldAR[g] = -1
+			}
 			e.postEvent[g] = -1
 		}
 		if e.offloadEv[g] >= 0 {
@@ -247,20 +260,18 @@ func (e *emitter) finalize() {
 			e.op(o)
 			e.offloadEv[g] = -1
 		}
-		if e.heldAR[g] >= 0 {
-			e.free(D, e.heldAR[g])
-			e.heldAR[g] = -1
-		}
-		// A prefetch that nothing waited for is waited and dropped.
+		// A prefetch that nothing waited for is waited and dropped
+		// (FSDP2 pitfall 5: its memory was held until here).
 		if e.agOut[g] >= 0 {
+			e.mistargeted[g] = true
 			e.wait(D, e.agEvent[g])
-			e.free(schedule.StreamCopyIn, e.agOut[g])
+			e.free(e.agOut[g], e.agEvent[g])
 			e.agOut[g], e.agEvent[g] = -1, -1
 		}
 	}
 	for _, st := range e.rsState {
 		e.wait(D, st.event)
-		e.free(D, st.buf)
+		e.free(st.buf)
 	}
 	e.rsState = e.rsState[:0]
 }
@@ -285,9 +296,18 @@ func (e *emitter) optimizer() {
 		o := blank(schedule.OpOptimizer, st)
 		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.shardedBuf[g], e.stateBuf[g], grp.Policy.Orig, bytes
 		e.op(o)
-		if e.gradBuf[g] >= 0 {
-			e.free(schedule.StreamCompute, e.gradBuf[g])
-			e.gradBuf[g] = -1
+	}
+	// zero_grad(set_to_none=True): the gradients go back to the pools they
+	// came from once the optimizer has read them.
+	var done int = -1
+	for g := range e.p.Groups {
+		if e.gradBuf[g] < 0 {
+			continue
 		}
+		if done < 0 {
+			done = e.record(schedule.StreamCompute)
+		}
+		e.free(e.gradBuf[g], done)
+		e.gradBuf[g] = -1
 	}
 }

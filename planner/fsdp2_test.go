@@ -282,7 +282,8 @@ func TestDivideFactors(t *testing.T) {
 		{"world_size = 12\ngpus_per_node = 4", `reduce_dtype = "fp16"`, schedule.ReduceSum, schedule.ReduceSum, 4, 3, 0},
 		{"world_size = 6\ngpus_per_node = 6", `reduce_dtype = "fp16"`, schedule.ReduceSum, schedule.ReduceSum, 4, 1.5, 0},
 		{"world_size = 8", "force_sum_reduction = true", schedule.ReduceSum, schedule.ReduceSum, 1, 8, 0},
-		{"world_size = 8", "gradient_divide_factor = 8", schedule.ReduceAvg, schedule.ReduceSum, 1, 1, 0},
+		{"world_size = 8", "gradient_divide_factor = 8", schedule.ReduceAvg, schedule.ReduceAvg, 1, 1, 0},
+		{"world_size = 8", `reduce_dtype = "fp64"`, schedule.ReduceSum, schedule.ReduceSum, 4, 2, 0},
 		{"world_size = 8", "gradient_divide_factor = 16", schedule.ReducePremulSum, schedule.ReduceSum, 1, 1, 1.0 / 16},
 		// HSDP: DP = 2 × 4; the reduce-scatter averages over the shard
 		// group, the all-reduce over the replicas.

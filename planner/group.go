@@ -80,8 +80,13 @@ func insideInstance(m *ir.Model, id ir.ModuleID) bool {
 func collectParams(m *ir.Model, roots []ir.ModuleID, isUnit []bool, aliases map[ir.ParamID][]string) []ir.ParamID {
 	var out []ir.ParamID
 	seen := map[ir.ParamID]bool{}
+	visited := map[ir.ModuleID]bool{}
 	var walk func(id ir.ModuleID)
 	walk = func(id ir.ModuleID) {
+		if visited[id] {
+			return
+		}
+		visited[id] = true
 		for _, c := range m.Modules[id].Children {
 			if !isUnit[c] {
 				walk(c)
@@ -187,8 +192,15 @@ func resolveTies(s *state) error {
 	}
 	for _, u := range merged {
 		if u.merged {
+			// fully_shard([a, b]) walks from each module in turn and enters
+			// the others where they sit: they are one state, not nested
+			// ones.
+			own := append([]bool(nil), isUnit...)
+			for _, mod := range u.modules {
+				own[mod] = false
+			}
 			u.aliases = map[ir.ParamID][]string{}
-			u.params = collectParams(m, u.modules, isUnit, u.aliases)
+			u.params = collectParams(m, u.modules, own, u.aliases)
 			var names []string
 			for _, mod := range u.modules {
 				names = append(names, quoteUnit(m.Modules[mod].Name))

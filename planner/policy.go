@@ -156,10 +156,13 @@ func divideFactors(r *schedule.GroupPolicy, pol ir.GroupPolicy, shard, replicate
 	}
 	r.PreDivide, r.PostDivide, r.PremulFactor = 1, 1, 0
 	forceSum := pol.ForceSumReduction != nil && *pol.ForceSumReduction
+	overflowRisk := r.Reduce != ir.FP32 && r.Reduce != ir.BF16
 	switch {
-	case r.Reduce == ir.FP16 || forceSum:
+	case overflowRisk || forceSum:
+		// FSDP2 sums in any reduce dtype but fp32 and bf16 (overflow risk),
+		// dividing before and after, and when sums are forced.
 		r.ReduceScatterOp, r.AllReduceOp = schedule.ReduceSum, schedule.ReduceSum
-		if r.Reduce == ir.FP16 {
+		if overflowRisk {
 			// FSDP2: pre = 1; while f % pre == 0 and f / pre > pre: pre *= 2
 			// (about √f: 8 → 4, 12 → 4, 6 → 4).
 			pre := 1.0
@@ -171,12 +174,13 @@ func divideFactors(r *schedule.GroupPolicy, pol ir.GroupPolicy, shard, replicate
 			r.PostDivide = f
 		}
 	case custom:
-		if f == float64(shard) {
-			r.ReduceScatterOp = schedule.ReduceAvg
+		// torch 2.8: a factor equal to the data-parallel size averages both
+		// collectives; any other pre-multiplies by 1/f and sums.
+		if f == dp {
+			r.ReduceScatterOp, r.AllReduceOp = schedule.ReduceAvg, schedule.ReduceAvg
 		} else {
-			r.ReduceScatterOp, r.PremulFactor = schedule.ReducePremulSum, 1/f
+			r.ReduceScatterOp, r.AllReduceOp, r.PremulFactor = schedule.ReducePremulSum, schedule.ReduceSum, 1/f
 		}
-		r.AllReduceOp = schedule.ReduceSum
 	case dp > 1:
 		r.ReduceScatterOp, r.AllReduceOp = schedule.ReduceAvg, schedule.ReduceAvg
 	default:

@@ -26,6 +26,9 @@ func init() {
 		"inspect": {"summarise a model: parameters, FLOPs, activations per module", runInspect},
 		"import":  {"import a model from another format (import hf config.json)", runImport},
 		"zoo":     {"list the built-in models", runZoo},
+		"plan":    {"compile a model into an FSDP plan (plan.bin)", runPlan},
+		"show":    {"print a plan.bin as canonical text or JSON", runShow},
+		"devices": {"list the local NVIDIA GPUs (NVML)", runDevices},
 	}
 }
 
