@@ -154,10 +154,18 @@ func (l *lowerer) buildDataflow() {
 		if !mod.Compute {
 			continue
 		}
+		var seen map[ModuleID]bool // for many inputs: a linear search would be quadratic
+		if len(inputsOf[id]) > 64 {
+			seen = make(map[ModuleID]bool, len(inputsOf[id]))
+		}
 		for _, src := range inputsOf[id] {
-			if src != ModuleID(id) && !containsModule(mod.Inputs, src) {
-				mod.Inputs = append(mod.Inputs, src)
+			if src == ModuleID(id) || seen != nil && seen[src] || seen == nil && containsModule(mod.Inputs, src) {
+				continue
 			}
+			if seen != nil {
+				seen[src] = true
+			}
+			mod.Inputs = append(mod.Inputs, src)
 		}
 	}
 	l.order()
@@ -193,6 +201,9 @@ func (l *lowerer) nearModule(parent ModuleID, name string) string {
 	}
 	if s := suggest(name, cands); s != "" {
 		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	if n := len(l.m.Modules[parent].Children); n > 0 && n <= 12 {
+		return fmt.Sprintf(" (the modules at this level: %s)", strings.Join(cands[:n], ", "))
 	}
 	return ""
 }
@@ -268,6 +279,20 @@ func (l *lowerer) reportCycles() {
 			g.SetEdge(g.NewEdge(simple.Node(src), simple.Node(id)))
 		}
 	}
+	// Where each module's inputs key is, for the first of a cycle's members
+	// (or their ancestors) to have one.
+	inputsAt := make(map[ModuleID]int, len(l.inputs))
+	for i, p := range l.inputs {
+		if _, ok := inputsAt[p.module]; !ok {
+			inputsAt[p.module] = i
+		}
+	}
+	type cycle struct {
+		start int64
+		path  string
+		names []string
+	}
+	var cycles []cycle
 	for _, scc := range topo.TarjanSCC(g) {
 		if len(scc) < 2 {
 			continue
@@ -278,31 +303,30 @@ func (l *lowerer) reportCycles() {
 			in[n.ID()] = true
 			start = min(start, n.ID())
 		}
-		cycle := l.findCycle(start, in)
-		names := make([]string, len(cycle))
-		for i, id := range cycle {
+		ids := l.findCycle(start, in)
+		names := make([]string, len(ids))
+		for i, id := range ids {
 			names[i] = l.m.Modules[id].Name
 		}
+		first := len(l.inputs)
+		for _, n := range scc {
+			for p := ModuleID(n.ID()); p != NoModule; p = l.m.Modules[p].Parent {
+				if i, ok := inputsAt[p]; ok {
+					first = min(first, i)
+				}
+			}
+		}
 		path := ""
-		for _, p := range l.inputs {
-			if in[int64(p.module)] || l.enclosesAny(p.module, in) {
-				path = p.path
-				break
-			}
+		if first < len(l.inputs) {
+			path = l.inputs[first].path
 		}
-		l.d.errorf(path, "the module inputs form a cycle: %s", strings.Join(names, " -> "))
+		cycles = append(cycles, cycle{start, path, names})
 	}
-}
-
-func (l *lowerer) enclosesAny(anc ModuleID, set map[int64]bool) bool {
-	for id := range set {
-		for p := ModuleID(id); p != NoModule; p = l.m.Modules[p].Parent {
-			if p == anc {
-				return true
-			}
-		}
+	// The graph hands components over in no fixed order.
+	sort.Slice(cycles, func(i, j int) bool { return cycles[i].start < cycles[j].start })
+	for _, c := range cycles {
+		l.d.errorf(c.path, "the module inputs form a cycle: %s", strings.Join(c.names, " -> "))
 	}
-	return false
 }
 
 // findCycle walks from start along edges inside the component, always to

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -14,10 +15,15 @@ type decoder struct {
 	file  string
 	locs  map[string]location
 	diags Diagnostics
+	// dropped counts the problems found after diags filled up; seen holds
+	// the key of every problem in diags.
+	dropped int
+	seen    map[string]bool
 }
 
 func (d *decoder) report(sev Severity, path string, atValue bool, format string, args ...any) {
 	if len(d.diags) >= maxDiagnostics*4 { // collect a few more than we print; sorting picks the first
+		d.dropped++
 		return
 	}
 	var pos Pos
@@ -27,7 +33,49 @@ func (d *decoder) report(sev Severity, path string, atValue bool, format string,
 			pos = loc.val
 		}
 	}
-	d.diags = append(d.diags, Diagnostic{Severity: sev, File: d.file, Pos: pos, Path: path, Msg: fmt.Sprintf(format, args...)})
+	x := Diagnostic{Severity: sev, File: d.file, Pos: pos, Path: path, Msg: fmt.Sprintf(format, args...)}
+	// One problem per place: the instances of a declaration repeated or
+	// used through blocks differ only in numbers and names (layers.0.attn,
+	// layers.1.attn), different problems at one place in other words.
+	// Duplicates do not fill the list.
+	key := x.key()
+	if d.seen[key] {
+		return
+	}
+	if d.seen == nil {
+		d.seen = map[string]bool{}
+	}
+	d.seen[key] = true
+	d.diags = append(d.diags, x)
+}
+
+// key identifies a problem for removing duplicates: where, and what with
+// the numbers and quoted names left out.
+func (x Diagnostic) key() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d:%d:%s:%d:", x.Pos.Line, x.Pos.Col, x.Path, x.Severity)
+	digits, quoted := false, false
+	for i := 0; i < len(x.Msg); i++ {
+		c := x.Msg[i]
+		switch {
+		case quoted && c == '\\':
+			i++
+		case quoted:
+			quoted = c != '"'
+		case c == '"':
+			quoted = true
+			b.WriteString(`"#"`)
+		case c >= '0' && c <= '9':
+			if !digits {
+				b.WriteByte('#')
+			}
+			digits = true
+		default:
+			digits = false
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 func (d *decoder) errorf(path string, format string, args ...any) {
@@ -151,7 +199,9 @@ func (d *decoder) intValue(path, k string, v any, lo, hi int64) (int64, bool) {
 	n, ok := v.(int64)
 	if !ok {
 		if f, isFloat := v.(float64); isFloat && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-			d.errorf(path, "%s must be an integer; write %d, not %v", k, int64(f), v)
+			d.errorf(path, "%s must be an integer; write %d, not %.1f", k, int64(f), f)
+		} else if s, isString := v.(string); isString && isInteger(s) {
+			d.errorf(path, "%s must be an integer, not a string; write %s without quotes", k, s)
 		} else {
 			d.errorf(path, "%s must be an integer, not %s", k, tomlType(v))
 		}
@@ -167,6 +217,11 @@ func (d *decoder) intValue(path, k string, v any, lo, hi int64) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+func isInteger(s string) bool {
+	_, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+	return err == nil
 }
 
 // number reads an integer or a float, or a string parsed by parse (for

@@ -122,14 +122,30 @@ func (ds Diagnostics) Warnings() Diagnostics {
 // junk must not produce a 10 MB error.
 const maxDiagnostics = 50
 
-// suggest returns the candidate closest to s by edit distance, or "" when
-// none is close enough to be a plausible typo.
+// suggest returns the candidate closest to s, or "" when none is close
+// enough to be a plausible typo. Case is ignored; a swap of two letters
+// counts as one edit, and a candidate that s begins is preferred over
+// others as close: "bfloat" suggests "bfloat16", not "float".
 func suggest(s string, candidates []string) string {
-	best, bestDist := "", len(s)/2+2
+	ls := strings.ToLower(s)
+	// Scores are twice the edit distance, one for a prefix. Two candidates
+	// equally close make no suggestion: "h100" could be either H100.
+	best, bestScore, tie := "", 2*max(2, len(s)/3+1), false
 	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
-			best, bestDist = c, d
+		lc := strings.ToLower(c)
+		score := 2 * editDistance(ls, lc)
+		if score > 0 && len(ls) >= 3 && strings.HasPrefix(lc, ls) {
+			score = 1
 		}
+		switch {
+		case score < bestScore:
+			best, bestScore, tie = c, score, false
+		case score == bestScore && best != "" && c != best:
+			tie = true
+		}
+	}
+	if tie {
+		return ""
 	}
 	return best
 }
@@ -138,6 +154,7 @@ func editDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
 		return 1 << 20
 	}
+	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -151,8 +168,11 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1) // two letters swapped
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }

@@ -30,7 +30,7 @@ func CompileGlob(s string) (Glob, error) {
 			continue
 		}
 		if _, err := path.Match(seg, ""); err != nil {
-			return Glob{}, fmt.Errorf("pattern %q: bad segment %q", s, seg)
+			return Glob{}, fmt.Errorf("pattern %q has a malformed segment %q (check its [ ] and \\)", s, seg)
 		}
 	}
 	return g, nil

@@ -43,6 +43,12 @@ var linkPresets = map[string]float64{
 	"ethernet100": 12.5e9,
 }
 
+// defaultHostLink is each GPU preset's PCIe generation, its link to the host.
+var defaultHostLink = map[string]string{
+	"h100-sxm": "pcie5", "h100-pcie": "pcie5", "h200": "pcie5", "b200": "pcie5",
+	"a100-40gb": "pcie4", "a100-80gb": "pcie4", "l40s": "pcie4", "mi300x": "pcie5",
+}
+
 // defaultIntraNode is the intra-node link each GPU preset ships with.
 var defaultIntraNode = map[string]string{
 	"h100-sxm": "nvlink4", "h100-pcie": "pcie5", "h200": "nvlink4", "b200": "nvlink5",

@@ -270,14 +270,19 @@ func moeWork(a attrValues, c costCtx) (work, error) {
 		projections = []string{up, down}
 	}
 	exName := roleName(a, "experts", "experts")
-	grouped := a.bool("grouped", false)
-	for e := int64(0); e < experts; e++ {
+	if a.bool("grouped", false) {
+		// One tensor per projection holds every expert: one matmul each
+		// over all the routed tokens, not one per expert (65536 experts
+		// repeated over many layers would take minutes to list).
 		for _, p := range projections {
-			ref := exName + "." + strconv.FormatInt(e, 10) + "." + p + ".weight"
-			if grouped {
-				ref = exName + "." + p
+			w.mms = append(w.mms, matmul{flops: 2 * routed * f(dim, hidden), weights: []string{exName + "." + p}, readsInput: p != down, dxFactor: 1})
+		}
+	} else {
+		for e := int64(0); e < experts; e++ {
+			for _, p := range projections {
+				ref := exName + "." + strconv.FormatInt(e, 10) + "." + p + ".weight"
+				w.mms = append(w.mms, matmul{flops: 2 * routed / float64(experts) * f(dim, hidden), weights: []string{ref}, readsInput: p != down, dxFactor: 1})
 			}
-			w.mms = append(w.mms, matmul{flops: 2 * routed / float64(experts) * f(dim, hidden), weights: []string{ref}, readsInput: p != down, dxFactor: 1})
 		}
 	}
 	w.inputBytes = z.mul(T, dim, b)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -33,27 +34,11 @@ func LoadFile(path string) (*Model, error) {
 		return nil, fmt.Errorf("%s is a directory, not a model file", path)
 	}
 	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(&limitedReader{f, MaxFileSize + 1}); err != nil {
+	// One byte past the limit is enough for Load to say the file is too big.
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return Load(path, buf.Bytes())
-}
-
-type limitedReader struct {
-	r interface{ Read([]byte) (int, error) }
-	n int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, errors.New("EOF")
-	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
-	l.n -= int64(n)
-	return n, err
 }
 
 // Load parses, checks and lowers a model file's contents. The error, when
@@ -68,30 +53,46 @@ func Load(file string, src []byte) (m *Model, err error) {
 	fail := func(msg string, pos Pos) (*Model, error) {
 		return nil, Diagnostics{{Severity: Error, File: file, Pos: pos, Msg: msg}}
 	}
+	// Editors hide a byte order mark; columns count from after it, as the
+	// TOML parser's offsets do.
+	text := bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
 	switch {
 	case len(src) > MaxFileSize:
 		return fail(fmt.Sprintf("the file is larger than %d MiB; a model file is a few kilobytes", MaxFileSize>>20), Pos{})
-	case len(bytes.TrimSpace(src)) == 0:
+	case len(bytes.TrimSpace(text)) == 0:
 		return fail("the file is empty: a model needs [train], [cluster] and [[module]] sections", Pos{})
-	case !utf8.Valid(src):
-		line := 1 + bytes.Count(src[:firstInvalidUTF8(src)], []byte("\n"))
-		return fail("the file is not UTF-8 text (is it a binary file?)", Pos{Line: line, Col: 1})
+	case bytes.HasPrefix(src, []byte("\xff\xfe")) || bytes.HasPrefix(src, []byte("\xfe\xff")):
+		return fail("the file is UTF-16 text; save it as UTF-8", Pos{Line: 1, Col: 1})
+	case !utf8.Valid(text):
+		at := firstInvalidUTF8(text)
+		return fail(fmt.Sprintf("the file is not UTF-8 text: byte 0x%02x is not valid here (is it a binary file, or saved in another encoding?)", text[at]), offsetPos(text, at))
 	}
-
-	var raw map[string]any
-	if _, err := toml.Decode(string(src), &raw); err != nil {
+	syntaxErr := func(err error) (*Model, error) {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			msg := pe.Message
-			if pe.Usage != "" {
-				msg += " (" + strings.TrimSpace(strings.SplitN(pe.Usage, "\n", 2)[0]) + ")"
-			}
-			return fail("TOML syntax: "+msg, Pos{Line: pe.Position.Line, Col: max(pe.Position.Col, 1)})
+			return fail("TOML syntax: "+syntaxHint(pe.Message, text), syntaxPos(text, pe.Position))
 		}
 		return fail("TOML: "+err.Error(), Pos{})
 	}
+	if pos, off, msg := checkNesting(text); msg != "" {
+		// A syntax error on an earlier line comes first; the text up to
+		// here is shallow enough to parse.
+		var raw map[string]any
+		if _, err := toml.Decode(string(text[:off]), &raw); err != nil {
+			var pe toml.ParseError
+			if !errors.As(err, &pe) || syntaxPos(text, pe.Position).Line < pos.Line {
+				return syntaxErr(err)
+			}
+		}
+		return fail(msg, pos)
+	}
 
-	d := &decoder{file: file, locs: locate(string(src))}
+	var raw map[string]any
+	if _, err := toml.Decode(string(text), &raw); err != nil {
+		return syntaxErr(err)
+	}
+
+	d := &decoder{file: file, locs: locate(string(text))}
 	m = &Model{File: file}
 	sum := sha256.Sum256(src)
 	m.SourceHash = hex.EncodeToString(sum[:])
@@ -130,7 +131,7 @@ func Load(file string, src []byte) (m *Model, err error) {
 		l.resolveTies()
 	}
 	for _, name := range sortedKeys(blocks) {
-		if !blocks[name].used {
+		if !blocks[name].used && !d.diags.HasErrors() { // after errors, use is not fully known
 			d.warnf(blocks[name].path, "block %q is never used", name)
 		}
 	}
@@ -151,6 +152,48 @@ func Load(file string, src []byte) (m *Model, err error) {
 	return m, nil
 }
 
+// syntaxHint adds to the TOML parser's terse messages what the writer most
+// likely meant.
+func syntaxHint(msg string, text []byte) string {
+	first := bytes.TrimLeft(text, " \t\r\n")
+	switch {
+	case len(first) > 0 && first[0] == '{':
+		return msg + " (this looks like JSON; a model file is TOML, with [train], [cluster] and [[module]] sections)"
+	case strings.HasPrefix(msg, "strings cannot contain newlines"):
+		return msg + " (is the closing quote missing? Use \"\"\" for text over several lines)"
+	case strings.HasPrefix(msg, "expected value but found"):
+		return msg + " (text values need quotes, as in kind = \"linear\")"
+	case strings.HasPrefix(msg, "invalid escape in string"):
+		return msg + ` (in "…" a backslash starts an escape: write \\ or use '…')`
+	case strings.HasSuffix(msg, "but got ':' instead"):
+		return msg + " (TOML writes key = value, not key: value)"
+	case strings.HasPrefix(msg, "expected '.' or '='"):
+		return msg + " (each line must be key = value, a [table] header or a # comment)"
+	case strings.Contains(msg, "to end table name"):
+		return msg + " (is the closing ] missing?)"
+	case strings.Contains(msg, "has already been defined"):
+		return msg + " (a key or table may be given only once)"
+	}
+	return msg
+}
+
+// offsetPos is the line and column (in characters) of a byte offset.
+func offsetPos(src []byte, off int) Pos {
+	off = min(max(off, 0), len(src))
+	lineStart := bytes.LastIndexByte(src[:off], '\n') + 1
+	return Pos{Line: 1 + bytes.Count(src[:off], []byte("\n")), Col: 1 + utf8.RuneCount(src[lineStart:off])}
+}
+
+// syntaxPos places a TOML syntax error. The parser's byte offset is exact;
+// its line is off by one at the end of the file and its column counts bytes.
+func syntaxPos(src []byte, p toml.Position) Pos {
+	if p.Start >= 0 && p.Start <= len(src) {
+		return offsetPos(src, p.Start)
+	}
+	lines := bytes.Count(src, []byte("\n")) + 1
+	return Pos{Line: min(max(p.Line, 1), lines), Col: 1}
+}
+
 func firstInvalidUTF8(b []byte) int {
 	for i := 0; i < len(b); {
 		r, size := utf8.DecodeRune(b[i:])
@@ -169,10 +212,7 @@ func (d *decoder) finish() Diagnostics {
 	var out Diagnostics
 	seen := map[string]bool{}
 	for _, x := range all {
-		key := fmt.Sprintf("%d:%d:%s:%d", x.Pos.Line, x.Pos.Col, x.Path, x.Severity)
-		if x.Pos.Line == 0 {
-			key += x.Msg
-		}
+		key := x.key()
 		if seen[key] {
 			continue
 		}
@@ -180,8 +220,11 @@ func (d *decoder) finish() Diagnostics {
 		out = append(out, x)
 	}
 	if len(out) > maxDiagnostics {
-		n := len(out) - maxDiagnostics
-		out = append(out[:maxDiagnostics], Diagnostic{Severity: Error, File: d.file, Msg: fmt.Sprintf("%d more problems not shown", n)})
+		more := fmt.Sprintf("%d more problems not shown", len(out)-maxDiagnostics)
+		if d.dropped > 0 {
+			more = "at least " + more
+		}
+		out = append(out[:maxDiagnostics], Diagnostic{Severity: Error, File: d.file, Msg: more})
 	}
 	return out
 }

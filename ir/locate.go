@@ -116,11 +116,16 @@ func (l *locator) document() {
 				l.advance()
 			}
 			l.skipSpace(false)
-			keys := l.dottedKey()
+			keys, at := l.dottedKey()
 			l.skipSpace(false)
 			l.advance() // ]
 			if aot {
 				l.advance()
+			}
+			for i := range keys[:len(keys)-1] { // [a.b] also places a
+				if p := l.resolve(keys[:i+1]); l.locs[p] == (location{}) {
+					l.locs[p] = location{key: at[i], val: at[i]}
+				}
 			}
 			table = l.resolve(keys[:len(keys)-1])
 			table = childPath(table, keys[len(keys)-1])
@@ -151,28 +156,33 @@ func (l *locator) resolve(keys []string) string {
 	return p
 }
 
+// keyValue records a key = value line. A dotted key a.b.c is placed at its
+// last segment, the tables a and a.b it implies at theirs.
 func (l *locator) keyValue(table string) {
-	start := l.pos()
-	keys := l.dottedKey()
+	keys, at := l.dottedKey()
 	p := table
-	for _, k := range keys {
+	for i, k := range keys {
 		p = childPath(p, k)
+		if i < len(keys)-1 && l.locs[p] == (location{}) {
+			l.locs[p] = location{key: at[i], val: at[i]}
+		}
 	}
 	l.skipSpace(false)
 	l.advance() // =
 	l.skipSpace(false)
-	l.locs[p] = location{key: start, val: l.pos()}
+	l.locs[p] = location{key: at[len(at)-1], val: l.pos()}
 	l.value(p)
 }
 
-func (l *locator) dottedKey() []string {
-	var keys []string
+// dottedKey reads a key's segments and where each starts.
+func (l *locator) dottedKey() (keys []string, at []Pos) {
 	for {
 		l.skipSpace(false)
+		at = append(at, l.pos())
 		keys = append(keys, l.simpleKey())
 		l.skipSpace(false)
 		if l.peek() != '.' {
-			return keys
+			return keys, at
 		}
 		l.advance()
 	}
@@ -250,22 +260,26 @@ func (l *locator) value(p string) {
 			}
 			ep := indexPath(p, n)
 			l.locs[ep] = location{key: l.pos(), val: l.pos()}
+			start := l.i
 			l.value(ep)
 			l.skipSpace(true)
 			if l.peek() == ',' {
 				l.advance()
 			}
+			if l.i == start {
+				panic("locate: lost in an array") // never loop without progress
+			}
 		}
 	case '{':
 		l.advance()
 		for {
-			l.skipSpace(false)
+			l.skipSpace(true) // TOML 1.1 allows newlines in inline tables
 			if l.peek() == '}' {
 				l.advance()
 				return
 			}
 			l.keyValue(p)
-			l.skipSpace(false)
+			l.skipSpace(true)
 			if l.peek() == ',' {
 				l.advance()
 			}

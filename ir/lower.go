@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Lowering expands the syntax tree into the flat module and parameter
@@ -52,6 +53,16 @@ type inherited struct {
 }
 
 func (l *lowerer) lowerModules(rootModules []*moduleDecl, rootParams []*paramDecl) {
+	size, ok := l.checkSize(rootModules, rootParams)
+	if !ok {
+		return
+	}
+	// The count is exact for a valid model: no array grows.
+	l.m.Modules = make([]Module, 0, size.modules)
+	l.decl = make([]*moduleDecl, 0, size.modules)
+	l.m.Params = make([]Param, 0, size.params)
+	l.moduleByName = make(map[string]ModuleID, size.modules)
+	l.paramByName = make(map[string]ParamID, size.params)
 	l.m.Modules = append(l.m.Modules, Module{ID: 0, Kind: KindContainer, Parent: NoModule, Instance: -1})
 	l.decl = append(l.decl, nil)
 	l.moduleByName[""] = 0
@@ -77,11 +88,28 @@ func (l *lowerer) newModule(parent ModuleID, local string, kind Kind, md *module
 		}
 		return -1
 	}
-	id := ModuleID(len(l.m.Modules))
 	name := local
 	if pn := l.m.Modules[parent].Name; pn != "" {
 		name = pn + "." + local
 	}
+	_, dup := l.moduleByName[name]
+	_, clash := l.paramByName[name]
+	switch {
+	case (dup || clash) && md != nil:
+		what := "module %q is declared twice"
+		if !dup {
+			what = "module %q has the name of a parameter"
+		}
+		l.d.errorf(childPath(md.path, "name"), what, name)
+		return -1
+	case dup || clash:
+		// A child a kind makes: two roles given one name in names, or a
+		// [[param]] of the kind module named like a child.
+		decl := l.declOf(parent)
+		l.d.keyErrorf(decl.path, "module %q of kind %s would have two children, or a child and a parameter, named %q; check names and [[param]] entries", l.m.Modules[parent].Name, decl.kind, local)
+		return -1
+	}
+	id := ModuleID(len(l.m.Modules))
 	var pos Pos
 	if md != nil {
 		pos = l.d.locs[md.path].key
@@ -89,13 +117,19 @@ func (l *lowerer) newModule(parent ModuleID, local string, kind Kind, md *module
 	l.m.Modules = append(l.m.Modules, Module{ID: id, Name: name, Kind: kind, Parent: parent, Instance: -1, Pos: pos})
 	l.decl = append(l.decl, md)
 	l.m.Modules[parent].Children = append(l.m.Modules[parent].Children, id)
-	if _, dup := l.moduleByName[name]; dup {
-		if md != nil {
-			l.d.errorf(childPath(md.path, "name"), "module %q is declared twice", name)
-		}
-	}
 	l.moduleByName[name] = id
 	return id
+}
+
+// declOf returns the declaration a module comes from: its own, or for a
+// module a kind makes, that of the module of that kind.
+func (l *lowerer) declOf(id ModuleID) *moduleDecl {
+	for ; id > 0; id = l.m.Modules[id].Parent {
+		if l.decl[id] != nil {
+			return l.decl[id]
+		}
+	}
+	return &moduleDecl{}
 }
 
 func (l *lowerer) inherit(md *moduleDecl, inh inherited) inherited {
@@ -186,9 +220,10 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 			l.d.errorf(childPath(md.path, "block"), "%s", msg)
 			return
 		}
-		for _, name := range l.blockPath {
+		for i, name := range l.blockPath {
 			if name == md.block {
-				l.d.errorf(childPath(md.path, "block"), "block %q contains itself", md.block)
+				cycle := append(append([]string(nil), l.blockPath[i:]...), md.block)
+				l.d.errorf(childPath(md.path, "block"), "block %q contains itself: %s", md.block, strings.Join(cycle, " -> "))
 				return
 			}
 		}
@@ -287,26 +322,37 @@ func (l *lowerer) newParam(module ModuleID, local string, shape []int64, dt DTyp
 	if mod.Name != "" {
 		name = mod.Name + "." + local
 	}
+	// A problem is placed at the [[param]] entry's key or, for a parameter
+	// a kind makes, at the module of that kind.
+	report := func(key, format string, args ...any) {
+		if path != "" {
+			l.d.errorf(childPath(path, key), format, args...)
+		} else {
+			l.d.keyErrorf(l.declOf(module).path, format, args...)
+		}
+	}
 	numel := int64(1)
 	for _, d := range shape {
 		var ok bool
 		if numel, ok = mulInt64(numel, d); !ok {
-			l.d.errorf(childPath(path, "shape"), "parameter %q: shape %v has more elements than fit in 64 bits", name, shape)
+			report("shape", "parameter %q: shape %s has more elements than fit in 64 bits", name, formatShape(shape))
 			return -1
 		}
 	}
 	if _, ok := mulInt64(numel, dt.Size()); !ok {
-		l.d.errorf(childPath(path, "shape"), "parameter %q: %d elements of %s overflow 64-bit byte counts", name, numel, dt)
+		report("shape", "parameter %q: %d elements of %s overflow 64-bit byte counts", name, numel, dt)
 		return -1
 	}
-	for _, c := range mod.Children {
-		if l.m.Modules[c].Name == name {
-			l.d.errorf(childPath(path, "name"), "parameter %q has the name of a child module", name)
-			return -1
-		}
+	if _, clash := l.moduleByName[name]; clash {
+		report("name", "parameter %q has the name of a module", name)
+		return -1
 	}
 	if _, dup := l.paramByName[name]; dup {
-		l.d.errorf(childPath(path, "name"), "parameter %q is declared twice", name)
+		if path == "" {
+			report("name", "parameter %q is made by the module's kind and also declared by a [[param]]", name)
+		} else {
+			report("name", "parameter %q is declared twice", name)
+		}
 		return -1
 	}
 	id := ParamID(len(l.m.Params))
@@ -353,14 +399,21 @@ func (l *lowerer) resolveTies() {
 			steps++
 		}
 		if owner == t.param || steps > len(l.ties) {
-			l.d.errorf(t.path, "parameter %q is tied to itself through a cycle of tied_to", p.Name)
+			switch {
+			case p.TiedTo == t.param:
+				l.d.errorf(t.path, "parameter %q is tied to itself", p.Name)
+			case owner == t.param:
+				l.d.errorf(t.path, "parameter %q is tied to itself through a cycle of tied_to: %s", p.Name, l.tieChain(t.param))
+			default:
+				l.d.errorf(t.path, "parameter %q is tied into a cycle of tied_to: %s", p.Name, l.tieChain(t.param))
+			}
 			p.TiedTo = NoParam
 			continue
 		}
 		o := &l.m.Params[owner]
 		switch {
 		case !equalShape(p.Shape, o.Shape):
-			l.d.errorf(t.path, "parameter %q has shape %v but is tied to %q of shape %v", p.Name, p.Shape, o.Name, o.Shape)
+			l.d.errorf(t.path, "parameter %q has shape %s but is tied to %q of shape %s", p.Name, formatShape(p.Shape), o.Name, formatShape(o.Shape))
 			p.TiedTo = NoParam
 			continue
 		case t.explicitDType && t.declaredDType != o.DType:
@@ -370,6 +423,33 @@ func (l *lowerer) resolveTies() {
 		}
 		p.TiedTo, p.DType, p.RequiresGrad = owner, o.DType, o.RequiresGrad
 	}
+}
+
+// tieChain spells the tied_to chain from p until it repeats: "a -> b -> a".
+func (l *lowerer) tieChain(p ParamID) string {
+	var names []string
+	seen := map[ParamID]bool{}
+	for q := p; q != NoParam; q = l.m.Params[q].TiedTo {
+		if len(names) == 10 {
+			names = append(names, "…")
+			break
+		}
+		names = append(names, l.m.Params[q].Name)
+		if seen[q] {
+			break
+		}
+		seen[q] = true
+	}
+	return strings.Join(names, " -> ")
+}
+
+// formatShape writes a shape as a model file does: [4096, 128256].
+func formatShape(shape []int64) string {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.FormatInt(d, 10)
+	}
+	return "[" + strings.Join(dims, ", ") + "]"
 }
 
 func equalShape(a, b []int64) bool {

@@ -146,6 +146,11 @@ type Train struct {
 	MicroBatch    int64 // sequences per micro-batch per rank
 	SeqLen        int64
 	GradAccum     int64 // micro-batches per optimizer step
+	// AccumulateUnsharded skips gradient reduction on all but the last
+	// micro-batch (FSDP2's set_requires_gradient_sync(False)), keeping
+	// unsharded gradients meanwhile; otherwise every micro-batch
+	// reduce-scatters and sharded gradients accumulate (FSDP2's default).
+	AccumulateUnsharded bool
 	Checkpointing Checkpointing
 	Optimizer     string
 	// OptimizerStateBytes per trainable parameter element (AdamW in fp32: 8).
@@ -169,6 +174,8 @@ type Cluster struct {
 	InterNodeBandwidth float64
 	// MemoryBudget is what a rank may use, in bytes.
 	MemoryBudget int64
+	// HostBandwidth is the host-device link (PCIe) per GPU, one direction.
+	HostBandwidth float64
 }
 
 // Mesh is an HSDP device mesh: Replicate × Shard = world size. As in

@@ -46,7 +46,11 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		d.keyErrorf("", "missing [train] section: it needs at least seq_len")
 		return
 	}
-	t := d.table("train", v, "[train]", "micro_batch", "seq_len", "grad_accum", "checkpointing",
+	if _, isTable := v.(map[string]any); !isTable {
+		d.table("train", v, "[train]") // reports the type, and nothing inside
+		return
+	}
+	t := d.table("train", v, "[train]", "micro_batch", "seq_len", "grad_accum", "accumulate", "checkpointing",
 		"optimizer", "optimizer_state_bytes", "activation_dtype")
 	tr.MicroBatch = t.intOr("micro_batch", 1, 1, 1<<20)
 	if n, ok := t.integer("seq_len", 1, 1<<30); ok {
@@ -55,6 +59,9 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		d.keyErrorf("train", "[train] needs seq_len (tokens per sequence; for a ViT, patches plus class tokens)")
 	}
 	tr.GradAccum = t.intOr("grad_accum", 1, 1, 1<<20)
+	if s, ok := t.enum("accumulate", "sharded", "unsharded"); ok {
+		tr.AccumulateUnsharded = s == "unsharded"
+	}
 	if s, ok := t.enum("checkpointing", "none", "full", "selective"); ok {
 		tr.Checkpointing = map[string]Checkpointing{"none": CheckpointNone, "full": CheckpointFull, "selective": CheckpointSelective}[s]
 	}
@@ -81,8 +88,13 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		d.keyErrorf("", "missing [cluster] section: it needs at least gpu and world_size")
 		return
 	}
+	if _, isTable := v.(map[string]any); !isTable {
+		d.table("cluster", v, "[cluster]") // reports the type, and nothing inside
+		return
+	}
 	t := d.table("cluster", v, "[cluster]", "gpu", "gpus_per_node", "world_size", "nodes", "mesh",
-		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "memory_budget")
+		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "memory_budget",
+		"host_link", "host_link_bandwidth")
 
 	preset := ""
 	switch g := t.m["gpu"].(type) {
@@ -95,8 +107,10 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		} else {
 			preset, c.GPU = g, p.gpu()
 		}
-	default:
+	case map[string]any:
 		preset = d.gpuTable(t.at("gpu"), g, &c.GPU)
+	default:
+		d.errorf(t.at("gpu"), "gpu must be a preset name (%s) or a table of figures, not %s", strings.Join(GPUPresetNames(), ", "), tomlType(g))
 	}
 
 	c.GPUsPerNode = int(t.intOr("gpus_per_node", 8, 1, 1024))
@@ -126,11 +140,19 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 
 	c.IntraNodeBandwidth = d.link(t, "intra_node", defaultIntraNode[preset])
 	c.InterNodeBandwidth = d.link(t, "inter_node", "ndr400")
+	hostDefault := defaultHostLink[preset]
+	if hostDefault == "" {
+		hostDefault = "pcie4"
+	}
+	c.HostBandwidth = d.link(t, "host_link", hostDefault)
 	if c.Nodes() <= 1 && !t.has("inter_node") && !t.has("inter_node_bandwidth") {
 		c.InterNodeBandwidth = c.IntraNodeBandwidth
 	}
 
 	c.MemoryBudget = c.GPU.HBMBytes / 10 * 9
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = c.GPU.HBMBytes // a toy GPU of a few bytes
+	}
 	if b, ok := t.bytes("memory_budget"); ok {
 		if b == 0 {
 			d.errorf(t.at("memory_budget"), "memory_budget must be positive")
@@ -165,34 +187,50 @@ func (d *decoder) gpuTable(path string, v any, g *GPU) string {
 		g.Name = s
 	}
 	if b, ok := t.bytes("hbm"); ok {
+		if b == 0 {
+			d.errorf(t.at("hbm"), "hbm must be positive")
+		}
 		g.HBMBytes = b
 	}
 	if f, ok := t.number("hbm_bandwidth", ParseBandwidth); ok {
+		if f == 0 {
+			d.errorf(t.at("hbm_bandwidth"), "hbm_bandwidth must be positive")
+		}
 		g.HBMBandwidth = f
 	}
+	floatRate := false // flops names a bf16, fp16 or fp32 rate, valid or not
 	if fv, ok := t.m["flops"]; ok {
 		ft := d.table(t.at("flops"), fv, "[cluster.gpu.flops]", DTypeNames()...)
 		for _, k := range sortedKeys(ft.m) {
 			if dt, ok := ParseDType(k); ok {
+				floatRate = floatRate || dt == BF16 || dt == FP16 || dt == FP32
 				if f, ok := ft.number(k, ParseFLOPS); ok {
+					if f == 0 {
+						d.errorf(ft.at(k), "%s must be positive; leave out a dtype the GPU has no rate for", k)
+					}
 					g.PeakFLOPS[dt] = f
 				}
 			}
 		}
 	}
-	if preset == "" {
-		if g.HBMBytes == 0 {
+	// Without a preset every figure must be given; one given but wrong is
+	// reported where it is, not again here.
+	if preset == "" && !t.has("preset") {
+		if !t.has("hbm") {
 			d.keyErrorf(path, "a GPU without a preset needs hbm")
 		}
-		if g.HBMBandwidth == 0 {
+		if !t.has("hbm_bandwidth") {
 			d.keyErrorf(path, "a GPU without a preset needs hbm_bandwidth")
 		}
-		if g.PeakFLOPS[BF16] == 0 && g.PeakFLOPS[FP32] == 0 && g.PeakFLOPS[FP16] == 0 {
+		switch {
+		case !t.has("flops"):
 			d.keyErrorf(path, "a GPU without a preset needs flops, for example flops = { bf16 = \"989TFLOPS\" }")
+		case !floatRate:
+			d.keyErrorf(t.at("flops"), "flops needs a bf16, fp16 or fp32 rate, for example flops = { bf16 = \"989TFLOPS\" }")
 		}
-		if g.Name == "" {
-			g.Name = "custom"
-		}
+	}
+	if preset == "" && g.Name == "" {
+		g.Name = "custom"
 	}
 	return preset
 }

@@ -1,6 +1,9 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The syntax tree: the model file decoded and checked key by key, before
 // repeats, blocks and names are expanded. Every declaration keeps its TOML
@@ -91,12 +94,13 @@ const (
 	maxRepeat     = 1 << 20
 	maxDims       = 8
 	maxDim        = 1 << 40
-	maxModules    = 10_000_000
-	maxParams     = 10_000_000
+	maxModules    = 1 << 20 // a million modules take seconds and a gigabyte to build
+	maxParams     = 1 << 20
 	maxNesting    = 64
 	maxWorldSize  = 1 << 24
 	maxSeqTokens  = 1 << 40
 	maxNameLength = 256
+	maxFlop       = 1e30 // explicit FLOPs of one module per micro-batch
 )
 
 var moduleKeys = []string{"name", "kind", "repeat", "block", "module", "param", "inputs",
@@ -133,14 +137,15 @@ func (d *decoder) moduleList(t *tbl, depth int) []*moduleDecl {
 		return nil
 	}
 	out := make([]*moduleDecl, 0, len(raw))
-	seen := map[string]bool{}
+	seen := map[string]string{} // name -> path of the first
 	for i, m := range raw {
 		md := d.module(indexPath(t.at("module"), i), m, depth)
 		if md.name != "" {
-			if seen[md.name] {
-				d.errorf(childPath(md.path, "name"), "duplicate module name %q", md.name)
+			if first, dup := seen[md.name]; dup {
+				d.errorf(childPath(md.path, "name"), "duplicate module name %q%s", md.name, d.firstAt(first))
+			} else {
+				seen[md.name] = md.path
 			}
-			seen[md.name] = true
 		}
 		out = append(out, md)
 	}
@@ -153,18 +158,27 @@ func (d *decoder) paramList(t *tbl) []*paramDecl {
 		return nil
 	}
 	out := make([]*paramDecl, 0, len(raw))
-	seen := map[string]bool{}
+	seen := map[string]string{} // name -> path of the first
 	for i, m := range raw {
 		p := d.param(indexPath(t.at("param"), i), m)
 		if p.name != "" {
-			if seen[p.name] {
-				d.errorf(childPath(p.path, "name"), "duplicate parameter name %q", p.name)
+			if first, dup := seen[p.name]; dup {
+				d.errorf(childPath(p.path, "name"), "duplicate parameter name %q%s", p.name, d.firstAt(first))
+			} else {
+				seen[p.name] = p.path
 			}
-			seen[p.name] = true
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// firstAt says where the first of two declarations is, when known.
+func (d *decoder) firstAt(path string) string {
+	if loc, ok := d.locs[path]; ok {
+		return fmt.Sprintf(" (the first is at line %d)", loc.key.Line)
+	}
+	return ""
 }
 
 func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl {
@@ -189,6 +203,8 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 			d.errorf(pre.at("kind"), "%s (allowed: linear, embedding, norm, attention, mlp, moe, conv; leave kind out for a container or a module with explicit params)", msg)
 			allowed = append(allowed, allAttrKeys()...)
 		}
+	} else if pre.has("kind") { // kind of the wrong type, reported: its attributes are not unknown
+		allowed = append(allowed, allAttrKeys()...)
 	}
 	t := d.table(path, raw, "module", allowed...)
 
@@ -224,11 +240,17 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 	if s, ok := t.str("tied_to"); ok {
 		md.tiedTo = s
 	}
-	if f, ok := t.number("flops_fwd", ParseFLOP); ok {
-		md.flopsFwd = &f
-	}
-	if f, ok := t.number("flops_bwd", ParseFLOP); ok {
-		md.flopsBwd = &f
+	for _, k := range []string{"flops_fwd", "flops_bwd"} {
+		f, ok := t.number(k, ParseFLOP)
+		switch {
+		case !ok:
+		case f > maxFlop: // sums of a few such must stay finite
+			d.errorf(t.at(k), "%s must be at most %g FLOP, not %g", k, maxFlop, f)
+		case k == "flops_fwd":
+			md.flopsFwd = &f
+		default:
+			md.flopsBwd = &f
+		}
 	}
 	if b, ok := t.bytes("activation_bytes"); ok {
 		md.actBytes = &b
@@ -288,7 +310,7 @@ func (d *decoder) kindAttrs(t *tbl, md *moduleDecl) {
 			}
 			for i, s := range list {
 				if !contains(a.roles, s) {
-					d.errorf(indexPath(t.at(a.key), i), "%q is not a role of %s (roles: %v)", s, md.kind, a.roles)
+					d.errorf(indexPath(t.at(a.key), i), "%q is not a role of %s (roles: %s)", s, md.kind, strings.Join(a.roles, ", "))
 					ok = false
 				}
 			}
@@ -365,7 +387,7 @@ func (d *decoder) blocks(root *tbl) map[string]*blockDecl {
 			d.keyErrorf(path, "block %v", err)
 			continue
 		}
-		t := d.table(path, bt.m[name], "block "+name, "module", "param")
+		t := d.table(path, bt.m[name], "["+path+"]", "module", "param")
 		b := &blockDecl{path: path, name: name, modules: d.moduleList(t, 1), params: d.paramList(t)}
 		if len(b.modules) == 0 && len(b.params) == 0 {
 			d.keyErrorf(path, "block %q is empty: give it [[block.%s.module]] or [[block.%s.param]] entries", name, name, name)

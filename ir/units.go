@@ -56,13 +56,13 @@ func prefixed(unit string, bases ...string) (float64, string, bool) {
 func ParseBytes(s string) (int64, error) {
 	v, unit, err := splitQuantity(s)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%v; write a size such as \"80GiB\"", err)
 	}
 	mult := 1.0
 	if unit != "" {
 		m, base, ok := prefixed(unit, "B", "b")
 		if !ok {
-			return 0, fmt.Errorf("unknown size unit %q (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", unit)
+			return 0, fmt.Errorf("%q is not a size: unknown unit %q (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, unit)
 		}
 		if base == "b" {
 			return 0, fmt.Errorf("size %q is in bits; write bytes (B)", s)
@@ -81,7 +81,7 @@ func ParseBytes(s string) (int64, error) {
 func ParseBandwidth(s string) (float64, error) {
 	v, unit, err := splitQuantity(s)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%v; write a bandwidth such as \"450GB/s\"", err)
 	}
 	if strings.HasSuffix(unit, "bps") {
 		unit = strings.TrimSuffix(unit, "ps") + "/s"
@@ -91,7 +91,7 @@ func ParseBandwidth(s string) (float64, error) {
 	}
 	m, base, ok := prefixed(strings.TrimSuffix(unit, "/s"), "B", "b")
 	if !ok {
-		return 0, fmt.Errorf("unknown bandwidth unit %q", unit)
+		return 0, fmt.Errorf("%q is not a bandwidth: unknown unit %q (use GB/s, Gb/s, Gbps)", s, unit)
 	}
 	if base == "b" {
 		m /= 8
@@ -103,7 +103,7 @@ func ParseBandwidth(s string) (float64, error) {
 func ParseFLOPS(s string) (float64, error) {
 	v, unit, err := splitQuantity(s)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%v; write a rate such as \"989TFLOPS\"", err)
 	}
 	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "/s"), "S")
 	m, _, ok := prefixed(unit, "FLOP")
@@ -117,7 +117,7 @@ func ParseFLOPS(s string) (float64, error) {
 func ParseFLOP(s string) (float64, error) {
 	v, unit, err := splitQuantity(s)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%v; write an amount of work such as \"2.5TFLOP\"", err)
 	}
 	if unit == "" {
 		return v, nil

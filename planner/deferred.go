@@ -2,7 +2,6 @@ package planner
 
 import (
 	"github.com/fsdpc/fsdpc/ir"
-	"github.com/fsdpc/fsdpc/schedule"
 )
 
 // markDeferred finds the groups whose module inputs need no gradient: the
@@ -46,11 +45,9 @@ func markDeferred(s *state) error {
 		g.DeferredReduce = !needs[gi]
 		if g.DeferredReduce && g.GradShardNumel > 0 {
 			bytes := g.GradShardNumel * int64(s.m.Cluster.ShardSize()) * g.Policy.Reduce.Size()
-			s.warnf("%s: its inputs need no gradient, so FSDP2 reduce-scatters its %s of gradients only after the whole backward, exposed, and keeps its parameters unsharded until then; a separate unit for its first modules moves that earlier",
+			s.warnf("%s: its inputs need no gradient, so FSDP2 fires no post-backward hook for it: its reduce-scatter of %s runs after the whole backward with nothing to overlap it, and its parameters stay unsharded until then",
 				groupLabel(g), ir.FormatBytes(bytes))
 		}
 	}
 	return nil
 }
-
-var _ = schedule.Plan{}

@@ -42,7 +42,7 @@ func emitSchedule(s *state) error {
 		e.phase = schedule.PhaseForward
 		e.forward()
 		e.phase = schedule.PhaseBackward
-		e.backward(mb == int(accum)-1)
+		e.backward(mb == int(accum)-1 || !s.m.Train.AccumulateUnsharded)
 	}
 	e.phase = schedule.PhaseOptimizer
 	e.optimizer()
@@ -97,7 +97,8 @@ type segment struct {
 	group          int
 	modules        []ir.ModuleID
 	start, end     int  // positions in the forward order
-	grad           bool // some module's output needs a gradient: backward runs
+	grad           bool  // some module's output needs a gradient: backward runs
+	paramNumel     int64 // parameters the segment's modules compute with
 	fwd, bwd       float64
 	act, recompute int64
 }
@@ -127,6 +128,7 @@ func newEmitter(s *state) *emitter {
 // belong to one group with no unit starting or ending inside them.
 func (e *emitter) buildSegments() {
 	m := e.m
+	subtree := m.SubtreeParams()
 	boundary := make([]bool, len(m.Forward)+1)
 	for g := range e.first {
 		if e.last[g] >= 0 {
@@ -149,6 +151,7 @@ func (e *emitter) buildSegments() {
 		seg.bwd += mod.Cost.FlopsBwd
 		seg.act += mod.Cost.ActivationBytes
 		seg.grad = seg.grad || mod.OutputRequiresGrad
+		seg.paramNumel += subtree[id]
 		if inRegion && firstInRegion(m, id, region) {
 			seg.recompute = max(seg.recompute, m.Modules[region].Cost.RecomputeBytes)
 		}
@@ -347,8 +350,18 @@ func (e *emitter) W() int { return e.m.Cluster.ShardSize() }
 // unshardedBytes is U·b_c: the all-gather output and the unsharded
 // parameters.
 func (e *emitter) unshardedBytes(g int) int64 {
-	grp := &e.p.Groups[g]
-	return grp.ShardNumel * int64(e.W()) * grp.Policy.Param.Size()
+	return e.p.Groups[g].ShardBytes * int64(e.W())
+}
+
+// computeDType is the dtype the group's trainable parameters compute and
+// produce gradients in.
+func (e *emitter) computeDType(g int) ir.DType {
+	for _, p := range e.p.Groups[g].Params {
+		if p.RequiresGrad {
+			return p.GatherDType
+		}
+	}
+	return e.p.Groups[g].Policy.Param
 }
 
 // gradNumel is N′: the unpadded elements of the parameters with gradients.
@@ -409,13 +422,19 @@ func (e *emitter) forward() {
 		for _, g := range opening[seg.start] {
 			e.preForward(g)
 		}
-		o := blank(schedule.OpForward, schedule.StreamCompute)
-		o.Group, o.Module, o.FLOPs = seg.group, si, seg.fwd
-		e.op(o)
 		e.segAct[si] = -1
 		if seg.act > 0 {
 			e.segAct[si] = e.alloc(schedule.StreamCompute, seg.group, schedule.BufActivations, seg.act, "activations/"+e.p.Modules[si])
 		}
+		// Forward reads the group's unsharded parameters and writes the
+		// activations backward will need; its traffic is the weights once
+		// and the saved activations.
+		o := blank(schedule.OpForward, schedule.StreamCompute)
+		o.Group, o.Module, o.FLOPs = seg.group, si, seg.fwd
+		o.Source, o.Buffer = e.unsharded[seg.group], e.segAct[si]
+		o.DType = e.computeDType(seg.group)
+		o.Bytes = seg.paramNumel*o.DType.Size() + seg.act
+		e.op(o)
 		for _, g := range closing[seg.end] {
 			e.postForward(g)
 		}
@@ -510,7 +529,7 @@ func (e *emitter) unshard(g int, backward bool) {
 		e.wait(AG, e.sliceEvent[g])
 	}
 	out := e.alloc(CI, g, schedule.BufAllGatherOut, e.unshardedBytes(g), "all-gather-out")
-	shardBytes := grp.ShardNumel * pol.Param.Size()
+	shardBytes := grp.ShardBytes
 	src := e.shardedBuf[g]
 	var temps []int
 	switch {

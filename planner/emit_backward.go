@@ -29,14 +29,26 @@ func (e *emitter) backward(sync bool) {
 		if e.ugrads[g] < 0 && e.trains(g) {
 			// Autograd allocates the unsharded gradients in the parameter
 			// dtype as backward reaches the group.
-			e.ugrads[g] = e.alloc(D, g, schedule.BufUnshardedGrads, e.gradNumel(g)*e.p.Groups[g].Policy.Param.Size(), "unsharded-grads")
+			e.ugrads[g] = e.alloc(D, g, schedule.BufUnshardedGrads, e.gradNumel(g)*e.computeDType(g).Size(), "unsharded-grads")
 		}
 		rc := -1
 		if seg.recompute > 0 {
 			rc = e.alloc(D, g, schedule.BufRecompute, seg.recompute, "recompute/"+e.p.Modules[si])
 		}
+		// Backward reads the parameters and the saved activations (rebuilt
+		// into the recompute buffer under checkpointing) and writes the
+		// unsharded gradients: weights read, gradients written, activations
+		// read twice.
 		o := blank(schedule.OpBackward, D)
 		o.Group, o.Module, o.FLOPs = g, si, seg.bwd
+		o.Source, o.Buffer = e.unsharded[g], e.ugrads[g]
+		for _, b := range []int{e.segAct[si], rc} {
+			if b >= 0 {
+				o.Uses = append(o.Uses, b)
+			}
+		}
+		o.DType = e.computeDType(g)
+		o.Bytes = 2*seg.paramNumel*o.DType.Size() + 2*seg.act + seg.recompute
 		e.op(o)
 		e.free(rc)
 		e.free(e.segAct[si])
@@ -130,7 +142,7 @@ func (e *emitter) postBackward(g int, sync bool) {
 		// No reduction this micro-batch. With a reduce dtype wider than the
 		// parameter dtype the gradients move into an accumulator of that
 		// dtype; otherwise autograd keeps accumulating in place.
-		if pol.Reduce != pol.Param {
+		if pol.Reduce != e.computeDType(g) {
 			if e.accumBuf[g] < 0 {
 				e.accumBuf[g] = e.alloc(D, g, schedule.BufAccumGrads, e.gradNumel(g)*pol.Reduce.Size(), "accum-grads")
 			}
@@ -214,6 +226,19 @@ func (e *emitter) postBackward(g int, sync bool) {
 		} else {
 			e.free(rsOut)
 		}
+	}
+	if e.gradBuf[g] >= 0 && !pol.Offload {
+		// An earlier micro-batch left sharded gradients: add the new ones
+		// (FSDP2's grad._local_tensor += new) and drop them.
+		a := blank(schedule.OpAccumulate, post)
+		a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, e.gradBuf[g], grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
+		e.op(a)
+		if grad == rsOut && post == schedule.StreamAllReduce {
+			e.heldAR[g] = rsOut
+		} else {
+			e.free(grad)
+		}
+		grad = e.gradBuf[g]
 	}
 	if pol.Offload {
 		o := blank(schedule.OpD2H, post)

@@ -476,6 +476,7 @@ func TestOffloadAndAccumulation(t *testing.T) {
 [train]
 seq_len = 4
 grad_accum = 3
+accumulate = "unsharded"
 [cluster]
 gpu = "h100-sxm"
 world_size = 2
@@ -505,5 +506,27 @@ reduce_dtype = "fp32"
 	}
 	if accum != len(p.Groups) {
 		t.Errorf("%d accumulators, want one per group in fp32", accum)
+	}
+
+	// FSDP2's default: every micro-batch reduce-scatters, and later ones
+	// add into the sharded gradients.
+	m, err = ir.Load("accum.toml", []byte(strings.Replace(src, "accumulate = \"unsharded\"\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = mustPlan(t, m)
+	rsByMicro = map[int]int{}
+	adds := 0
+	for _, o := range p.Ops {
+		switch {
+		case o.Kind == schedule.OpReduceScatter:
+			rsByMicro[o.Micro]++
+		case o.Kind == schedule.OpAccumulate && o.Stream != schedule.StreamCompute:
+			adds++
+		}
+	}
+	g := len(p.Groups)
+	if rsByMicro[0] != g || rsByMicro[1] != g || rsByMicro[2] != g || adds != 2*g {
+		t.Errorf("sharded accumulation: reduce-scatters per micro-batch %v, %d sharded adds; want %d each and %d", rsByMicro, adds, g, 2*g)
 	}
 }

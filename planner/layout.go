@@ -167,8 +167,11 @@ func newPlanShell(m *ir.Model) *schedule.Plan {
 		Header: schedule.Header{FsdpcVersion: Version, InputSHA256: m.SourceHash, Model: m.Name, Semantics: schedule.Semantics},
 		Cluster: schedule.Cluster{GPU: c.GPU.Name, WorldSize: c.WorldSize, GPUsPerNode: c.GPUsPerNode,
 			Replicate: 1, Shard: c.WorldSize, IntraNodeBandwidth: c.IntraNodeBandwidth,
-			InterNodeBandwidth: c.InterNodeBandwidth, HBMBytes: c.GPU.HBMBytes, MemoryBudget: c.MemoryBudget},
+			InterNodeBandwidth: c.InterNodeBandwidth, HBMBytes: c.GPU.HBMBytes, MemoryBudget: c.MemoryBudget,
+			PeakFLOPS: append([]float64(nil), c.GPU.PeakFLOPS[:]...), HBMBandwidth: c.GPU.HBMBandwidth,
+			HostBandwidth: c.HostBandwidth},
 		Train: schedule.Train{MicroBatch: m.Train.MicroBatch, SeqLen: m.Train.SeqLen, GradAccum: m.Train.GradAccum,
+			AccumulateUnsharded: m.Train.AccumulateUnsharded,
 			Checkpointing: m.Train.Checkpointing.String(), Optimizer: m.Train.Optimizer,
 			OptimizerStateBytes: m.Train.OptimizerStateBytes},
 	}

@@ -16,6 +16,8 @@ var passes = []pass{
 	{"policy", resolvePolicies, true, "resolve reshard, prefetch, mixed precision, divide factors and offload per group"},
 	{"deferred", markDeferred, true, "find groups whose reduce-scatter FSDP2 defers to the end of backward"},
 	{"emit", emitSchedule, true, "emit the per-rank program: streams, events, buffers, collectives, compute"},
+	{"verify", verifyPlan, true, "prove the program safe: happens-before order of every buffer use, collectives per layout"},
+	{"predict", predict, true, "simulate the step: time, exposed communication, memory; refuse a plan over budget"},
 }
 
 // passOrder states why each pass must come before another. A test checks
@@ -29,6 +31,8 @@ var passOrder = []struct{ before, after, reason string }{
 	{"layout", "deferred", "deferred reduction is decided per group"},
 	{"deferred", "emit", "deferred groups reduce in the final callback"},
 	{"policy", "emit", "emission follows each group's policy"},
+	{"emit", "verify", "the verifier reads the emitted program"},
+	{"verify", "predict", "only a safe program is worth simulating"},
 }
 
 // PassNames lists the passes in order, for `fsdpc plan -d help`.

@@ -132,11 +132,32 @@ func (s *state) mixedPrecision(g *schedule.Group, pol ir.GroupPolicy) error {
 	if r.Orig == ir.DTypeInvalid && len(g.Params) > 0 {
 		r.Orig = g.Params[0].DType // an all-frozen group
 	}
-	r.Param = r.Orig
-	if pol.ParamDType != ir.DTypeInvalid && r.Orig.IsFloat() {
-		r.Param = pol.ParamDType
+	// Each parameter gathers in param_dtype if it is floating point, in its
+	// own dtype otherwise (FSDP2 clamps param_dtype per parameter). When the
+	// group's parameters gather in different dtypes FSDP2 gathers bytes
+	// (uint8), and the sizes are the parameters' bytes.
+	gatherOf := func(dt ir.DType) ir.DType {
+		if pol.ParamDType != ir.DTypeInvalid && dt.IsFloat() {
+			return pol.ParamDType
+		}
+		return dt
 	}
-	r.Reduce = r.Param
+	r.Param = gatherOf(r.Orig)
+	uniform := true
+	g.ShardBytes = 0
+	for i := range g.Params {
+		gp := &g.Params[i]
+		gp.GatherDType = gatherOf(gp.DType)
+		g.ShardBytes += gp.ShardNumel * gp.GatherDType.Size()
+		uniform = uniform && gp.GatherDType == r.Param
+	}
+	if !uniform {
+		s.warnf("%s: its parameters gather in different dtypes, so FSDP2 all-gathers them as bytes (uint8); a param_dtype that covers them all keeps one dtype", groupLabel(g))
+		r.Param = ir.UINT8
+	}
+	// Gradients come in the trainable parameters' compute dtype, which is
+	// what reduce_dtype defaults to.
+	r.Reduce = gatherOf(r.Orig)
 	if pol.ReduceDType != ir.DTypeInvalid {
 		r.Reduce = pol.ReduceDType
 	}

@@ -80,10 +80,20 @@ func (c *checker) groups() {
 				goff += gp.ShardNumel
 			}
 		}
+		var gatherBytes int64
+		for _, gp := range g.Params {
+			gatherBytes += gp.ShardNumel * gp.GatherDType.Size()
+		}
+		if g.ShardBytes != gatherBytes {
+			c.errorf("group %q: %d bytes gathered per rank, the parameters give %d", g.Name, g.ShardBytes, gatherBytes)
+		}
 		if g.ShardNumel != off || g.GradShardNumel != goff {
 			c.errorf("group %q: shard sizes %d/%d do not add up to %d/%d", g.Name, g.ShardNumel, g.GradShardNumel, off, goff)
 		}
 		pol := &g.Policy
+		if pol.Reshard >= numReshardKinds || pol.ReduceScatterOp >= numReduceOps || pol.AllReduceOp >= numReduceOps {
+			c.errorf("group %q: a policy enum is out of range", g.Name)
+		}
 		if pol.Reshard == ReshardTo && (pol.ReshardTo < 2 || int64(pol.ReshardTo) >= W || W%int64(pol.ReshardTo) != 0) {
 			c.errorf("group %q: reshard to %d ranks does not divide %d", g.Name, pol.ReshardTo, W)
 		}
@@ -97,6 +107,13 @@ func (c *checker) groups() {
 
 func (c *checker) program() {
 	p := c.p
+	if p.Events < 0 || p.Events > len(p.Ops) {
+		c.errorf("%d events for %d ops", p.Events, len(p.Ops))
+		return
+	}
+	if len(p.EventNames) != p.Events {
+		c.errorf("%d event names for %d events", len(p.EventNames), p.Events)
+	}
 	const (
 		unborn = iota
 		live
@@ -106,6 +123,9 @@ func (c *checker) program() {
 	for i, b := range p.Buffers {
 		if b.Persistent {
 			state[i] = live
+		}
+		if b.Kind >= numBufferKinds || b.Pool >= numPools {
+			c.errorf("buffer %q: kind or pool out of range", b.Name)
 		}
 		if b.Group < -1 || b.Group >= len(p.Groups) || b.Bytes < 0 {
 			c.errorf("buffer %q: bad group or size", b.Name)
@@ -126,9 +146,14 @@ func (c *checker) program() {
 	}
 	for i := range p.Ops {
 		o := &p.Ops[i]
-		if o.Stream >= numStreams || o.Kind >= numOpKinds {
-			c.errorf("op %d: bad stream or kind", i)
+		if o.Stream >= numStreams || o.Kind >= numOpKinds || o.Phase >= numPhases || o.PG >= numProcessGroups || o.Reduce >= numReduceOps {
+			c.errorf("op %d: an enum is out of range", i)
 			continue
+		}
+		for _, u := range o.Uses {
+			if u < 0 || u >= len(p.Buffers) {
+				c.errorf("op %d (%s) uses buffer %d, out of range", i, o.Kind, u)
+			}
 		}
 		if o.Group < -1 || o.Group >= len(p.Groups) || o.Module < -1 || o.Module >= len(p.Modules) {
 			c.errorf("op %d (%s): group or module out of range", i, o.Kind)
@@ -167,6 +192,9 @@ func (c *checker) program() {
 		default:
 			use(i, o, o.Buffer, "target")
 			use(i, o, o.Source, "source")
+			for _, u := range o.Uses {
+				use(i, o, u, "used")
+			}
 		}
 		switch o.Kind {
 		case OpAllGather, OpReduceScatter, OpAllReduce:

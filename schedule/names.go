@@ -16,7 +16,7 @@ var opKindNames = [...]string{"alloc", "free", "record", "wait", "copy-in", "h2d
 var pgNames = [...]string{"none", "shard", "replicate", "post-forward"}
 var phaseNames = [...]string{"forward", "backward", "optimizer"}
 var reshardNames = [...]string{"true", "false", "to"}
-var reduceNames = [...]string{"avg", "sum", "premul-sum"}
+var reduceNames = [...]string{"none", "avg", "sum", "premul-sum"}
 
 func name(names []string, i int, what string) string {
 	if i >= 0 && i < len(names) {

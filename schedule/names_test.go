@@ -13,6 +13,10 @@ func TestEnumNames(t *testing.T) {
 		{"pool", len(poolNames), int(numPools)},
 		{"buffer kind", len(bufferKindNames), int(numBufferKinds)},
 		{"op kind", len(opKindNames), int(numOpKinds)},
+		{"phase", len(phaseNames), int(numPhases)},
+		{"process group", len(pgNames), int(numProcessGroups)},
+		{"reshard kind", len(reshardNames), int(numReshardKinds)},
+		{"reduce op", len(reduceNames), int(numReduceOps)},
 	}
 	for _, c := range counts {
 		if c.names != c.count {

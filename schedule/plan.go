@@ -39,6 +39,26 @@ type Plan struct {
 	Ops        []Op
 	// Warnings the planner raised, sorted.
 	Warnings []string
+	// Prediction is the simulator's forecast of one step; zero until the
+	// plan has been simulated.
+	Prediction Prediction
+}
+
+// Prediction is what the simulator expects one step to cost on one rank.
+type Prediction struct {
+	StepTime    float64 // seconds
+	ComputeTime float64 // the compute alone, as if communication were free
+	ExposedComm float64 // the compute stream waiting for communication
+	CPUTime     float64 // when the CPU finished issuing the step
+	// ExposedByGroup splits ExposedComm by the group whose communication
+	// was waited for.
+	ExposedByGroup []float64
+	// Device memory: the peak allocated across pools, at which op, and
+	// each pool's own peak (what the caching allocator reserves).
+	PeakAllocated int64
+	PeakOp        int
+	PeakByPool    []int64
+	PeakReserved  int64
 }
 
 // Header says where a plan came from.
@@ -61,12 +81,19 @@ type Cluster struct {
 	InterNodeBandwidth float64
 	HBMBytes           int64
 	MemoryBudget       int64
+	// The cost model's figures: dense peak FLOP/s indexed by ir.DType,
+	// HBM and host-link bandwidths in bytes per second.
+	PeakFLOPS     []float64
+	HBMBandwidth  float64
+	HostBandwidth float64
 }
 
 // Train is the training setup the schedule runs.
 type Train struct {
 	MicroBatch, SeqLen, GradAccum int64
-	Checkpointing                 string
+	// AccumulateUnsharded: only the last micro-batch reduces (no_sync).
+	AccumulateUnsharded bool
+	Checkpointing       string
 	Optimizer                     string
 	OptimizerStateBytes           int64
 }
@@ -78,15 +105,18 @@ const (
 	ReshardTrue  ReshardKind = iota // free unsharded parameters after forward
 	ReshardFalse                    // keep them until post-backward
 	ReshardTo                       // keep a 1/N slice; re-gather over N ranks in backward
+	numReshardKinds
 )
 
 // ReduceOp is the reduction a reduce-scatter or all-reduce applies.
 type ReduceOp uint8
 
 const (
-	ReduceAvg ReduceOp = iota
+	ReduceNone ReduceOp = iota // not a reduction
+	ReduceAvg
 	ReduceSum
 	ReducePremulSum // multiply by Factor, then sum
+	numReduceOps
 )
 
 // Group is one FSDP parameter group (one fully_shard unit): its parameters
@@ -104,6 +134,10 @@ type Group struct {
 	// gradients (the reduce-scatter output per rank).
 	ShardNumel     int64
 	GradShardNumel int64
+	// ShardBytes is a rank's all-gather input in bytes: ShardNumel elements
+	// of the gather dtype, or, when parameters gather in different dtypes,
+	// their bytes (FSDP2 then gathers as uint8).
+	ShardBytes int64
 
 	Policy GroupPolicy
 	// DeferredReduce: the unit's inputs need no gradient, so FSDP2 runs its
@@ -151,6 +185,10 @@ type GroupParam struct {
 	ShardNumel int64
 	Offset     int64
 	GradOffset int64
+	// GatherDType is the dtype the parameter is all-gathered and computed
+	// in: the group's param dtype for floating-point parameters, its own
+	// otherwise.
+	GatherDType ir.DType
 }
 
 // Stream is where an operation runs.
@@ -246,6 +284,7 @@ const (
 	PGShard                    // the shard group (all ranks without HSDP)
 	PGReplicate                // HSDP's replicate group
 	PGPostForward              // int reshard: N consecutive ranks
+	numProcessGroups
 )
 
 // Phase is the part of the step an operation belongs to.
@@ -255,6 +294,7 @@ const (
 	PhaseForward Phase = iota
 	PhaseBackward
 	PhaseOptimizer
+	numPhases
 )
 
 // Op is one operation of the program. Fields not used by its Kind are -1
@@ -279,4 +319,8 @@ type Op struct {
 	Factor float64 // divide factor, or PREMUL_SUM factor
 	Bytes  int64
 	FLOPs  float64
+	// Uses are further buffers the op reads: a backward reads its
+	// activations and recomputes into a scratch buffer besides reading the
+	// unsharded parameters (Source) and writing gradients (Buffer).
+	Uses []int
 }

@@ -47,6 +47,17 @@ func (t *textWriter) header() {
 		bandwidth(c.IntraNodeBandwidth), bandwidth(c.InterNodeBandwidth), ir.FormatBytes(c.HBMBytes), ir.FormatBytes(c.MemoryBudget))
 	t.f("train micro_batch %d × seq_len %d, grad_accum %d, checkpointing %s, %s (%d B/param)\n",
 		tr.MicroBatch, tr.SeqLen, tr.GradAccum, tr.Checkpointing, tr.Optimizer, tr.OptimizerStateBytes)
+	if pr := p.Prediction; pr.StepTime > 0 {
+		t.f("predicted step %s: compute %s, exposed communication %s, CPU issue %s\n",
+			secs(pr.StepTime), secs(pr.ComputeTime), secs(pr.ExposedComm), secs(pr.CPUTime))
+		t.f("  memory per rank: peak %s allocated, %s reserved", ir.FormatBytes(pr.PeakAllocated), ir.FormatBytes(pr.PeakReserved))
+		for pool, b := range pr.PeakByPool {
+			if b > 0 {
+				t.f("; %s pool %s", Pool(pool), ir.FormatBytes(b))
+			}
+		}
+		t.f("\n")
+	}
 	if len(p.Warnings) > 0 {
 		t.f("warnings\n")
 		for _, w := range p.Warnings {
@@ -54,6 +65,9 @@ func (t *textWriter) header() {
 		}
 	}
 }
+
+// secs prints seconds to the microsecond, stable across platforms.
+func secs(s float64) string { return strconv.FormatFloat(s*1e3, 'f', 3, 64) + " ms" }
 
 func bandwidth(bps float64) string {
 	return strconv.FormatFloat(bps/1e9, 'f', -1, 64) + " GB/s"

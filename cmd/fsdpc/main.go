@@ -29,6 +29,8 @@ func init() {
 		"plan":    {"compile a model into an FSDP plan (plan.bin)", runPlan},
 		"show":    {"print a plan.bin as canonical text or JSON", runShow},
 		"devices": {"list the local NVIDIA GPUs (NVML)", runDevices},
+		"sim":     {"simulate a plan: step time, exposed communication, memory, Chrome trace", runSim},
+		"verify":  {"prove a plan's schedule safe and within its memory budget", runVerify},
 	}
 }
 

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/planner"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+func runPlan(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	out := fl.String("o", "plan.bin", "write the plan here")
+	dump := fl.String("d", "", "print the planner state after this pass (\"help\" lists the passes, \"all\" dumps after each)")
+	check := fl.Bool("check", false, "check the plan after every pass, not only at the end")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] model.toml|zoo-name")
+		fmt.Fprintln(stderr, "\nCompiles the model into an FSDP plan, writes plan.bin and prints a summary.")
+		fl.PrintDefaults()
+	}
+	if err := fl.Parse(reorderFlags(args, map[string]bool{"o": true, "d": true})); err != nil {
+		return 2
+	}
+	if *dump == "help" {
+		for _, name := range planner.PassNames() {
+			fmt.Fprintf(stdout, "%-10s %s\n", name, planner.PassDoc(name))
+		}
+		return 0
+	}
+	if fl.NArg() != 1 {
+		fl.Usage()
+		return 2
+	}
+	if *dump != "" && *dump != "all" && planner.PassDoc(*dump) == "" {
+		fmt.Fprintf(stderr, "fsdpc plan: no pass %q (passes: %s)\n", *dump, strings.Join(planner.PassNames(), ", "))
+		return 2
+	}
+	m, err := loadModel(fl.Arg(0))
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	for _, w := range m.Warnings {
+		fmt.Fprintln(stderr, w)
+	}
+	opts := planner.Options{CheckEveryPass: *check}
+	if *dump != "" {
+		opts.DumpAfter = func(pass, text string) {
+			if *dump == "all" || *dump == pass {
+				fmt.Fprintf(stdout, "=== after pass %s\n%s", pass, text)
+			}
+		}
+	}
+	p, err := planner.Plan(m, opts)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	if err := schedule.WriteFile(*out, p); err != nil {
+		return reportErr(stderr, fmt.Errorf("writing %s: %w", *out, err))
+	}
+	var size int64
+	if st, err := os.Stat(*out); err == nil {
+		size = st.Size()
+	}
+	if *dump == "" {
+		printPlanSummary(stdout, p, *out, size)
+	}
+	return 0
+}
+
+// printPlanSummary says in a few lines what the plan decided.
+func printPlanSummary(w io.Writer, p *schedule.Plan, path string, size int64) {
+	c := p.Cluster
+	fmt.Fprintf(w, "plan %s -> %s (%s)\n", p.Header.Model, path, ir.FormatBytes(size))
+	mesh := fmt.Sprintf("FSDP over %d ranks", c.Shard)
+	if c.Replicate > 1 {
+		mesh = fmt.Sprintf("HSDP %d replicas × %d shards", c.Replicate, c.Shard)
+	}
+	fmt.Fprintf(w, "  %d × %s, %s\n", c.WorldSize, c.GPU, mesh)
+	fmt.Fprintf(w, "  %d groups: %s\n", len(p.Groups), groupRange(p))
+	// Policies, folded: "reshard true ×32, false ×1".
+	count := func(f func(g *schedule.Group) string) string {
+		n := map[string]int{}
+		for i := range p.Groups {
+			n[f(&p.Groups[i])]++
+		}
+		var keys []string
+		for k := range n {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s ×%d", k, n[k]))
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(w, "  reshard_after_forward: %s\n", count(func(g *schedule.Group) string {
+		if g.Policy.Reshard == schedule.ReshardTo {
+			return fmt.Sprintf("%d", g.Policy.ReshardTo)
+		}
+		return g.Policy.Reshard.String()
+	}))
+	fmt.Fprintf(w, "  dtypes (param/reduce): %s\n", count(func(g *schedule.Group) string {
+		return g.Policy.Param.String() + "/" + g.Policy.Reduce.String()
+	}))
+	fmt.Fprintf(w, "  schedule: %d ops, %d buffers, %d events per rank\n", len(p.Ops), len(p.Buffers), p.Events)
+	pr := p.Prediction
+	fmt.Fprintf(w, "predicted per rank: step %s (compute %s, exposed communication %s), peak memory %s allocated, %s reserved of a %s budget\n",
+		seconds(pr.StepTime), seconds(pr.ComputeTime), seconds(pr.ExposedComm),
+		ir.FormatBytes(pr.PeakAllocated), ir.FormatBytes(pr.PeakReserved), ir.FormatBytes(c.MemoryBudget))
+	if len(p.Warnings) > 0 {
+		fmt.Fprintf(w, "warnings:\n")
+		for _, warn := range p.Warnings {
+			fmt.Fprintf(w, "  %s\n", warn)
+		}
+	}
+}
+
+// seconds prints a duration with a sensible unit.
+func seconds(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("%.2f s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("%.1f ms", s*1e3)
+	}
+	return fmt.Sprintf("%.0f µs", s*1e6)
+}
+
+func groupRange(p *schedule.Plan) string {
+	var names []string
+	for _, g := range p.Groups {
+		if g.Root {
+			names = append(names, "(root)")
+		} else {
+			names = append(names, g.Name)
+		}
+	}
+	if len(names) <= 4 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, %s … %s", names[0], names[1], names[len(names)-1])
+}
+
+// reorderFlags moves flags after the positional arguments to the front, so
+// `fsdpc plan model.toml -o x.bin` works as users expect; valued names the
+// flags that take a value.
+func reorderFlags(args []string, valued map[string]bool) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && a != "-" {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if valued[name] && !strings.Contains(name, "=") && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}

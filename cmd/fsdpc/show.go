@@ -1,0 +1,44 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+func runShow(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("show", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	asJSON := fl.Bool("json", false, "print the plan as JSON")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc show [-json] plan.bin")
+		fmt.Fprintln(stderr, "\nPrints a plan in its canonical text form (or JSON).")
+		fl.PrintDefaults()
+	}
+	if err := fl.Parse(reorderFlags(args, nil)); err != nil {
+		return 2
+	}
+	if fl.NArg() != 1 {
+		fl.Usage()
+		return 2
+	}
+	p, err := schedule.ReadFile(fl.Arg(0))
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(p); err != nil {
+			return reportErr(stderr, err)
+		}
+		return 0
+	}
+	if err := schedule.WriteText(stdout, p); err != nil {
+		return reportErr(stderr, err)
+	}
+	return 0
+}

@@ -1,0 +1,165 @@
+package schedule
+
+import (
+	"math"
+
+	"github.com/fsdpc/fsdpc/ir"
+)
+
+// The cost model: how long each operation takes on the target hardware.
+// docs/cost-model.md states the equations and where the constants come
+// from; Calibration holds every constant so a measured run can replace them.
+
+// Hardware is what the cost model reads of the target.
+type Hardware struct {
+	PeakFLOPS          []float64 // dense peak per ir.DType, FLOP/s
+	HBMBandwidth       float64     // bytes/s
+	IntraNodeBandwidth float64     // per GPU, one direction, bytes/s
+	InterNodeBandwidth float64
+	HostBandwidth      float64 // host <-> device, bytes/s
+	GPUsPerNode        int
+}
+
+// Calibration holds the model's constants.
+type Calibration struct {
+	// MaxEfficiency is the fraction of peak FLOP/s that large, dense
+	// matmuls reach; HalfEfficiencyTime is the amount of work, in seconds at
+	// peak, at which a kernel reaches half of that (small kernels cannot
+	// fill the GPU).
+	MaxEfficiency      float64
+	HalfEfficiencyTime float64
+	// MemoryEfficiency is the fraction of HBM bandwidth copies and
+	// memory-bound kernels reach.
+	MemoryEfficiency float64
+	// Launch is the fixed GPU-side cost of a kernel.
+	Launch float64
+	// Alpha is NCCL's per-step latency within a node and across nodes;
+	// BusEfficiency the fraction of link bandwidth a collective's bus
+	// bandwidth reaches (nccl-tests conventions).
+	AlphaIntra, AlphaInter float64
+	BusEfficiency          float64
+	// Overlap is how much slower compute runs while a collective runs
+	// beside it (NCCL kernels take SMs and memory bandwidth).
+	Overlap float64
+	// IssueKernel and IssueOther are the CPU's cost of issuing an
+	// operation: a kernel or collective, and bookkeeping (alloc, free,
+	// events).
+	IssueKernel, IssueOther float64
+	// HostOptimizer is the CPU's optimizer throughput, bytes/s.
+	HostOptimizer float64
+}
+
+// DefaultCalibration holds figures typical of Hopper-class systems with
+// NCCL 2.2x; see docs/cost-model.md.
+var DefaultCalibration = Calibration{
+	MaxEfficiency:      0.75,
+	HalfEfficiencyTime: 10e-6,
+	MemoryEfficiency:   0.8,
+	Launch:             4e-6,
+	AlphaIntra:         3e-6,
+	AlphaInter:         8e-6,
+	BusEfficiency:      0.8,
+	Overlap:            0.15,
+	IssueKernel:        8e-6,
+	IssueOther:         1e-6,
+	HostOptimizer:      20e9,
+}
+
+// Model computes operation durations.
+type Model struct {
+	HW  Hardware
+	Cal Calibration
+}
+
+// NewModel builds the cost model for a plan's cluster.
+func NewModel(p *Plan) *Model {
+	return &Model{HW: p.Cluster.hardware(), Cal: DefaultCalibration}
+}
+
+// Compute is the time of a kernel doing flops of work in dtype dt while
+// moving bytes through HBM: the slower of its arithmetic at an efficiency
+// that grows with size, and its memory traffic.
+func (m *Model) Compute(flops float64, bytes int64, dt ir.DType) float64 {
+	peak := m.HW.peak(dt)
+	if peak == 0 {
+		peak = m.HW.peak(ir.FP32)
+	}
+	var arith float64
+	if flops > 0 && peak > 0 && !math.IsInf(peak, 1) {
+		atPeak := flops / peak
+		eff := m.Cal.MaxEfficiency * atPeak / (atPeak + m.Cal.HalfEfficiencyTime)
+		arith = flops / (peak * eff)
+	}
+	mem := float64(bytes) / (m.HW.HBMBandwidth * m.Cal.MemoryEfficiency)
+	if arith == 0 && mem == 0 {
+		return 0
+	}
+	return math.Max(arith, mem) + m.Cal.Launch
+}
+
+// Copy is a device-to-device copy or element-wise pass over bytes: read
+// and write.
+func (m *Model) Copy(bytes int64) float64 {
+	if bytes == 0 {
+		return 0
+	}
+	return 2*float64(bytes)/(m.HW.HBMBandwidth*m.Cal.MemoryEfficiency) + m.Cal.Launch
+}
+
+// Host is a host<->device copy.
+func (m *Model) Host(bytes int64) float64 {
+	return float64(bytes)/(m.HW.HostBandwidth*m.Cal.MemoryEfficiency) + m.Cal.Launch
+}
+
+// spansNodes reports whether a group of n consecutive ranks (stride 1) or
+// of n ranks a stride apart leaves one node.
+func (m *Model) spansNodes(n, stride int) bool {
+	return n*stride > m.HW.GPUsPerNode || stride >= m.HW.GPUsPerNode && n > 1
+}
+
+// link returns the per-GPU bandwidth and per-step latency of a ring over
+// n ranks a stride apart.
+func (m *Model) link(n, stride int) (bw, alpha float64) {
+	if m.spansNodes(n, stride) {
+		return m.HW.InterNodeBandwidth * m.Cal.BusEfficiency, m.Cal.AlphaInter
+	}
+	return m.HW.IntraNodeBandwidth * m.Cal.BusEfficiency, m.Cal.AlphaIntra
+}
+
+// AllGather and ReduceScatter move (n-1)/n of the full buffer through each
+// GPU's link in n-1 ring steps (nccl-tests: busbw = algbw·(n-1)/n).
+func (m *Model) AllGather(bytes int64, n, stride int) float64 {
+	if n <= 1 {
+		return m.Copy(bytes / int64(max(n, 1)))
+	}
+	bw, alpha := m.link(n, stride)
+	return float64(n-1)*alpha + float64(n-1)/float64(n)*float64(bytes)/bw
+}
+
+// ReduceScatter costs as AllGather; the reduction runs at memory speed
+// inside the copy.
+func (m *Model) ReduceScatter(bytes int64, n, stride int) float64 { return m.AllGather(bytes, n, stride) }
+
+// AllReduce is the faster of a ring (2(n-1) steps, busbw = algbw·2(n-1)/n)
+// and a double binary tree (2·log2 n steps, about the full link bandwidth).
+func (m *Model) AllReduce(bytes int64, n, stride int) float64 {
+	if n <= 1 {
+		return 0
+	}
+	bw, alpha := m.link(n, stride)
+	ring := 2*float64(n-1)*alpha + 2*float64(n-1)/float64(n)*float64(bytes)/bw
+	tree := 2*math.Ceil(math.Log2(float64(n)))*alpha + float64(bytes)/bw
+	return math.Min(ring, tree)
+}
+
+func (h *Hardware) peak(dt ir.DType) float64 {
+	if int(dt) < len(h.PeakFLOPS) {
+		return h.PeakFLOPS[dt]
+	}
+	return 0
+}
+
+func (c Cluster) hardware() Hardware {
+	return Hardware{PeakFLOPS: c.PeakFLOPS, HBMBandwidth: c.HBMBandwidth, IntraNodeBandwidth: c.IntraNodeBandwidth,
+		InterNodeBandwidth: c.InterNodeBandwidth, HostBandwidth: c.HostBandwidth, GPUsPerNode: c.GPUsPerNode}
+}

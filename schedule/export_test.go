@@ -1,0 +1,30 @@
+package schedule
+
+// Hooks for wire_test.go, which is an external test package because it
+// plans the zoo with the planner (which imports this package).
+
+// EncodeUnchecked and DecodeUnchecked are Encode and Decode without
+// schedule.Check: the completeness test's plan sets every field but is no
+// valid schedule. The wire checks (enums, indices, lengths) still run.
+func EncodeUnchecked(p *Plan) ([]byte, error) { return encode(p, nil) }
+func DecodeUnchecked(b []byte) (*Plan, error) { return decode(b) }
+
+// TraceEntry labels the byte offset where an encoded field starts.
+type TraceEntry = traceEntry
+
+// EncodeTrace is Encode that also says where every field starts.
+func EncodeTrace(p *Plan) ([]byte, []TraceEntry, error) {
+	if _, err := Encode(p); err != nil {
+		return nil, nil, err
+	}
+	var tr []traceEntry
+	b, err := encode(p, &tr)
+	return b, tr, err
+}
+
+// TraceUnchecked is EncodeTrace without schedule.Check.
+func TraceUnchecked(p *Plan) ([]TraceEntry, error) {
+	var tr []traceEntry
+	_, err := encode(p, &tr)
+	return tr, err
+}

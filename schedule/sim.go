@@ -1,0 +1,284 @@
+package schedule
+
+import (
+	"math"
+	"sort"
+)
+
+// Simulate runs the plan's exact program on the cost model: every stream
+// executes its operations in order, an operation starts once its stream is
+// free and the CPU has issued it, a wait holds its stream until the event's
+// record is reached, and the CPU issues operations in program order, only
+// blocking where the plan says so (a host sync, a host-side optimizer).
+// Compute that overlaps a collective runs slower by the model's Overlap
+// factor: a first pass finds the collectives, a second applies it.
+func Simulate(p *Plan, m *Model) *Simulation {
+	base := make([]float64, len(p.Ops))
+	for i := range p.Ops {
+		base[i] = m.duration(p, &p.Ops[i])
+	}
+	first := run(p, m, base)
+	// Slow compute by the share of its interval that overlaps collectives.
+	comm := first.collectiveIntervals(p)
+	adjusted := append([]float64(nil), base...)
+	for i := range p.Ops {
+		if k := p.Ops[i].Kind; k == OpForward || k == OpBackward {
+			t := first.Ops[i]
+			if d := t.End - t.Start; d > 0 {
+				adjusted[i] = base[i] * (1 + m.Cal.Overlap*overlap(comm, t.Start, t.End)/d)
+			}
+		}
+	}
+	sim := run(p, m, adjusted)
+	for i := range p.Ops {
+		if k := p.Ops[i].Kind; k == OpForward || k == OpBackward || k == OpOptimizer && p.Ops[i].Stream == StreamCompute {
+			sim.ComputeTime += base[i]
+		}
+	}
+	return sim
+}
+
+// Timing is when an operation ran, in seconds from the start of the step.
+type Timing struct{ Start, End float64 }
+
+// MemoryPoint is the device memory allocated per pool after an allocation
+// or free, at the CPU time it happened.
+type MemoryPoint struct {
+	Time  float64
+	Bytes [numPools]int64
+}
+
+// Simulation is the predicted execution of one step on one rank.
+type Simulation struct {
+	StepTime float64
+	// ComputeTime is the step's compute alone, as if communication were
+	// free.
+	ComputeTime float64
+	// ExposedComm is how long the compute stream stood waiting for
+	// communication (all-gathers, reduce-scatters, all-reduces, copies on
+	// other streams), in total and per group.
+	ExposedComm    float64
+	ExposedByGroup []float64
+	// CPUTime is when the CPU finished issuing the step.
+	CPUTime float64
+	Ops     []Timing
+	Memory  []MemoryPoint
+	// Peak device memory allocated (all device pools together), where in
+	// the program it happens, and each pool's own peak: what the caching
+	// allocator reserves, since blocks freed in one pool do not serve
+	// another.
+	PeakAllocated int64
+	PeakOp        int
+	PeakByPool    [numPools]int64
+	PeakReserved  int64
+}
+
+func (m *Model) duration(p *Plan, o *Op) float64 {
+	switch o.Kind {
+	case OpForward, OpBackward:
+		return m.Compute(o.FLOPs, o.Bytes, o.DType)
+	case OpOptimizer:
+		if o.Stream == StreamHost {
+			return float64(o.Bytes) / m.Cal.HostOptimizer
+		}
+		return float64(o.Bytes)/(m.HW.HBMBandwidth*m.Cal.MemoryEfficiency) + m.Cal.Launch
+	case OpCopyIn, OpCopyOut, OpReshard, OpReduceCopyIn, OpDivide, OpCastGrad, OpAccumulate:
+		return m.Copy(o.Bytes)
+	case OpH2D, OpD2H:
+		return m.Host(o.Bytes)
+	case OpAllGather:
+		return m.AllGather(o.Bytes, o.PGSize, stride(p, o.PG))
+	case OpReduceScatter:
+		return m.ReduceScatter(o.Bytes, o.PGSize, stride(p, o.PG))
+	case OpAllReduce:
+		return m.AllReduce(o.Bytes, o.PGSize, stride(p, o.PG))
+	}
+	return 0
+}
+
+// stride is the rank distance between members of a process group: HSDP's
+// replicate group takes one rank from each shard group.
+func stride(p *Plan, pg ProcessGroup) int {
+	if pg == PGReplicate {
+		return p.Cluster.Shard
+	}
+	return 1
+}
+
+func (m *Model) issueCost(o *Op) float64 {
+	switch o.Kind {
+	case OpAlloc, OpFree, OpRecord, OpWait, OpSync:
+		return m.Cal.IssueOther
+	}
+	return m.Cal.IssueKernel
+}
+
+func run(p *Plan, m *Model, dur []float64) *Simulation {
+	sim := &Simulation{Ops: make([]Timing, len(p.Ops)), ExposedByGroup: make([]float64, len(p.Groups))}
+	var ready [numStreams]float64
+	var lastGroup [numStreams]int
+	for i := range lastGroup {
+		lastGroup[i] = -1
+	}
+	eventTime := make([]float64, p.Events)
+	eventGroup := make([]int, p.Events)
+	var live [numPools]int64
+	for _, b := range p.Buffers {
+		if b.Persistent {
+			live[b.Pool] += b.Bytes
+		}
+	}
+	sim.notePeak(live, -1)
+	cpu := 0.0
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		issued := cpu
+		cpu += m.issueCost(o)
+		s := o.Stream
+		start := math.Max(ready[s], issued)
+		switch o.Kind {
+		case OpWait:
+			t := eventTime[o.Event]
+			if s == StreamCompute && t > start {
+				stall := t - start
+				sim.ExposedComm += stall
+				if g := eventGroup[o.Event]; g >= 0 {
+					sim.ExposedByGroup[g] += stall
+				}
+			}
+			start = math.Max(start, t)
+			ready[s] = start
+			sim.Ops[i] = Timing{start, start}
+			continue
+		case OpRecord:
+			eventTime[o.Event] = ready[s]
+			eventGroup[o.Event] = lastGroup[s]
+			sim.Ops[i] = Timing{ready[s], ready[s]}
+			continue
+		case OpSync:
+			cpu = math.Max(cpu, eventTime[o.Event])
+			sim.Ops[i] = Timing{issued, cpu}
+			continue
+		case OpAlloc, OpFree:
+			// The caching allocator acts when the CPU asks.
+			if o.Kind == OpAlloc {
+				live[p.Buffers[o.Buffer].Pool] += p.Buffers[o.Buffer].Bytes
+			} else {
+				live[p.Buffers[o.Buffer].Pool] -= p.Buffers[o.Buffer].Bytes
+			}
+			sim.Memory = append(sim.Memory, MemoryPoint{Time: issued, Bytes: live})
+			sim.notePeak(live, i)
+			sim.Ops[i] = Timing{issued, issued}
+			continue
+		}
+		end := start + dur[i]
+		ready[s] = end
+		if o.Group >= 0 {
+			lastGroup[s] = o.Group
+		}
+		if s == StreamHost {
+			cpu = math.Max(cpu, end) // the CPU itself runs it
+		}
+		sim.Ops[i] = Timing{start, end}
+	}
+	sim.CPUTime = cpu
+	sim.StepTime = cpu
+	for _, r := range ready {
+		sim.StepTime = math.Max(sim.StepTime, r)
+	}
+	for pool, b := range sim.PeakByPool {
+		if Pool(pool) != PoolHost {
+			sim.PeakReserved += b
+		}
+	}
+	return sim
+}
+
+func (s *Simulation) notePeak(live [numPools]int64, op int) {
+	var device int64
+	for pool, b := range live {
+		s.PeakByPool[pool] = max(s.PeakByPool[pool], b)
+		if Pool(pool) != PoolHost {
+			device += b
+		}
+	}
+	if device > s.PeakAllocated {
+		s.PeakAllocated, s.PeakOp = device, op
+	}
+}
+
+type interval struct{ start, end float64 }
+
+func (s *Simulation) collectiveIntervals(p *Plan) []interval {
+	var out []interval
+	for i := range p.Ops {
+		switch p.Ops[i].Kind {
+		case OpAllGather, OpReduceScatter, OpAllReduce:
+			if t := s.Ops[i]; t.End > t.Start {
+				out = append(out, interval{t.Start, t.End})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	// Merge overlapping intervals so overlap() counts time once.
+	var merged []interval
+	for _, iv := range out {
+		if n := len(merged); n > 0 && iv.start <= merged[n-1].end {
+			merged[n-1].end = math.Max(merged[n-1].end, iv.end)
+			continue
+		}
+		merged = append(merged, iv)
+	}
+	return merged
+}
+
+// overlap is how much of [a, b) the merged intervals cover.
+func overlap(ivs []interval, a, b float64) float64 {
+	i := sort.Search(len(ivs), func(i int) bool { return ivs[i].end > a })
+	total := 0.0
+	for ; i < len(ivs) && ivs[i].start < b; i++ {
+		total += math.Min(b, ivs[i].end) - math.Max(a, ivs[i].start)
+	}
+	return math.Max(total, 0)
+}
+
+// LiveAt lists the buffers live just after operation op, largest first: the
+// breakdown a user needs at the peak.
+func LiveAt(p *Plan, op int) []int {
+	live := map[int]bool{}
+	for i, b := range p.Buffers {
+		if b.Persistent {
+			live[i] = true
+		}
+	}
+	for i := 0; i <= op && i < len(p.Ops); i++ {
+		o := &p.Ops[i]
+		switch o.Kind {
+		case OpAlloc:
+			live[o.Buffer] = true
+		case OpFree:
+			delete(live, o.Buffer)
+		}
+	}
+	var out []int
+	for b := range live {
+		if p.Buffers[b].Pool != PoolHost {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		bi, bj := p.Buffers[out[i]], p.Buffers[out[j]]
+		if bi.Bytes != bj.Bytes {
+			return bi.Bytes > bj.Bytes
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// Prediction extracts what a plan stores of a simulation.
+func (s *Simulation) Prediction() Prediction {
+	return Prediction{StepTime: s.StepTime, ComputeTime: s.ComputeTime, ExposedComm: s.ExposedComm, CPUTime: s.CPUTime,
+		ExposedByGroup: append([]float64(nil), s.ExposedByGroup...), PeakAllocated: s.PeakAllocated, PeakOp: s.PeakOp,
+		PeakByPool: append([]int64(nil), s.PeakByPool[:]...), PeakReserved: s.PeakReserved}
+}

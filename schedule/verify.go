@@ -1,0 +1,301 @@
+package schedule
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Verify proves the plan's program safe on every rank, from stream order
+// and event edges alone:
+//
+//   - every buffer is allocated before any use and freed after every use,
+//     and freed on the stream that allocated it (the caching allocator
+//     hands a freed block to that stream's next allocation at once);
+//   - every read of a buffer comes after the write it needs, and no write
+//     can overtake an earlier read (so compute reads unsharded parameters
+//     after their all-gather and copy-out, a reduce-scatter reads
+//     gradients after they are written);
+//   - the collectives are the ones the layout calls for: each group
+//     gathered once per unshard, reduced once per synchronising
+//     micro-batch (and all-reduced under HSDP), each over its process
+//     group with the sizes its layout gives;
+//   - every waited event is recorded (Check).
+//
+// Because a plan is SPMD, every rank issues the same collectives in the
+// same order on each process group by construction. Verify returns every
+// problem, each naming the operations, buffer and streams involved.
+func Verify(p *Plan) error {
+	if err := Check(p); err != nil {
+		return err
+	}
+	v := &hbVerifier{p: p}
+	v.clocks()
+	v.buffers()
+	v.collectives()
+	if len(v.errs) == 0 {
+		return nil
+	}
+	sort.Strings(v.errs)
+	if len(v.errs) > 12 {
+		v.errs = append(v.errs[:12], fmt.Sprintf("… and %d more", len(v.errs)-12))
+	}
+	return fmt.Errorf("the plan is unsafe:\n  %s", strings.Join(v.errs, "\n  "))
+}
+
+type hbVerifier struct {
+	p    *Plan
+	errs []string
+	// pos is each op's index within its stream; vc its vector clock: for
+	// each stream, the position of the latest op there that happens before
+	// it (-1 for none).
+	pos []int
+	vc  [][numStreams]int
+}
+
+func (v *hbVerifier) errorf(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Sprintf(format, args...))
+}
+
+// clocks computes vector clocks in program order, which Check guarantees
+// is a valid order: a wait comes after its record.
+func (v *hbVerifier) clocks() {
+	p := v.p
+	v.pos = make([]int, len(p.Ops))
+	v.vc = make([][numStreams]int, len(p.Ops))
+	var next [numStreams]int
+	var last [numStreams][numStreams]int
+	for s := range last {
+		for t := range last[s] {
+			last[s][t] = -1
+		}
+	}
+	eventClock := make([][numStreams]int, p.Events)
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		s := o.Stream
+		c := last[s]
+		if o.Kind == OpWait || o.Kind == OpSync {
+			for t, x := range eventClock[o.Event] {
+				c[t] = max(c[t], x)
+			}
+		}
+		v.pos[i] = next[s]
+		c[s] = next[s]
+		next[s]++
+		v.vc[i] = c
+		last[s] = c
+		if o.Kind == OpRecord {
+			eventClock[o.Event] = c
+		}
+	}
+}
+
+// hb reports whether op a happens before op b.
+func (v *hbVerifier) hb(a, b int) bool {
+	if a == b {
+		return true
+	}
+	return v.vc[b][v.p.Ops[a].Stream] >= v.pos[a]
+}
+
+func (v *hbVerifier) describe(i int) string {
+	o := &v.p.Ops[i]
+	what := o.Kind.String()
+	if o.Group >= 0 {
+		what += " " + groupKey(&v.p.Groups[o.Group])
+	}
+	if o.Module >= 0 && o.Module < len(v.p.Modules) {
+		what += " (" + v.p.Modules[o.Module] + ")"
+	}
+	return fmt.Sprintf("op %d [%s on %s, %s mb%d]", i, what, o.Stream, o.Phase, o.Micro)
+}
+
+func groupKey(g *Group) string {
+	if g.Root {
+		return "(root)"
+	}
+	return g.Name
+}
+
+// access is one use of a buffer by an op.
+type access struct {
+	op    int
+	write bool
+}
+
+func (v *hbVerifier) buffers() {
+	p := v.p
+	alloc := make([]int, len(p.Buffers))
+	free := make([]int, len(p.Buffers))
+	for i := range alloc {
+		alloc[i], free[i] = -1, -1
+	}
+	uses := make([][]access, len(p.Buffers))
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		switch o.Kind {
+		case OpAlloc:
+			alloc[o.Buffer] = i
+			continue
+		case OpFree:
+			free[o.Buffer] = i
+			if want := streamOfPool(p.Buffers[o.Buffer].Pool); o.Stream != want {
+				v.errorf("buffer %q is freed on the %s stream but belongs to the %s pool: the allocator can give its block to the next %s allocation while %s work still uses it; free it on %s after waiting for its uses",
+					p.Buffers[o.Buffer].Name, o.Stream, p.Buffers[o.Buffer].Pool, want, o.Stream, want)
+			}
+			continue
+		case OpRecord, OpWait, OpSync:
+			continue
+		}
+		for _, b := range o.reads() {
+			uses[b] = append(uses[b], access{i, false})
+		}
+		if o.Buffer >= 0 {
+			uses[o.Buffer] = append(uses[o.Buffer], access{i, true})
+		}
+	}
+	for b := range p.Buffers {
+		name := p.Buffers[b].Name
+		var lastWrite = -1
+		var readsSinceWrite []int
+		for _, u := range uses[b] {
+			if a := alloc[b]; a >= 0 && !v.hb(a, u.op) {
+				v.errorf("%s uses buffer %q before its allocation %s is ordered before it", v.describe(u.op), name, v.describe(a))
+			}
+			if f := free[b]; f >= 0 && !v.hb(u.op, f) {
+				v.errorf("buffer %q is freed by %s while %s may still use it: no event orders the use before the free", name, v.describe(f), v.describe(u.op))
+			}
+			if lastWrite >= 0 && !v.hb(lastWrite, u.op) {
+				v.errorf("%s reads or writes buffer %q without waiting for %s, which writes it", v.describe(u.op), name, v.describe(lastWrite))
+			}
+			if u.write {
+				for _, r := range readsSinceWrite {
+					if !v.hb(r, u.op) {
+						v.errorf("%s overwrites buffer %q while %s may still read it", v.describe(u.op), name, v.describe(r))
+					}
+				}
+				lastWrite, readsSinceWrite = u.op, readsSinceWrite[:0]
+			} else {
+				readsSinceWrite = append(readsSinceWrite, u.op)
+			}
+		}
+	}
+}
+
+// reads lists the buffers an op reads: its source and its other uses.
+func (o *Op) reads() []int {
+	out := make([]int, 0, 1+len(o.Uses))
+	if o.Source >= 0 {
+		out = append(out, o.Source)
+	}
+	return append(out, o.Uses...)
+}
+
+// collectives checks every collective against the groups' layouts and
+// policies, and that each group is gathered and reduced as often as the
+// step needs.
+func (v *hbVerifier) collectives() {
+	p := v.p
+	W, R := p.Cluster.Shard, p.Cluster.Replicate
+	type count struct{ gather, reduce, allReduce int }
+	perMicro := map[[2]int]*count{} // (group, micro)
+	pendingGather := map[int]int{}  // group -> op of a gather not yet copied out
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		if o.Group < 0 {
+			continue
+		}
+		g := &p.Groups[o.Group]
+		key := [2]int{o.Group, o.Micro}
+		if perMicro[key] == nil {
+			perMicro[key] = &count{}
+		}
+		c := perMicro[key]
+		gatherBytes := g.ShardBytes * int64(W)
+		switch o.Kind {
+		case OpAllGather:
+			c.gather++
+			if prev, ok := pendingGather[o.Group]; ok {
+				v.errorf("%s gathers group %s again before %s was copied out", v.describe(i), groupKey(g), v.describe(prev))
+			}
+			pendingGather[o.Group] = i
+			wantPG, wantSize := PGShard, W
+			if o.PG == PGPostForward {
+				wantPG, wantSize = PGPostForward, g.Policy.ReshardTo
+				if g.Policy.Reshard != ReshardTo {
+					wantPG = PGShard
+				}
+			}
+			if o.PG != wantPG || o.PGSize != wantSize {
+				v.errorf("%s runs over %s(%d); the group's layout needs %s(%d)", v.describe(i), o.PG, o.PGSize, wantPG, wantSize)
+			}
+			if o.Bytes != gatherBytes || o.DType != g.Policy.Param {
+				v.errorf("%s moves %d bytes of %s; the layout gives %d bytes of %s", v.describe(i), o.Bytes, o.DType, gatherBytes, g.Policy.Param)
+			}
+		case OpCopyOut:
+			delete(pendingGather, o.Group)
+		case OpReduceScatter:
+			c.reduce++
+			want := g.GradShardNumel * int64(W) * g.Policy.Reduce.Size()
+			if o.PG != PGShard || o.PGSize != W {
+				v.errorf("%s runs over %s(%d); gradients are reduce-scattered over shard(%d)", v.describe(i), o.PG, o.PGSize, W)
+			}
+			if o.Bytes != want || o.DType != g.Policy.Reduce {
+				v.errorf("%s reduces %d bytes of %s; the layout gives %d bytes of %s", v.describe(i), o.Bytes, o.DType, want, g.Policy.Reduce)
+			}
+			if o.Reduce != g.Policy.ReduceScatterOp {
+				v.errorf("%s reduces with %s; the group's policy says %s", v.describe(i), o.Reduce, g.Policy.ReduceScatterOp)
+			}
+		case OpAllReduce:
+			c.allReduce++
+			if o.PG != PGReplicate || o.PGSize != R {
+				v.errorf("%s runs over %s(%d); HSDP all-reduces over replicate(%d)", v.describe(i), o.PG, o.PGSize, R)
+			}
+		}
+	}
+	for g := range p.Groups {
+		grp := &p.Groups[g]
+		if grp.GradShardNumel == 0 {
+			continue
+		}
+		// Every synchronising micro-batch reduces each trainable group
+		// exactly once: all of them, or with unsharded accumulation only
+		// the last.
+		for mb := 0; mb < int(p.Train.GradAccum); mb++ {
+			c := perMicro[[2]int{g, mb}]
+			if c == nil {
+				c = &count{}
+			}
+			want := 1
+			if p.Train.AccumulateUnsharded && mb < int(p.Train.GradAccum)-1 {
+				want = 0
+			}
+			if c.reduce != want {
+				v.errorf("group %s is reduce-scattered %d times in micro-batch %d; it must be %d", groupKey(grp), c.reduce, mb, want)
+			}
+			wantAR := 0
+			if R > 1 {
+				wantAR = want
+			}
+			if c.allReduce != wantAR {
+				v.errorf("group %s is all-reduced %d times in micro-batch %d; it must be %d", groupKey(grp), c.allReduce, mb, wantAR)
+			}
+		}
+	}
+}
+
+// streamOfPool is the stream whose allocations a pool serves.
+func streamOfPool(p Pool) Stream {
+	switch p {
+	case PoolCopyIn:
+		return StreamCopyIn
+	case PoolReduceScatter:
+		return StreamReduceScatter
+	case PoolAllReduce:
+		return StreamAllReduce
+	case PoolHost:
+		return StreamHost
+	}
+	return StreamCompute
+}
