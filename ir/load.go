@@ -187,8 +187,11 @@ func offsetPos(src []byte, off int) Pos {
 // syntaxPos places a TOML syntax error. The parser's byte offset is exact;
 // its line is off by one at the end of the file and its column counts bytes.
 func syntaxPos(src []byte, p toml.Position) Pos {
-	if p.Start >= 0 && p.Start <= len(src) {
-		return offsetPos(src, p.Start)
+	if off := p.Start; off >= 0 && off <= len(src) {
+		for off > 0 && off < len(src) && !utf8.RuneStart(src[off]) {
+			off-- // at the end of the file it can fall inside the last character
+		}
+		return offsetPos(src, off)
 	}
 	lines := bytes.Count(src, []byte("\n")) + 1
 	return Pos{Line: min(max(p.Line, 1), lines), Col: 1}

@@ -114,4 +114,3 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fl.Arg(0), len(p.Ops), 6, ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(p.Cluster.MemoryBudget))
 	return 0
 }
-

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fsdpc/fsdpc/planner"
+	"github.com/fsdpc/fsdpc/schedule"
+	"github.com/fsdpc/fsdpc/schedule/diff"
+)
+
+// Exit codes of diff, as diff(1): 0 identical, 1 different, 2 trouble.
+func runDiff(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("diff", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	format := fl.String("format", "text", "text, markdown (a pull-request comment) or json")
+	color := fl.String("color", "auto", "colour the text: auto (on a terminal), always, never")
+	quiet := fl.Bool("quiet", false, "print nothing; only the exit code says whether the plans differ")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc diff [-format text|markdown|json] [-color auto|always|never] [-quiet] OLD NEW")
+		fmt.Fprintln(stderr, "\nCompares two plans: groups added, removed, split or merged; policy, layout and schedule changes;")
+		fmt.Fprintln(stderr, "predicted time and memory deltas with their causes. OLD and NEW are plan.bin files or models")
+		fmt.Fprintln(stderr, "(model.toml or a zoo name), compiled on the fly. Exit status: 0 same, 1 different, 2 error.")
+		fl.PrintDefaults()
+	}
+	if err := fl.Parse(reorderFlags(args, map[string]bool{"format": true, "color": true})); err != nil {
+		return 2
+	}
+	if fl.NArg() != 2 || (*format != "text" && *format != "markdown" && *format != "json") ||
+		(*color != "auto" && *color != "always" && *color != "never") {
+		fl.Usage()
+		return 2
+	}
+	old, err := loadPlan(fl.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	new, err := loadPlan(fl.Arg(1))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	r := diff.Compare(fl.Arg(0), old, fl.Arg(1), new)
+	if !*quiet {
+		switch *format {
+		case "markdown":
+			diff.Markdown(stdout, r)
+		case "json":
+			if err := diff.JSON(stdout, r); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 2
+			}
+		default:
+			diff.Text(stdout, r, *color == "always" || *color == "auto" && isTerminal(stdout))
+		}
+	}
+	if r.Identical {
+		return 0
+	}
+	return 1
+}
+
+// loadPlan reads a plan.bin, or compiles a model file or zoo model.
+func loadPlan(arg string) (*schedule.Plan, error) {
+	if isPlanFile(arg) {
+		return schedule.ReadFile(arg)
+	}
+	m, err := loadModel(arg)
+	if err != nil {
+		return nil, err
+	}
+	return planner.Plan(m, planner.Options{})
+}
+
+// isPlanFile reports whether a file starts with plan.bin's magic.
+func isPlanFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return false
+	}
+	return bytes.Equal(head, []byte("\x89FSP"))
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// runTextconv prints a plan as text for git: `git config
+// diff.fsdpc.textconv "fsdpc textconv"` makes git diff and git log -p show
+// plan.bin files as their canonical text.
+func runTextconv(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: fsdpc textconv plan.bin   (git's textconv driver; see docs/git.md)")
+		return 2
+	}
+	p, err := schedule.ReadFile(args[0])
+	if errors.Is(err, schedule.ErrBadMagic) {
+		// git may hand over an empty or foreign blob (a deleted file): show
+		// it as it is rather than failing the whole diff.
+		raw, rerr := os.ReadFile(args[0])
+		if rerr == nil && len(raw) < 1<<20 {
+			stdout.Write(raw)
+			return 0
+		}
+	}
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	if err := schedule.WriteText(stdout, p); err != nil {
+		return reportErr(stderr, err)
+	}
+	return 0
+}

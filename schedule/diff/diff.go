@@ -1,0 +1,601 @@
+// Package diff compares two plans semantically, the way a reviewer reads a
+// Terraform plan: which groups were added, removed, split or merged
+// (matched by name, never by position), what changed in each group's
+// policy and layout, how the schedule changed phase by phase, and how the
+// predicted step time, exposed communication and memory moved, with the
+// changes that caused it. Computing the difference (this file) is kept
+// apart from rendering it (render.go), so the text, markdown and JSON views
+// show the same facts.
+package diff
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// Result is the semantic difference between two plans. Its JSON form is
+// documented in docs/diff.md; fields are added, never renamed or removed.
+type Result struct {
+	Old, New   Side          `json:"-"`
+	Identical  bool          `json:"identical"`
+	Provenance []Change      `json:"provenance"`
+	Cluster    []Change      `json:"cluster"`
+	Train      []Change      `json:"train"`
+	Groups     GroupChanges  `json:"groups"`
+	Schedule   []PhaseChange `json:"schedule"`
+	Prediction []Change      `json:"prediction"`
+	// Memory compares what is live at each plan's memory peak, by kind of
+	// buffer.
+	Memory []Change `json:"memory_at_peak"`
+	// Causes lists the changes most likely behind the prediction's deltas.
+	Causes []string `json:"causes"`
+}
+
+// Side names one input.
+type Side struct {
+	Name string
+	Plan *schedule.Plan
+}
+
+// Change is one value that differs: Old and New are display strings, Delta
+// the signed change where the values are numbers ("" otherwise).
+type Change struct {
+	What  string `json:"what"`
+	Old   string `json:"old"`
+	New   string `json:"new"`
+	Delta string `json:"delta,omitempty"`
+}
+
+// GroupChanges describes the groups.
+type GroupChanges struct {
+	OldCount int          `json:"old_count"`
+	NewCount int          `json:"new_count"`
+	Added    []string     `json:"added"`
+	Removed  []string     `json:"removed"`
+	Split    []Regroup    `json:"split"`
+	Merged   []Regroup    `json:"merged"`
+	Policy   []FoldedEdit `json:"policy"`
+	Layout   []FoldedEdit `json:"layout"`
+}
+
+// Regroup is one group becoming several (split) or several becoming one
+// (merged).
+type Regroup struct {
+	From []string `json:"from"`
+	To   []string `json:"to"`
+}
+
+// FoldedEdit is one change applied identically to several groups, folded
+// into ranges: "reshard_after_forward true → false on layers.{0–31}".
+type FoldedEdit struct {
+	Change
+	Groups []string `json:"groups"`
+	Folded string   `json:"folded"`
+}
+
+// PhaseChange counts one kind of operation, in one phase, that changed:
+// "backward: all-gather of layers.{3–31}: 29 → 0".
+type PhaseChange struct {
+	Phase  string   `json:"phase"`
+	Kind   string   `json:"kind"`
+	Old    int      `json:"old"`
+	New    int      `json:"new"`
+	Groups []string `json:"groups"`
+	Folded string   `json:"folded"`
+}
+
+// Compare computes the difference between two plans.
+func Compare(oldName string, old *schedule.Plan, newName string, new *schedule.Plan) *Result {
+	r := &Result{Old: Side{oldName, old}, New: Side{newName, new}}
+	r.provenance()
+	r.cluster()
+	r.train()
+	r.groups()
+	r.schedule()
+	r.prediction()
+	r.Identical = len(r.Provenance) == 0 && len(r.Cluster) == 0 && len(r.Train) == 0 &&
+		len(r.Groups.Added)+len(r.Groups.Removed)+len(r.Groups.Split)+len(r.Groups.Merged)+len(r.Groups.Policy)+len(r.Groups.Layout) == 0 &&
+		len(r.Schedule) == 0 && len(r.Prediction) == 0
+	if !r.Identical {
+		r.causes()
+	}
+	r.nonNil()
+	return r
+}
+
+// nonNil makes empty lists empty rather than null in the JSON form.
+func (r *Result) nonNil() {
+	for _, cs := range []*[]Change{&r.Provenance, &r.Cluster, &r.Train, &r.Prediction, &r.Memory} {
+		if *cs == nil {
+			*cs = []Change{}
+		}
+	}
+	for _, ss := range []*[]string{&r.Causes, &r.Groups.Added, &r.Groups.Removed} {
+		if *ss == nil {
+			*ss = []string{}
+		}
+	}
+	for _, rg := range []*[]Regroup{&r.Groups.Split, &r.Groups.Merged} {
+		if *rg == nil {
+			*rg = []Regroup{}
+		}
+	}
+	for _, fe := range []*[]FoldedEdit{&r.Groups.Policy, &r.Groups.Layout} {
+		if *fe == nil {
+			*fe = []FoldedEdit{}
+		}
+	}
+	if r.Schedule == nil {
+		r.Schedule = []PhaseChange{}
+	}
+}
+
+func add(list *[]Change, what, old, new string) {
+	if old != new {
+		*list = append(*list, Change{What: what, Old: old, New: new})
+	}
+}
+
+func addNum(list *[]Change, what string, old, new float64, format func(float64) string) {
+	// Sums of floating-point costs may differ in the last bits for the same
+	// schedule; a change below a part per billion is no change.
+	if old == new || old != 0 && abs(new-old) <= 1e-9*abs(old) {
+		return
+	}
+	c := Change{What: what, Old: format(old), New: format(new)}
+	if old != 0 {
+		c.Delta = fmt.Sprintf("%+.1f%%", 100*(new-old)/old)
+	}
+	*list = append(*list, c)
+}
+
+func (r *Result) provenance() {
+	o, n := r.Old.Plan.Header, r.New.Plan.Header
+	add(&r.Provenance, "model", o.Model, n.Model)
+	add(&r.Provenance, "input sha256", short(o.InputSHA256), short(n.InputSHA256))
+	add(&r.Provenance, "fsdpc version", o.FsdpcVersion, n.FsdpcVersion)
+	add(&r.Provenance, "semantics", o.Semantics, n.Semantics)
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func (r *Result) cluster() {
+	o, n := r.Old.Plan.Cluster, r.New.Plan.Cluster
+	add(&r.Cluster, "gpu", o.GPU, n.GPU)
+	add(&r.Cluster, "world size", itoa(o.WorldSize), itoa(n.WorldSize))
+	add(&r.Cluster, "gpus per node", itoa(o.GPUsPerNode), itoa(n.GPUsPerNode))
+	add(&r.Cluster, "mesh (replicate × shard)", fmt.Sprintf("%d × %d", o.Replicate, o.Shard), fmt.Sprintf("%d × %d", n.Replicate, n.Shard))
+	add(&r.Cluster, "intra-node bandwidth", gbps(o.IntraNodeBandwidth), gbps(n.IntraNodeBandwidth))
+	add(&r.Cluster, "inter-node bandwidth", gbps(o.InterNodeBandwidth), gbps(n.InterNodeBandwidth))
+	add(&r.Cluster, "memory budget", ir.FormatBytes(o.MemoryBudget), ir.FormatBytes(n.MemoryBudget))
+}
+
+func (r *Result) train() {
+	o, n := r.Old.Plan.Train, r.New.Plan.Train
+	add(&r.Train, "micro_batch", i64(o.MicroBatch), i64(n.MicroBatch))
+	add(&r.Train, "seq_len", i64(o.SeqLen), i64(n.SeqLen))
+	add(&r.Train, "grad_accum", i64(o.GradAccum), i64(n.GradAccum))
+	add(&r.Train, "accumulate", accum(o.AccumulateUnsharded), accum(n.AccumulateUnsharded))
+	add(&r.Train, "checkpointing", o.Checkpointing, n.Checkpointing)
+	add(&r.Train, "optimizer", o.Optimizer, n.Optimizer)
+}
+
+func accum(unsharded bool) string {
+	if unsharded {
+		return "unsharded"
+	}
+	return "sharded"
+}
+
+func itoa(n int) string     { return strconv.Itoa(n) }
+func i64(n int64) string    { return strconv.FormatInt(n, 10) }
+func gbps(b float64) string { return strconv.FormatFloat(b/1e9, 'f', -1, 64) + " GB/s" }
+func groupName(g *schedule.Group) string {
+	if g.Root {
+		return "(root)"
+	}
+	return g.Name
+}
+
+func (r *Result) groups() {
+	op, np := r.Old.Plan, r.New.Plan
+	gc := &r.Groups
+	gc.OldCount, gc.NewCount = len(op.Groups), len(np.Groups)
+	oldByName, newByName := map[string]int{}, map[string]int{}
+	for i := range op.Groups {
+		oldByName[groupName(&op.Groups[i])] = i
+	}
+	for i := range np.Groups {
+		newByName[groupName(&np.Groups[i])] = i
+	}
+	// Where each parameter lives on each side tells splits from merges.
+	oldOwner, newOwner := map[string]string{}, map[string]string{}
+	for i := range op.Groups {
+		for _, p := range op.Groups[i].Params {
+			oldOwner[p.Name] = groupName(&op.Groups[i])
+		}
+	}
+	for i := range np.Groups {
+		for _, p := range np.Groups[i].Params {
+			newOwner[p.Name] = groupName(&np.Groups[i])
+		}
+	}
+	flows := map[string]map[string]bool{}  // old group -> new groups its parameters went to
+	inflow := map[string]map[string]bool{} // new group -> old groups its parameters came from
+	for p, og := range oldOwner {
+		ng, ok := newOwner[p]
+		if !ok {
+			continue
+		}
+		if flows[og] == nil {
+			flows[og] = map[string]bool{}
+		}
+		flows[og][ng] = true
+		if inflow[ng] == nil {
+			inflow[ng] = map[string]bool{}
+		}
+		inflow[ng][og] = true
+	}
+	regrouped := map[string]bool{}
+	for _, og := range sortedKeys(flows) {
+		if to := flows[og]; len(to) > 1 {
+			gc.Split = append(gc.Split, Regroup{From: []string{og}, To: sortedKeys(to)})
+			regrouped[og] = true
+		}
+	}
+	for _, ng := range sortedKeys(inflow) {
+		if from := inflow[ng]; len(from) > 1 {
+			gc.Merged = append(gc.Merged, Regroup{From: sortedKeys(from), To: []string{ng}})
+			for f := range from {
+				regrouped[f] = true
+			}
+		}
+	}
+	for _, name := range sortedKeys(oldByName) {
+		if _, ok := newByName[name]; !ok && !regrouped[name] {
+			gc.Removed = append(gc.Removed, name)
+		}
+	}
+	for _, name := range sortedKeys(newByName) {
+		if _, ok := oldByName[name]; !ok && len(inflow[name]) <= 1 {
+			gc.Added = append(gc.Added, name)
+		}
+	}
+	sortNatural(gc.Added)
+	sortNatural(gc.Removed)
+
+	// Policy and layout of the groups on both sides, folded across groups.
+	policy, layout := newFolder(), newFolder()
+	for oi := range op.Groups {
+		og := &op.Groups[oi]
+		ni, ok := newByName[groupName(og)]
+		if !ok {
+			continue
+		}
+		ng := &np.Groups[ni]
+		name := groupName(og)
+		o, n := og.Policy, ng.Policy
+		policy.add(name, "reshard_after_forward", reshard(o), reshard(n))
+		policy.add(name, "prefetch forward", prefetch(o.PrefetchForward), prefetch(n.PrefetchForward))
+		policy.add(name, "prefetch backward", prefetch(o.PrefetchBackward), prefetch(n.PrefetchBackward))
+		policy.add(name, "param dtype", o.Param.String(), n.Param.String())
+		policy.add(name, "reduce dtype", o.Reduce.String(), n.Reduce.String())
+		policy.add(name, "output dtype", o.Output.String(), n.Output.String())
+		policy.add(name, "offload", strconv.FormatBool(o.Offload), strconv.FormatBool(n.Offload))
+		policy.add(name, "reduce-scatter op", reduceText(o.ReduceScatterOp, o.PremulFactor), reduceText(n.ReduceScatterOp, n.PremulFactor))
+		policy.add(name, "divide before/after", fmt.Sprintf("%g/%g", o.PreDivide, o.PostDivide), fmt.Sprintf("%g/%g", n.PreDivide, n.PostDivide))
+		policy.add(name, "deferred reduce-scatter", strconv.FormatBool(og.DeferredReduce), strconv.FormatBool(ng.DeferredReduce))
+		layout.add(name, "shard elements per rank", i64(og.ShardNumel), i64(ng.ShardNumel))
+		layout.add(name, "all-gather bytes per rank", ir.FormatBytes(og.ShardBytes), ir.FormatBytes(ng.ShardBytes))
+		layout.add(name, "padded parameters", itoa(padded(og, op.Cluster.Shard)), itoa(padded(ng, np.Cluster.Shard)))
+		layout.add(name, "parameters", itoa(len(og.Params)), itoa(len(ng.Params)))
+	}
+	gc.Policy, gc.Layout = policy.edits(), layout.edits()
+}
+
+func padded(g *schedule.Group, w int) int {
+	n := 0
+	for _, p := range g.Params {
+		if p.Shape[p.ShardDim]%int64(w) != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func reshard(p schedule.GroupPolicy) string {
+	if p.Reshard == schedule.ReshardTo {
+		return itoa(p.ReshardTo)
+	}
+	return p.Reshard.String()
+}
+
+func prefetch(k int) string {
+	if k == 0 {
+		return "implicit"
+	}
+	return itoa(k)
+}
+
+func reduceText(op schedule.ReduceOp, f float64) string {
+	if op == schedule.ReducePremulSum {
+		return fmt.Sprintf("premul-sum ×%g", f)
+	}
+	return op.String()
+}
+
+// folder gathers per-group edits and folds identical ones.
+type folder struct {
+	byEdit map[[3]string][]string
+	order  [][3]string
+}
+
+func newFolder() *folder { return &folder{byEdit: map[[3]string][]string{}} }
+
+func (f *folder) add(group, what, old, new string) {
+	if old == new {
+		return
+	}
+	k := [3]string{what, old, new}
+	if _, ok := f.byEdit[k]; !ok {
+		f.order = append(f.order, k)
+	}
+	f.byEdit[k] = append(f.byEdit[k], group)
+}
+
+func (f *folder) edits() []FoldedEdit {
+	var out []FoldedEdit
+	for _, k := range f.order {
+		groups := f.byEdit[k]
+		out = append(out, FoldedEdit{Change: Change{What: k[0], Old: k[1], New: k[2]}, Groups: groups, Folded: Fold(groups)})
+	}
+	return out
+}
+
+var indexed = regexp.MustCompile(`^(.*)\.([0-9]+)$`)
+
+// Fold writes group names compactly: numbered instances of one module
+// become ranges, "layers.{0–3,5}"; other names are listed.
+func Fold(names []string) string {
+	byPrefix := map[string][]int{}
+	var prefixes, plain []string
+	for _, n := range names {
+		if m := indexed.FindStringSubmatch(n); m != nil {
+			i, _ := strconv.Atoi(m[2])
+			if _, ok := byPrefix[m[1]]; !ok {
+				prefixes = append(prefixes, m[1])
+			}
+			byPrefix[m[1]] = append(byPrefix[m[1]], i)
+			continue
+		}
+		plain = append(plain, n)
+	}
+	var parts []string
+	parts = append(parts, plain...)
+	for _, p := range prefixes {
+		idx := byPrefix[p]
+		if len(idx) == 1 {
+			parts = append(parts, fmt.Sprintf("%s.%d", p, idx[0]))
+			continue
+		}
+		sort.Ints(idx)
+		var ranges []string
+		for i := 0; i < len(idx); {
+			j := i
+			for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+				j++
+			}
+			if j > i {
+				ranges = append(ranges, fmt.Sprintf("%d–%d", idx[i], idx[j]))
+			} else {
+				ranges = append(ranges, strconv.Itoa(idx[i]))
+			}
+			i = j + 1
+		}
+		parts = append(parts, fmt.Sprintf("%s.{%s}", p, strings.Join(ranges, ",")))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// schedule compares operation counts per phase, kind and group.
+func (r *Result) schedule() {
+	type key struct {
+		phase, kind, group string
+	}
+	count := func(p *schedule.Plan) map[key]int {
+		out := map[key]int{}
+		for _, o := range p.Ops {
+			switch o.Kind {
+			case schedule.OpAlloc, schedule.OpFree, schedule.OpRecord, schedule.OpWait:
+				continue // bookkeeping follows the operations it serves
+			}
+			g := ""
+			if o.Group >= 0 {
+				g = groupName(&p.Groups[o.Group])
+			}
+			out[key{o.Phase.String(), o.Kind.String(), g}]++
+		}
+		return out
+	}
+	oc, nc := count(r.Old.Plan), count(r.New.Plan)
+	type edit struct {
+		phase, kind string
+		old, new    int
+	}
+	byEdit := map[edit][]string{}
+	var order []edit
+	keys := map[key]bool{}
+	for k := range oc {
+		keys[k] = true
+	}
+	for k := range nc {
+		keys[k] = true
+	}
+	sorted := make([]key, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.phase != b.phase {
+			return phaseRank(a.phase) < phaseRank(b.phase)
+		}
+		if a.kind != b.kind {
+			return a.kind < b.kind
+		}
+		return naturalLess(a.group, b.group)
+	})
+	for _, k := range sorted {
+		if oc[k] == nc[k] {
+			continue
+		}
+		e := edit{k.phase, k.kind, oc[k], nc[k]}
+		if _, ok := byEdit[e]; !ok {
+			order = append(order, e)
+		}
+		byEdit[e] = append(byEdit[e], k.group)
+	}
+	for _, e := range order {
+		groups := byEdit[e]
+		r.Schedule = append(r.Schedule, PhaseChange{Phase: e.phase, Kind: e.kind, Old: e.old, New: e.new, Groups: groups, Folded: Fold(groups)})
+	}
+}
+
+func phaseRank(p string) int {
+	switch p {
+	case "forward":
+		return 0
+	case "backward":
+		return 1
+	}
+	return 2
+}
+
+func (r *Result) prediction() {
+	o, n := r.Old.Plan.Prediction, r.New.Plan.Prediction
+	addNum(&r.Prediction, "step time", o.StepTime, n.StepTime, Seconds)
+	addNum(&r.Prediction, "compute time", o.ComputeTime, n.ComputeTime, Seconds)
+	addNum(&r.Prediction, "exposed communication", o.ExposedComm, n.ExposedComm, Seconds)
+	addNum(&r.Prediction, "peak memory allocated", float64(o.PeakAllocated), float64(n.PeakAllocated), bytesF)
+	addNum(&r.Prediction, "peak memory reserved", float64(o.PeakReserved), float64(n.PeakReserved), bytesF)
+	if len(r.Prediction) == 0 {
+		return
+	}
+	ok, nk := liveByKind(r.Old.Plan), liveByKind(r.New.Plan)
+	kinds := map[string]bool{}
+	for k := range ok {
+		kinds[k] = true
+	}
+	for k := range nk {
+		kinds[k] = true
+	}
+	for _, k := range sortedKeys(kinds) {
+		addNum(&r.Memory, k, float64(ok[k]), float64(nk[k]), bytesF)
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func bytesF(b float64) string { return ir.FormatBytes(int64(b)) }
+
+// Seconds prints a duration with a unit that suits it.
+func Seconds(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("%.2f s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("%.1f ms", s*1e3)
+	}
+	return fmt.Sprintf("%.0f µs", s*1e6)
+}
+
+func liveByKind(p *schedule.Plan) map[string]int64 {
+	out := map[string]int64{}
+	if p.Prediction.StepTime == 0 {
+		return out
+	}
+	for _, b := range schedule.LiveAt(p, p.Prediction.PeakOp) {
+		out[p.Buffers[b].Kind.String()] += p.Buffers[b].Bytes
+	}
+	return out
+}
+
+// causes names the changes most likely behind the deltas, most specific
+// first: what changed in the cluster or training, then policies, then
+// regrouping.
+func (r *Result) causes() {
+	for _, c := range r.Cluster {
+		r.Causes = append(r.Causes, fmt.Sprintf("%s %s → %s", c.What, c.Old, c.New))
+	}
+	for _, c := range r.Train {
+		r.Causes = append(r.Causes, fmt.Sprintf("%s %s → %s", c.What, c.Old, c.New))
+	}
+	for _, e := range r.Groups.Policy {
+		r.Causes = append(r.Causes, fmt.Sprintf("%s %s → %s on %s", e.What, e.Old, e.New, e.Folded))
+	}
+	if n := len(r.Groups.Split) + len(r.Groups.Merged) + len(r.Groups.Added) + len(r.Groups.Removed); n > 0 {
+		r.Causes = append(r.Causes, fmt.Sprintf("the groups changed: %d added, %d removed, %d split, %d merged",
+			len(r.Groups.Added), len(r.Groups.Removed), len(r.Groups.Split), len(r.Groups.Merged)))
+	}
+	if len(r.Causes) == 0 && len(r.Groups.Layout) > 0 {
+		r.Causes = append(r.Causes, "the model's parameters changed")
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sortNatural(out)
+	return out
+}
+
+func sortNatural(xs []string) {
+	sort.Slice(xs, func(i, j int) bool { return naturalLess(xs[i], xs[j]) })
+}
+
+// naturalLess orders "layers.2" before "layers.10".
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, _ := strconv.Atoi(a[:da])
+			nb, _ := strconv.Atoi(b[:db])
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' && n < 9 {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,246 @@
+package diff
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Text renders the difference for a terminal: a summary that fits one
+// screen, then the details. color adds ANSI colours (old values red, new
+// green).
+func Text(w io.Writer, r *Result, color bool) {
+	t := &textOut{w: w, color: color}
+	t.line("fsdpc diff %s → %s", r.Old.Name, r.New.Name)
+	if r.Identical {
+		t.line("no differences")
+		return
+	}
+	t.line("")
+	t.line("summary")
+	for _, s := range summary(r, 4) {
+		t.line("  %-22s %s", s.label, t.paint(s.text))
+	}
+	if len(r.Causes) > 0 {
+		t.line("  %-22s %s", "likely causes", strings.Join(firstN(r.Causes, 3), "; "))
+	}
+	t.line("")
+	t.line("details")
+	details(r, func(section string, lines []string) {
+		t.line("  %s", section)
+		for _, l := range lines {
+			t.line("    %s", t.paint(l))
+		}
+	})
+}
+
+type textOut struct {
+	w     io.Writer
+	color bool
+}
+
+func (t *textOut) line(format string, args ...any) { fmt.Fprintf(t.w, format+"\n", args...) }
+
+// paint colours "old → new" pairs when colour is on.
+func (t *textOut) paint(s string) string {
+	if !t.color {
+		return s
+	}
+	if i := strings.Index(s, " → "); i >= 0 {
+		// Colour the word before and after the arrow.
+		start := strings.LastIndexByte(s[:i], ' ') + 1
+		end := strings.IndexAny(s[i+len(" → "):], " ;(")
+		if end < 0 {
+			end = len(s) - i - len(" → ")
+		}
+		end += i + len(" → ")
+		return s[:start] + "\x1b[31m" + s[start:i] + "\x1b[0m → \x1b[32m" + s[i+len(" → "):end] + "\x1b[0m" + s[end:]
+	}
+	return s
+}
+
+type summaryLine struct{ label, text string }
+
+// summary gives the one-screen view: each section folded to at most n
+// entries.
+func summary(r *Result, n int) []summaryLine {
+	var out []summaryLine
+	pairs := func(cs []Change) string {
+		var parts []string
+		for _, c := range cs {
+			parts = append(parts, fmt.Sprintf("%s %s → %s", c.What, c.Old, c.New))
+		}
+		return strings.Join(firstN(parts, n), "; ")
+	}
+	if len(r.Cluster) > 0 {
+		out = append(out, summaryLine{"cluster", pairs(r.Cluster)})
+	}
+	if len(r.Train) > 0 {
+		out = append(out, summaryLine{"training", pairs(r.Train)})
+	}
+	g := r.Groups
+	if g.OldCount != g.NewCount || len(g.Added)+len(g.Removed)+len(g.Split)+len(g.Merged) > 0 {
+		out = append(out, summaryLine{"groups", fmt.Sprintf("%d → %d: %d added, %d removed, %d split, %d merged",
+			g.OldCount, g.NewCount, len(g.Added), len(g.Removed), len(g.Split), len(g.Merged))})
+	}
+	var pol []string
+	for _, e := range g.Policy {
+		pol = append(pol, fmt.Sprintf("%s %s → %s on %s", e.What, e.Old, e.New, e.Folded))
+	}
+	if len(pol) > 0 {
+		out = append(out, summaryLine{"policy", strings.Join(firstN(pol, n), "; ")})
+	}
+	if len(g.Layout) > 0 {
+		out = append(out, summaryLine{"layout", fmt.Sprintf("%d changes to shard sizes or padding (details below)", len(g.Layout))})
+	}
+	var sch []string
+	for _, p := range r.Schedule {
+		sch = append(sch, phaseText(p))
+	}
+	if len(sch) > 0 {
+		out = append(out, summaryLine{"schedule", strings.Join(firstN(sch, n), "; ")})
+	}
+	for _, c := range r.Prediction {
+		text := fmt.Sprintf("%s → %s", c.Old, c.New)
+		if c.Delta != "" {
+			text += " (" + c.Delta + ")"
+		}
+		out = append(out, summaryLine{c.What, text})
+	}
+	if len(r.Provenance) > 0 {
+		out = append(out, summaryLine{"provenance", pairs(r.Provenance)})
+	}
+	return out
+}
+
+func phaseText(p PhaseChange) string {
+	verb := fmt.Sprintf("%d → %d per group", p.Old, p.New)
+	switch {
+	case p.New == 0:
+		verb = "removed"
+	case p.Old == 0:
+		verb = "added"
+	}
+	return fmt.Sprintf("%s: %ss of %s %s", p.Phase, p.Kind, p.Folded, verb)
+}
+
+func firstN(xs []string, n int) []string {
+	if len(xs) <= n {
+		return xs
+	}
+	return append(append([]string(nil), xs[:n]...), fmt.Sprintf("… %d more", len(xs)-n))
+}
+
+// details walks every difference, section by section.
+func details(r *Result, section func(name string, lines []string)) {
+	changes := func(cs []Change) []string {
+		var out []string
+		for _, c := range cs {
+			l := fmt.Sprintf("%s: %s → %s", c.What, c.Old, c.New)
+			if c.Delta != "" {
+				l += " (" + c.Delta + ")"
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	if len(r.Provenance) > 0 {
+		section("provenance", changes(r.Provenance))
+	}
+	if len(r.Cluster) > 0 {
+		section("cluster", changes(r.Cluster))
+	}
+	if len(r.Train) > 0 {
+		section("training", changes(r.Train))
+	}
+	g := r.Groups
+	var gl []string
+	if len(g.Added) > 0 {
+		gl = append(gl, "added: "+Fold(g.Added))
+	}
+	if len(g.Removed) > 0 {
+		gl = append(gl, "removed: "+Fold(g.Removed))
+	}
+	for _, s := range g.Split {
+		gl = append(gl, fmt.Sprintf("split: %s → %s", s.From[0], Fold(s.To)))
+	}
+	for _, m := range g.Merged {
+		gl = append(gl, fmt.Sprintf("merged: %s → %s", Fold(m.From), m.To[0]))
+	}
+	if len(gl) > 0 {
+		section("groups", gl)
+	}
+	folded := func(es []FoldedEdit) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, fmt.Sprintf("%s: %s → %s on %s", e.What, e.Old, e.New, e.Folded))
+		}
+		return out
+	}
+	if len(g.Policy) > 0 {
+		section("policy", folded(g.Policy))
+	}
+	if len(g.Layout) > 0 {
+		section("layout", folded(g.Layout))
+	}
+	if len(r.Schedule) > 0 {
+		var sl []string
+		for _, p := range r.Schedule {
+			sl = append(sl, fmt.Sprintf("%s %s of %s: %d → %d per step", p.Phase, p.Kind, p.Folded, p.Old, p.New))
+		}
+		section("schedule", sl)
+	}
+	if len(r.Prediction) > 0 {
+		section("prediction", changes(r.Prediction))
+	}
+	if len(r.Memory) > 0 {
+		section("memory live at the peak, by buffer kind", changes(r.Memory))
+	}
+	if len(r.Causes) > 0 {
+		section("likely causes", r.Causes)
+	}
+}
+
+// Markdown renders the difference for a pull-request comment: a summary
+// table, then the details in a collapsed section.
+func Markdown(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "### fsdpc plan diff: `%s` → `%s`\n\n", r.Old.Name, r.New.Name)
+	if r.Identical {
+		fmt.Fprintln(w, "No differences.")
+		return
+	}
+	fmt.Fprintln(w, "| | |")
+	fmt.Fprintln(w, "|---|---|")
+	for _, s := range summary(r, 4) {
+		fmt.Fprintf(w, "| %s | %s |\n", s.label, mdEscape(s.text))
+	}
+	if len(r.Causes) > 0 {
+		fmt.Fprintf(w, "| likely causes | %s |\n", mdEscape(strings.Join(firstN(r.Causes, 3), "; ")))
+	}
+	fmt.Fprintln(w, "\n<details><summary>Details</summary>")
+	fmt.Fprintln(w)
+	details(r, func(section string, lines []string) {
+		fmt.Fprintf(w, "**%s**\n\n", section)
+		for _, l := range lines {
+			fmt.Fprintf(w, "- %s\n", mdEscape(l))
+		}
+		fmt.Fprintln(w)
+	})
+	fmt.Fprintln(w, "</details>")
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+// JSON renders the documented JSON form (docs/diff.md).
+func JSON(w io.Writer, r *Result) error {
+	doc := struct {
+		Schema string `json:"schema"`
+		Old    string `json:"old"`
+		New    string `json:"new"`
+		*Result
+	}{"fsdpc.diff/1", r.Old.Name, r.New.Name, r}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
