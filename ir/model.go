@@ -143,16 +143,16 @@ func (c Checkpointing) String() string {
 
 // Train is the training setup; sizes are per rank.
 type Train struct {
-	MicroBatch    int64 // sequences per micro-batch per rank
-	SeqLen        int64
-	GradAccum     int64 // micro-batches per optimizer step
+	MicroBatch int64 // sequences per micro-batch per rank
+	SeqLen     int64
+	GradAccum  int64 // micro-batches per optimizer step
 	// AccumulateUnsharded skips gradient reduction on all but the last
 	// micro-batch (FSDP2's set_requires_gradient_sync(False)), keeping
 	// unsharded gradients meanwhile; otherwise every micro-batch
 	// reduce-scatters and sharded gradients accumulate (FSDP2's default).
 	AccumulateUnsharded bool
-	Checkpointing Checkpointing
-	Optimizer     string
+	Checkpointing       Checkpointing
+	Optimizer           string
 	// OptimizerStateBytes per trainable parameter element (AdamW in fp32: 8).
 	OptimizerStateBytes int64
 	// ActivationDType is the dtype activations are held in.

@@ -96,7 +96,7 @@ type emitter struct {
 type segment struct {
 	group          int
 	modules        []ir.ModuleID
-	start, end     int  // positions in the forward order
+	start, end     int   // positions in the forward order
 	grad           bool  // some module's output needs a gradient: backward runs
 	paramNumel     int64 // parameters the segment's modules compute with
 	fwd, bwd       float64

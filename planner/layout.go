@@ -172,7 +172,7 @@ func newPlanShell(m *ir.Model) *schedule.Plan {
 			HostBandwidth: c.HostBandwidth},
 		Train: schedule.Train{MicroBatch: m.Train.MicroBatch, SeqLen: m.Train.SeqLen, GradAccum: m.Train.GradAccum,
 			AccumulateUnsharded: m.Train.AccumulateUnsharded,
-			Checkpointing: m.Train.Checkpointing.String(), Optimizer: m.Train.Optimizer,
+			Checkpointing:       m.Train.Checkpointing.String(), Optimizer: m.Train.Optimizer,
 			OptimizerStateBytes: m.Train.OptimizerStateBytes},
 	}
 	if c.Mesh != nil {

@@ -13,8 +13,8 @@ import (
 // Hardware is what the cost model reads of the target.
 type Hardware struct {
 	PeakFLOPS          []float64 // dense peak per ir.DType, FLOP/s
-	HBMBandwidth       float64     // bytes/s
-	IntraNodeBandwidth float64     // per GPU, one direction, bytes/s
+	HBMBandwidth       float64   // bytes/s
+	IntraNodeBandwidth float64   // per GPU, one direction, bytes/s
 	InterNodeBandwidth float64
 	HostBandwidth      float64 // host <-> device, bytes/s
 	GPUsPerNode        int
@@ -138,7 +138,9 @@ func (m *Model) AllGather(bytes int64, n, stride int) float64 {
 
 // ReduceScatter costs as AllGather; the reduction runs at memory speed
 // inside the copy.
-func (m *Model) ReduceScatter(bytes int64, n, stride int) float64 { return m.AllGather(bytes, n, stride) }
+func (m *Model) ReduceScatter(bytes int64, n, stride int) float64 {
+	return m.AllGather(bytes, n, stride)
+}
 
 // AllReduce is the faster of a ring (2(n-1) steps, busbw = algbw·2(n-1)/n)
 // and a double binary tree (2·log2 n steps, about the full link bandwidth).

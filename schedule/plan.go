@@ -94,8 +94,8 @@ type Train struct {
 	// AccumulateUnsharded: only the last micro-batch reduces (no_sync).
 	AccumulateUnsharded bool
 	Checkpointing       string
-	Optimizer                     string
-	OptimizerStateBytes           int64
+	Optimizer           string
+	OptimizerStateBytes int64
 }
 
 // ReshardKind is reshard_after_forward after defaults are applied.

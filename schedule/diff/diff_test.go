@@ -87,7 +87,9 @@ func TestGoldenDiffs(t *testing.T) {
 				t.Errorf("the backward all-gathers of layers.{0–31} should be reported removed: %+v", r.Schedule)
 			}
 		}},
-		{"prefetch-depth", func(s string) string { return replace(t, s, "reduce_dtype = \"fp32\"", "reduce_dtype = \"fp32\"\nprefetch_forward = 2") }, nil},
+		{"prefetch-depth", func(s string) string {
+			return replace(t, s, "reduce_dtype = \"fp32\"", "reduce_dtype = \"fp32\"\nprefetch_forward = 2")
+		}, nil},
 		{"reduce-dtype", func(s string) string { return replace(t, s, "reduce_dtype = \"fp32\"", "reduce_dtype = \"bf16\"") }, nil},
 		{"world-size", func(s string) string { return replace(t, s, "world_size = 8", "world_size = 16") }, func(t *testing.T, r *diff.Result) {
 			if len(r.Cluster) == 0 || len(r.Groups.Layout) == 0 {
