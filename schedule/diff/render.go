@@ -94,10 +94,7 @@ func summary(r *Result, n int) []summaryLine {
 	if len(g.Layout) > 0 {
 		out = append(out, summaryLine{"layout", fmt.Sprintf("%d changes to shard sizes or padding (details below)", len(g.Layout))})
 	}
-	var sch []string
-	for _, p := range r.Schedule {
-		sch = append(sch, phaseText(p))
-	}
+	sch := scheduleSummary(r)
 	if len(sch) > 0 {
 		out = append(out, summaryLine{"schedule", strings.Join(firstN(sch, n), "; ")})
 	}
@@ -114,15 +111,46 @@ func summary(r *Result, n int) []summaryLine {
 	return out
 }
 
-func phaseText(p PhaseChange) string {
-	verb := fmt.Sprintf("%d → %d per group", p.Old, p.New)
-	switch {
-	case p.New == 0:
-		verb = "removed"
-	case p.Old == 0:
-		verb = "added"
+// scheduleSummary folds schedule changes for the summary: operations of
+// groups added or removed wholesale are left to the groups line, and
+// changes to the same groups in one phase are named together
+// ("backward: all-gather, copy-in, copy-out of layers.{0–31} removed").
+func scheduleSummary(r *Result) []string {
+	whole := map[string]bool{}
+	for _, g := range append(append([]string(nil), r.Groups.Added...), r.Groups.Removed...) {
+		whole[g] = true
 	}
-	return fmt.Sprintf("%s: %ss of %s %s", p.Phase, p.Kind, p.Folded, verb)
+	type key struct{ phase, folded, verb string }
+	kinds := map[key][]string{}
+	var order []key
+	for _, p := range r.Schedule {
+		var groups []string
+		for _, g := range p.Groups {
+			if !whole[g] {
+				groups = append(groups, g)
+			}
+		}
+		if len(groups) == 0 {
+			continue
+		}
+		verb := fmt.Sprintf("%d → %d per group", p.Old, p.New)
+		switch {
+		case p.New == 0:
+			verb = "removed"
+		case p.Old == 0:
+			verb = "added"
+		}
+		k := key{p.Phase, Fold(groups), verb}
+		if _, ok := kinds[k]; !ok {
+			order = append(order, k)
+		}
+		kinds[k] = append(kinds[k], p.Kind)
+	}
+	var out []string
+	for _, k := range order {
+		out = append(out, fmt.Sprintf("%s: %s of %s %s", k.phase, strings.Join(kinds[k], ", "), k.folded, k.verb))
+	}
+	return out
 }
 
 func firstN(xs []string, n int) []string {
