@@ -12,20 +12,22 @@ type gpuPreset struct {
 	tflops map[DType]float64
 }
 
+// Memory is what the device reports as its total (nvidia-smi, rocm-smi),
+// not the marketing figure: an "80GB" H100 shows 81,559 MiB.
 const (
+	mib = 1 << 20
 	gib = 1 << 30
-	gb  = 1e9
 )
 
 var gpuPresets = map[string]gpuPreset{
-	"h100-sxm":  {"NVIDIA H100 SXM5 80GB", 80 * gib, 3.35e12, map[DType]float64{FP64: 67, FP32: 67, BF16: 989.4, FP16: 989.4, FP8E4M3: 1978.9, FP8E5M2: 1978.9, INT8: 1978.9}},
-	"h100-pcie": {"NVIDIA H100 PCIe 80GB", 80 * gib, 2.0e12, map[DType]float64{FP64: 51, FP32: 51, BF16: 756, FP16: 756, FP8E4M3: 1513, FP8E5M2: 1513, INT8: 1513}},
-	"h200":      {"NVIDIA H200 SXM 141GB", 141 * gb, 4.8e12, map[DType]float64{FP64: 67, FP32: 67, BF16: 989.4, FP16: 989.4, FP8E4M3: 1978.9, FP8E5M2: 1978.9, INT8: 1978.9}},
-	"b200":      {"NVIDIA B200 180GB", 180 * gb, 8.0e12, map[DType]float64{FP64: 40, FP32: 80, BF16: 2250, FP16: 2250, FP8E4M3: 4500, FP8E5M2: 4500, INT8: 4500}},
-	"a100-40gb": {"NVIDIA A100 SXM4 40GB", 40 * gib, 1.555e12, map[DType]float64{FP64: 19.5, FP32: 19.5, BF16: 312, FP16: 312, INT8: 624}},
-	"a100-80gb": {"NVIDIA A100 SXM4 80GB", 80 * gib, 2.039e12, map[DType]float64{FP64: 19.5, FP32: 19.5, BF16: 312, FP16: 312, INT8: 624}},
-	"l40s":      {"NVIDIA L40S 48GB", 48 * gib, 864e9, map[DType]float64{FP32: 91.6, BF16: 362.05, FP16: 362.05, FP8E4M3: 733, FP8E5M2: 733, INT8: 733}},
-	"mi300x":    {"AMD Instinct MI300X 192GB", 192 * gb, 5.3e12, map[DType]float64{FP64: 81.7, FP32: 163.4, BF16: 1307.4, FP16: 1307.4, FP8E4M3: 2614.9, FP8E5M2: 2614.9, INT8: 2614.9}},
+	"h100-sxm":  {"NVIDIA H100 SXM5 80GB", 81559 * mib, 3.35e12, map[DType]float64{FP64: 67, FP32: 67, BF16: 989.4, FP16: 989.4, FP8E4M3: 1978.9, FP8E5M2: 1978.9, INT8: 1978.9}},
+	"h100-pcie": {"NVIDIA H100 PCIe 80GB", 81559 * mib, 2.0e12, map[DType]float64{FP64: 51, FP32: 51, BF16: 756, FP16: 756, FP8E4M3: 1513, FP8E5M2: 1513, INT8: 1513}},
+	"h200":      {"NVIDIA H200 SXM 141GB", 143771 * mib, 4.8e12, map[DType]float64{FP64: 67, FP32: 67, BF16: 989.4, FP16: 989.4, FP8E4M3: 1978.9, FP8E5M2: 1978.9, INT8: 1978.9}},
+	"b200":      {"NVIDIA B200 180GB", 183359 * mib, 8.0e12, map[DType]float64{FP64: 40, FP32: 80, BF16: 2250, FP16: 2250, FP8E4M3: 4500, FP8E5M2: 4500, INT8: 4500}},
+	"a100-40gb": {"NVIDIA A100 SXM4 40GB", 40960 * mib, 1.555e12, map[DType]float64{FP64: 19.5, FP32: 19.5, BF16: 312, FP16: 312, INT8: 624}},
+	"a100-80gb": {"NVIDIA A100 SXM4 80GB", 81920 * mib, 2.039e12, map[DType]float64{FP64: 19.5, FP32: 19.5, BF16: 312, FP16: 312, INT8: 624}},
+	"l40s":      {"NVIDIA L40S 48GB", 46068 * mib, 864e9, map[DType]float64{FP32: 91.6, BF16: 362.05, FP16: 362.05, FP8E4M3: 733, FP8E5M2: 733, INT8: 733}},
+	"mi300x":    {"AMD Instinct MI300X 192GB", 192 * gib, 5.3e12, map[DType]float64{FP64: 81.7, FP32: 163.4, BF16: 1307.4, FP16: 1307.4, FP8E4M3: 2614.9, FP8E5M2: 2614.9, INT8: 2614.9}},
 }
 
 // linkPresets are per-GPU, per-direction bandwidths in bytes per second.

@@ -44,7 +44,11 @@ func LoadFile(path string) (*Model, error) {
 // Load parses, checks and lowers a model file's contents. The error, when
 // not nil, is Diagnostics listing every problem found, each with file, line
 // and column. Load never panics on any input.
-func Load(file string, src []byte) (m *Model, err error) {
+func Load(file string, src []byte) (*Model, error) { return load(file, src, nil) }
+
+// load is Load with a hook that may change the decoded settings before the
+// modules are lowered (Relower uses it).
+func load(file string, src []byte, override func(*Model)) (m *Model, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			m, err = nil, fmt.Errorf("%s: internal error while reading the model (please report): %v\n%s", file, r, debug.Stack())
@@ -93,7 +97,7 @@ func Load(file string, src []byte) (m *Model, err error) {
 	}
 
 	d := &decoder{file: file, locs: locate(string(text))}
-	m = &Model{File: file}
+	m = &Model{File: file, src: src}
 	sum := sha256.Sum256(src)
 	m.SourceHash = hex.EncodeToString(sum[:])
 
@@ -105,6 +109,9 @@ func Load(file string, src []byte) (m *Model, err error) {
 	d.trainSection(root, m)
 	d.clusterSection(root, m)
 	d.policySection(root, m)
+	if override != nil {
+		override(m)
+	}
 	if m.Train.ActivationDType == DTypeInvalid {
 		m.Train.ActivationDType = defaultDType
 		if pd := m.Policy.Default.ParamDType; pd != DTypeInvalid {

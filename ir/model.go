@@ -39,6 +39,8 @@ type Model struct {
 
 	// Warnings found while lowering; they do not stop anything.
 	Warnings Diagnostics
+
+	src []byte // the source, for Relower
 }
 
 // Module is one node of the module tree, named like PyTorch's
@@ -217,9 +219,14 @@ const (
 	UnitsAuto
 	// UnitsPatterns makes every module matched by Policy.Units a unit.
 	UnitsPatterns
+	// UnitsBlockChildren makes each child of each instance a unit (the
+	// attention and the MLP of a transformer block separately).
+	UnitsBlockChildren
 )
 
-func (u UnitsMode) String() string { return [...]string{"blocks", "auto", "patterns"}[u] }
+func (u UnitsMode) String() string {
+	return [...]string{"blocks", "auto", "patterns", "block-children"}[u]
+}
 
 // TiedMode says what to do with tied parameters that land in different
 // units.
@@ -236,6 +243,14 @@ func (t TiedMode) String() string { return [...]string{"error", "merge"}[t] }
 type Policy struct {
 	UnitsMode UnitsMode
 	Units     []Pattern // for UnitsPatterns
+	// BlocksPerUnit groups k consecutive instances of a repeated module
+	// into one unit (fully_shard([layers[i], …, layers[i+k-1]])); 1 is the
+	// default, one unit per instance.
+	BlocksPerUnit int
+	// ReduceScatterBuffers is how many reduce-scatter inputs may be in
+	// flight before backward compute waits for the oldest: FSDP2 keeps 1
+	// (pytorch PR #186000 proposes more).
+	ReduceScatterBuffers int
 	Tied      TiedMode
 	// Default applies to every unit; Overrides apply in order to the units
 	// whose module name they match, later ones winning field by field.

@@ -296,11 +296,14 @@ var groupPolicyKeys = []string{"reshard_after_forward", "prefetch_forward", "pre
 
 func (d *decoder) policySection(root *tbl, m *Model) {
 	p := &m.Policy
+	p.BlocksPerUnit, p.ReduceScatterBuffers = 1, 1
 	v, ok := root.m["policy"]
 	if !ok {
 		return
 	}
-	t := d.table("policy", v, "[policy]", append([]string{"units", "tied", "override"}, groupPolicyKeys...)...)
+	t := d.table("policy", v, "[policy]", append([]string{"units", "tied", "override", "blocks_per_unit", "reduce_scatter_buffers"}, groupPolicyKeys...)...)
+	p.BlocksPerUnit = int(t.intOr("blocks_per_unit", 1, 1, 1<<20))
+	p.ReduceScatterBuffers = int(t.intOr("reduce_scatter_buffers", 1, 1, 64))
 	switch u := t.m["units"].(type) {
 	case nil:
 	case string:
@@ -309,8 +312,10 @@ func (d *decoder) policySection(root *tbl, m *Model) {
 			p.UnitsMode = UnitsBlocks
 		case "auto":
 			p.UnitsMode = UnitsAuto
+		case "block-children":
+			p.UnitsMode = UnitsBlockChildren
 		default:
-			d.errorf(t.at("units"), "units must be \"blocks\", \"auto\" or an array of module-name patterns, not %q", u)
+			d.errorf(t.at("units"), "units must be \"blocks\", \"block-children\", \"auto\" or an array of module-name patterns, not %q", u)
 		}
 	default:
 		globs, ok := t.strList("units")

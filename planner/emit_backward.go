@@ -155,12 +155,14 @@ func (e *emitter) postBackward(g int, sync bool) {
 		return
 	}
 	// The only cross-group wait that stalls compute in backward: the
-	// previous reduce-scatter must finish before its input is recycled.
-	for _, st := range e.rsState {
+	// previous reduce-scatter must finish before its input is recycled
+	// (FSDP2 keeps one in flight; reduce_scatter_buffers allows more).
+	for len(e.rsState) >= e.m.Policy.ReduceScatterBuffers {
+		st := e.rsState[0]
 		e.wait(D, st.event)
 		e.free(st.buf)
+		e.rsState = e.rsState[1:]
 	}
-	e.rsState = e.rsState[:0]
 
 	W := int64(e.W())
 	src := e.ugrads[g]

@@ -25,6 +25,18 @@ func groupUnits(s *state) error {
 				isUnit[i] = true
 			}
 		}
+	case ir.UnitsBlockChildren:
+		// Each child of each instance: finer units, more collectives.
+		for i := range m.Modules {
+			if m.Modules[i].Instance >= 0 && !insideInstance(m, m.Modules[i].Parent) {
+				for _, c := range m.Modules[i].Children {
+					isUnit[c] = true
+				}
+				if len(m.Modules[i].Params) > 0 {
+					isUnit[i] = true // its own parameters need a unit too
+				}
+			}
+		}
 	case ir.UnitsPatterns:
 		for i := range m.Modules {
 			for _, p := range m.Policy.Units {
@@ -62,7 +74,72 @@ func groupUnits(s *state) error {
 	for _, u := range s.units {
 		u.params = collectParams(m, u.modules, isUnit, u.aliases)
 	}
+	if k := m.Policy.BlocksPerUnit; k > 1 {
+		s.mergeConsecutive(k)
+	}
 	return nil
+}
+
+// mergeConsecutive makes one unit of every k consecutive instances of a
+// repeated module, as fully_shard([layers[i], …, layers[i+k-1]]) would:
+// fewer, larger collectives.
+func (s *state) mergeConsecutive(k int) {
+	m := s.m
+	var merged []*unit
+	remap := make([]int, len(s.units))
+	var run []int // current run of units: instances of one module
+	flush := func() {
+		for start := 0; start < len(run); start += k {
+			end := min(start+k, len(run))
+			u := s.units[run[start]]
+			for _, ui := range run[start+1 : end] {
+				u.modules = append(u.modules, s.units[ui].modules...)
+			}
+			if end-start > 1 {
+				u.merged = true
+			}
+			for _, ui := range run[start:end] {
+				remap[ui] = len(merged)
+			}
+			merged = append(merged, u)
+		}
+		run = run[:0]
+	}
+	for ui, u := range s.units {
+		mod := &m.Modules[u.modules[0]]
+		if mod.Instance >= 0 && len(run) > 0 && m.Modules[s.units[run[0]].modules[0]].Parent == mod.Parent {
+			run = append(run, ui)
+			continue
+		}
+		flush()
+		if mod.Instance >= 0 {
+			run = append(run, ui)
+			continue
+		}
+		remap[ui] = len(merged)
+		merged = append(merged, u)
+	}
+	flush()
+	isUnit := make([]bool, len(m.Modules))
+	for _, u := range merged {
+		for _, mod := range u.modules {
+			isUnit[mod] = true
+		}
+	}
+	for _, u := range merged {
+		if u.merged {
+			own := append([]bool(nil), isUnit...)
+			for _, mod := range u.modules {
+				own[mod] = false
+			}
+			u.aliases = map[ir.ParamID][]string{}
+			u.params = collectParams(m, u.modules, own, u.aliases)
+		}
+	}
+	for i := range s.unitOf {
+		s.unitOf[i] = remap[s.unitOf[i]]
+	}
+	s.units = merged
 }
 
 func insideInstance(m *ir.Model, id ir.ModuleID) bool {

@@ -142,15 +142,19 @@ func (m *Model) ReduceScatter(bytes int64, n, stride int) float64 {
 	return m.AllGather(bytes, n, stride)
 }
 
-// AllReduce is the faster of a ring (2(n-1) steps, busbw = algbw·2(n-1)/n)
-// and a double binary tree (2·log2 n steps, about the full link bandwidth).
+// AllReduce is the faster of a ring (2(n-1) latency steps) and a double
+// binary tree (2·log2 n steps).
 func (m *Model) AllReduce(bytes int64, n, stride int) float64 {
 	if n <= 1 {
 		return 0
 	}
 	bw, alpha := m.link(n, stride)
-	ring := 2*float64(n-1)*alpha + 2*float64(n-1)/float64(n)*float64(bytes)/bw
-	tree := 2*math.Ceil(math.Log2(float64(n)))*alpha + float64(bytes)/bw
+	// Both move each byte out and back through one link (nccl-tests:
+	// busbw = algbw·2(n-1)/n bounds every algorithm); they differ in the
+	// number of latency-bound steps.
+	transfer := 2 * float64(n-1) / float64(n) * float64(bytes) / bw
+	ring := 2*float64(n-1)*alpha + transfer
+	tree := 2*math.Ceil(math.Log2(float64(n)))*alpha + transfer
 	return math.Min(ring, tree)
 }
 
