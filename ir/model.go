@@ -251,7 +251,7 @@ type Policy struct {
 	// flight before backward compute waits for the oldest: FSDP2 keeps 1
 	// (pytorch PR #186000 proposes more).
 	ReduceScatterBuffers int
-	Tied      TiedMode
+	Tied                 TiedMode
 	// Default applies to every unit; Overrides apply in order to the units
 	// whose module name they match, later ones winning field by field.
 	Default   GroupPolicy
