@@ -154,7 +154,10 @@ type Train struct {
 	// reduce-scatters and sharded gradients accumulate (FSDP2's default).
 	AccumulateUnsharded bool
 	Checkpointing       Checkpointing
-	Optimizer           string
+	// CheckpointingSet is true when the file chose checkpointing; the
+	// autotuner only decides it otherwise.
+	CheckpointingSet bool
+	Optimizer        string
 	// OptimizerStateBytes per trainable parameter element (AdamW in fp32: 8).
 	OptimizerStateBytes int64
 	// ActivationDType is the dtype activations are held in.

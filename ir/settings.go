@@ -62,6 +62,7 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 	if s, ok := t.enum("accumulate", "sharded", "unsharded"); ok {
 		tr.AccumulateUnsharded = s == "unsharded"
 	}
+	tr.CheckpointingSet = t.has("checkpointing")
 	if s, ok := t.enum("checkpointing", "none", "full", "selective"); ok {
 		tr.Checkpointing = map[string]Checkpointing{"none": CheckpointNone, "full": CheckpointFull, "selective": CheckpointSelective}[s]
 	}

@@ -29,6 +29,9 @@ type Options struct {
 	// DumpAfter, if set, is called after each pass with its name and the
 	// state printed as text.
 	DumpAfter func(pass, text string)
+	// skipVerify leaves out the happens-before verifier: the autotuner
+	// plans many candidates and verifies the one it returns.
+	skipVerify bool
 }
 
 // state is what the passes read and write.

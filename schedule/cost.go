@@ -165,6 +165,21 @@ func (h *Hardware) peak(dt ir.DType) float64 {
 	return 0
 }
 
+// linkClass says which links a collective over n ranks a stride apart
+// uses (1 within a node, 2 across nodes) and how much of its time is
+// latency, which sharing the link does not stretch.
+func (m *Model) linkClass(n, stride int, kind OpKind) (int, float64) {
+	_, alpha := m.link(n, stride)
+	steps := float64(n - 1)
+	if kind == OpAllReduce {
+		steps = math.Min(2*float64(n-1), 2*math.Ceil(math.Log2(float64(n))))
+	}
+	if m.spansNodes(n, stride) {
+		return 2, steps * alpha
+	}
+	return 1, steps * alpha
+}
+
 func (c Cluster) hardware() Hardware {
 	return Hardware{PeakFLOPS: c.PeakFLOPS, HBMBandwidth: c.HBMBandwidth, IntraNodeBandwidth: c.IntraNodeBandwidth,
 		InterNodeBandwidth: c.InterNodeBandwidth, HostBandwidth: c.HostBandwidth, GPUsPerNode: c.GPUsPerNode}

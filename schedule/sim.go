@@ -14,28 +14,90 @@ import (
 // factor: a first pass finds the collectives, a second applies it.
 func Simulate(p *Plan, m *Model) *Simulation {
 	base := make([]float64, len(p.Ops))
+	latency := make([]float64, len(p.Ops)) // the part of a collective that does not share links
+	link := make([]int, len(p.Ops))        // 0 none, 1 intra-node, 2 inter-node
 	for i := range p.Ops {
-		base[i] = m.duration(p, &p.Ops[i])
+		o := &p.Ops[i]
+		base[i] = m.duration(p, o)
+		switch o.Kind {
+		case OpAllGather, OpReduceScatter, OpAllReduce:
+			if o.PGSize > 1 {
+				link[i], latency[i] = m.linkClass(o.PGSize, stride(p, o.PG), o.Kind)
+			}
+		}
 	}
-	first := run(p, m, base)
+	// Collectives that run at once on the same links share their
+	// bandwidth: stretch each one's transfer by how many others overlap it
+	// on its link, and iterate to a fixed point (three rounds settle it).
+	durations := append([]float64(nil), base...)
+	sim := run(p, m, durations)
+	for round := 0; round < 3; round++ {
+		byLink := [3][]interval{}
+		for i := range p.Ops {
+			if link[i] > 0 {
+				if t := sim.Ops[i]; t.End > t.Start {
+					byLink[link[i]] = append(byLink[link[i]], interval{t.Start, t.End})
+				}
+			}
+		}
+		for l := range byLink {
+			sort.Slice(byLink[l], func(a, b int) bool { return byLink[l][a].start < byLink[l][b].start })
+		}
+		next := append([]float64(nil), base...)
+		for i := range p.Ops {
+			if link[i] == 0 {
+				continue
+			}
+			t := sim.Ops[i]
+			d := t.End - t.Start
+			if d <= 0 {
+				continue
+			}
+			// Sharing: the mean number of collectives on the link while
+			// this one runs (itself included).
+			share := sumOverlap(byLink[link[i]], t.Start, t.End) / d
+			share = math.Max(share, 1)
+			next[i] = latency[i] + (base[i]-latency[i])*share
+		}
+		// Damp the update so alternating overlaps converge.
+		for i := range next {
+			durations[i] = (durations[i] + next[i]) / 2
+		}
+		sim = run(p, m, durations)
+	}
 	// Slow compute by the share of its interval that overlaps collectives.
-	comm := first.collectiveIntervals(p)
-	adjusted := append([]float64(nil), base...)
+	comm := sim.collectiveIntervals(p)
+	adjusted := append([]float64(nil), durations...)
 	for i := range p.Ops {
 		if k := p.Ops[i].Kind; k == OpForward || k == OpBackward {
-			t := first.Ops[i]
+			t := sim.Ops[i]
 			if d := t.End - t.Start; d > 0 {
 				adjusted[i] = base[i] * (1 + m.Cal.Overlap*overlap(comm, t.Start, t.End)/d)
 			}
 		}
 	}
-	sim := run(p, m, adjusted)
+	sim = run(p, m, adjusted)
 	for i := range p.Ops {
 		if k := p.Ops[i].Kind; k == OpForward || k == OpBackward || k == OpOptimizer && p.Ops[i].Stream == StreamCompute {
 			sim.ComputeTime += base[i]
 		}
 	}
 	return sim
+}
+
+// sumOverlap adds up, over sorted (not merged) intervals, how much of
+// [a, b) each covers.
+func sumOverlap(ivs []interval, a, b float64) float64 {
+	total := 0.0
+	for _, iv := range ivs {
+		if iv.start >= b {
+			break
+		}
+		if iv.end > a {
+			total += math.Min(b, iv.end) - math.Max(a, iv.start)
+		}
+	}
+	return total
 }
 
 // Timing is when an operation ran, in seconds from the start of the step.

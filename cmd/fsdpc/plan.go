@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
@@ -19,6 +20,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	out := fl.String("o", "plan.bin", "write the plan here")
 	dump := fl.String("d", "", "print the planner state after this pass (\"help\" lists the passes, \"all\" dumps after each)")
 	check := fl.Bool("check", false, "check the plan after every pass, not only at the end")
+	tune := fl.Bool("tune", false, "search the decisions the policy leaves open for the fastest plan that fits")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nCompiles the model into an FSDP plan, writes plan.bin and prints a summary.")
@@ -56,8 +58,22 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	p, err := planner.Plan(m, opts)
-	if err != nil {
+	var p *schedule.Plan
+	var tuning *planner.Tuning
+	if *tune {
+		progress := func(n int) {}
+		if isTerminal(stderr) {
+			progress = func(n int) { fmt.Fprintf(stderr, "\rtuning: %d candidates evaluated", n) }
+		}
+		tuning, err = planner.Tune(m, planner.TuneOptions{Progress: progress})
+		if isTerminal(stderr) {
+			fmt.Fprintln(stderr)
+		}
+		if err != nil {
+			return reportErr(stderr, err)
+		}
+		p = tuning.Plan
+	} else if p, err = planner.Plan(m, opts); err != nil {
 		return reportErr(stderr, err)
 	}
 	if err := schedule.WriteFile(*out, p); err != nil {
@@ -70,7 +86,54 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if *dump == "" {
 		printPlanSummary(stdout, p, *out, size)
 	}
+	if tuning != nil {
+		printTuning(stdout, tuning)
+	}
 	return 0
+}
+
+// printTuning explains what the autotuner chose and why.
+func printTuning(w io.Writer, t *planner.Tuning) {
+	b, best := t.Baseline, t.Best
+	fmt.Fprintf(w, "\ntuned: %d candidates in %s\n", t.Evaluated, t.Elapsed.Round(time.Millisecond))
+	line := func(label string, c planner.Candidate) {
+		fits := ""
+		if !c.Fits {
+			fits = " (does not fit)"
+		}
+		fmt.Fprintf(w, "  %-9s step %s, exposed communication %s, peak %s reserved%s\n", label, seconds(c.StepTime), seconds(c.ExposedComm), ir.FormatBytes(c.PeakReserved), fits)
+	}
+	line("baseline", b)
+	line("tuned", best)
+	if b.StepTime > 0 {
+		fmt.Fprintf(w, "  gain      %.1f%% faster than the file's own (FSDP2-default) plan\n", 100*(b.StepTime-best.StepTime)/b.StepTime)
+	}
+	fmt.Fprintf(w, "  binding   %s", t.Binding)
+	switch t.Binding {
+	case "memory":
+		fmt.Fprintf(w, ": a faster candidate does not fit in the %s usable (the budget less a margin for fragmentation, or the file's own plan's peak if that is larger)", ir.FormatBytes(t.Usable))
+	case "communication":
+		fmt.Fprintf(w, ": %s of communication stays exposed", seconds(best.ExposedComm))
+	}
+	fmt.Fprintln(w)
+	if len(best.Decisions) == 0 {
+		fmt.Fprintln(w, "decisions: none; the file's own plan is the fastest that fits")
+	} else {
+		fmt.Fprintln(w, "decisions (add to [policy] or [train] to keep them):")
+		for _, d := range best.Decisions {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+	}
+	if len(t.Alternatives) > 0 {
+		fmt.Fprintln(w, "next best:")
+		for i, a := range t.Alternatives {
+			desc := strings.Join(a.Decisions, "; ")
+			if desc == "" {
+				desc = "the file's own plan"
+			}
+			fmt.Fprintf(w, "  %d. step %s, peak %s: %s\n", i+1, seconds(a.StepTime), ir.FormatBytes(a.PeakReserved), desc)
+		}
+	}
 }
 
 // printPlanSummary says in a few lines what the plan decided.

@@ -1,0 +1,577 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// The autotuner: it searches the decisions the policy leaves open against
+// the simulator and returns the fastest plan that fits the memory budget
+// (with a safety margin for fragmentation), breaking ties by lower memory.
+//
+// The search space (knobs) is per class of groups, not per group: every
+// instance of a repeated block gets the same decision, since identical
+// layers cost the same; the one per-layer exception it tries is keeping the
+// last k blocks unsharded after forward (their backward then needs no
+// all-gather). It never changes what the file fixed.
+//
+// The search is coordinate descent: start from the file's own plan (FSDP2's
+// defaults where the file says nothing), try every value of one knob with
+// the others held, keep the best that fits, and sweep the knobs until a
+// sweep improves nothing. Candidates are cached by their knobs. If the
+// file's plan does not fit, the first sweep looks for memory before speed,
+// and CPU offload is tried only when nothing else fits.
+
+// TuneOptions control the search.
+type TuneOptions struct {
+	// Margin is the share of the budget kept free for fragmentation.
+	Margin float64
+	// Progress, if set, is called after each candidate.
+	Progress func(evaluated int)
+	// Exhaustive evaluates every combination of the knobs instead of
+	// descending coordinate by coordinate (for tests on small models).
+	Exhaustive bool
+}
+
+// Candidate is one evaluated setting of the knobs.
+type Candidate struct {
+	Decisions    []string // what differs from the file's own plan
+	StepTime     float64
+	ExposedComm  float64
+	PeakReserved int64
+	Fits         bool
+	knobs        knobs
+	plan         *schedule.Plan
+}
+
+// Tuning is the autotuner's answer.
+type Tuning struct {
+	Plan     *schedule.Plan
+	Baseline Candidate
+	Best     Candidate
+	// Alternatives are the next-best candidates that fit, fastest first.
+	Alternatives []Candidate
+	// Binding names what limits the tuned plan: "memory" (a faster
+	// candidate did not fit), "communication" (exposed communication
+	// remains) or "compute".
+	Binding   string
+	Evaluated int
+	Elapsed   time.Duration
+	Usable    int64 // the budget less the margin
+}
+
+// knobs is one point of the search space. Zero values mean "as the file
+// says".
+type knobs struct {
+	reshard       string // "", "true", "false", or N ranks
+	lastUnsharded int    // keep the last k blocks unsharded after forward
+	prefetchF     int    // -1: as the file says
+	prefetchB     int
+	blocks        int // blocks per unit; 0: as the file says
+	children      bool
+	rsBuffers     int
+	paramDType    ir.DType
+	reduceDType   ir.DType
+	checkpointing string // "": as the file says
+	offload       bool
+}
+
+func (k knobs) key() string { return fmt.Sprintf("%+v", k) }
+
+// dimension is one knob and the values it may take for this model.
+type dimension struct {
+	name   string
+	values []func(*knobs)
+	labels []string
+	memory bool // its values can save memory
+}
+
+// Tune searches for the fastest plan that fits.
+func Tune(m *ir.Model, opts TuneOptions) (*Tuning, error) {
+	start := time.Now()
+	if opts.Margin == 0 {
+		opts.Margin = 0.05
+	}
+	t := &tuner{m: m, opts: opts, cache: map[string]*Candidate{}}
+	t.usable = int64(float64(m.Cluster.MemoryBudget) * (1 - opts.Margin))
+	base := knobs{prefetchF: -1, prefetchB: -1}
+	baseline, err := t.eval(base)
+	if err != nil {
+		return nil, err
+	}
+	// The file's own plan is acceptable to its author if it fits the
+	// budget itself: the margin never makes the tuner return something
+	// slower than what the user would get without it.
+	if !baseline.Fits && baseline.StepTime > 0 && baseline.PeakReserved <= m.Cluster.MemoryBudget {
+		t.usable = baseline.PeakReserved
+		for _, c := range t.cache {
+			c.Fits = c.StepTime > 0 && c.PeakReserved <= t.usable
+		}
+	}
+	dims := t.dimensions()
+	var best *Candidate
+	if opts.Exhaustive {
+		best = t.exhaustive(base, dims)
+	} else {
+		best = t.descend(baseline, dims)
+	}
+	if best == nil || !best.Fits {
+		// Offload is the last resort.
+		k := base
+		k.offload = true
+		if c, err := t.eval(k); err == nil && c.Fits {
+			best = t.descend(c, dims)
+		}
+	}
+	if best == nil || !best.Fits {
+		return nil, fmt.Errorf("%s: no plan fits the memory budget of %s (with a %.0f%% margin): the best candidate reserves %s; %s",
+			m.File, ir.FormatBytes(m.Cluster.MemoryBudget), opts.Margin*100, ir.FormatBytes(t.smallest().PeakReserved),
+			"more GPUs, a shorter sequence or a smaller micro-batch are left")
+	}
+	// Verify the winner: the search skipped the verifier.
+	final, err := t.plan(best.knobs, false)
+	if err != nil {
+		return nil, err
+	}
+	tu := &Tuning{Plan: final, Baseline: *baseline, Best: *best, Evaluated: len(t.cache), Usable: t.usable}
+	tu.Best.plan, tu.Baseline.plan = nil, nil
+	tu.Alternatives = t.alternatives(best)
+	tu.Binding = t.binding(best)
+	tu.Elapsed = time.Since(start)
+	return tu, nil
+}
+
+type tuner struct {
+	m      *ir.Model
+	opts   TuneOptions
+	cache  map[string]*Candidate
+	usable int64
+}
+
+func (t *tuner) fixed() (reshard, prefetchF, prefetchB, paramDT, reduceDT, offload bool) {
+	p := t.m.Policy
+	check := func(g ir.GroupPolicy) {
+		reshard = reshard || g.ReshardAfterForward != nil
+		prefetchF = prefetchF || g.PrefetchForward != nil
+		prefetchB = prefetchB || g.PrefetchBackward != nil
+		paramDT = paramDT || g.ParamDType != ir.DTypeInvalid
+		reduceDT = reduceDT || g.ReduceDType != ir.DTypeInvalid
+		offload = offload || g.Offload != nil
+	}
+	check(p.Default)
+	for _, o := range p.Overrides {
+		check(o.GroupPolicy)
+	}
+	return
+}
+
+// dimensions lists the knobs the file leaves open, memory savers first.
+func (t *tuner) dimensions() []dimension {
+	m := t.m
+	fReshard, fPF, fPB, fParam, fReduce, _ := t.fixed()
+	var dims []dimension
+	blocks := m.Policy.UnitsMode == ir.UnitsBlocks || m.Policy.UnitsMode == ir.UnitsAuto
+	if !m.Train.CheckpointingSet {
+		d := dimension{name: "checkpointing", memory: true}
+		for _, c := range []string{"full", "selective", "none"} {
+			c := c
+			d.values = append(d.values, func(k *knobs) { k.checkpointing = c })
+			d.labels = append(d.labels, c)
+		}
+		dims = append(dims, d)
+	}
+	if !fReshard {
+		d := dimension{name: "reshard_after_forward", memory: true}
+		add := func(label string, f func(*knobs)) { d.values = append(d.values, f); d.labels = append(d.labels, label) }
+		add("true", func(k *knobs) { k.reshard = "true"; k.lastUnsharded = 0 })
+		add("false", func(k *knobs) { k.reshard = "false"; k.lastUnsharded = 0 })
+		// Reshard to a node: the backward all-gather stays on NVLink.
+		W := m.Cluster.ShardSize()
+		for _, n := range []int{m.Cluster.GPUsPerNode, m.Cluster.GPUsPerNode / 2} {
+			if n > 1 && n < W && W%n == 0 {
+				n := n
+				add(fmt.Sprint(n), func(k *knobs) { k.reshard = fmt.Sprint(n); k.lastUnsharded = 0 })
+			}
+		}
+		if blocks {
+			for _, last := range []int{1, 2, 4} {
+				last := last
+				add(fmt.Sprintf("false for the last %d blocks", last), func(k *knobs) { k.reshard = "true"; k.lastUnsharded = last })
+			}
+		}
+		dims = append(dims, d)
+	}
+	if !fPF {
+		d := dimension{name: "prefetch_forward"}
+		for _, v := range []int{0, 1, 2} {
+			v := v
+			d.values = append(d.values, func(k *knobs) { k.prefetchF = v })
+			d.labels = append(d.labels, prefetchLabel(v))
+		}
+		dims = append(dims, d)
+	}
+	if !fPB {
+		d := dimension{name: "prefetch_backward"}
+		for _, v := range []int{0, 1, 2} {
+			v := v
+			d.values = append(d.values, func(k *knobs) { k.prefetchB = v })
+			d.labels = append(d.labels, prefetchLabel(v))
+		}
+		dims = append(dims, d)
+	}
+	if blocks {
+		d := dimension{name: "units"}
+		for _, b := range []int{1, 2, 4} {
+			b := b
+			d.values = append(d.values, func(k *knobs) { k.blocks = b; k.children = false })
+			d.labels = append(d.labels, fmt.Sprintf("%d block(s) per unit", b))
+		}
+		d.values = append(d.values, func(k *knobs) { k.blocks = 0; k.children = true })
+		d.labels = append(d.labels, "each block's children")
+		dims = append(dims, d)
+	}
+	{
+		d := dimension{name: "reduce_scatter_buffers"}
+		for _, b := range []int{1, 2} {
+			b := b
+			d.values = append(d.values, func(k *knobs) { k.rsBuffers = b })
+			d.labels = append(d.labels, fmt.Sprint(b))
+		}
+		dims = append(dims, d)
+	}
+	if !fParam {
+		d := dimension{name: "param_dtype", memory: true}
+		d.values = append(d.values, func(k *knobs) { k.paramDType = ir.BF16 })
+		d.labels = append(d.labels, "bf16")
+		dims = append(dims, d)
+	}
+	if !fReduce {
+		d := dimension{name: "reduce_dtype"}
+		d.values = append(d.values, func(k *knobs) { k.reduceDType = ir.FP32 }, func(k *knobs) { k.reduceDType = ir.DTypeInvalid })
+		d.labels = append(d.labels, "fp32", "the parameter dtype")
+		dims = append(dims, d)
+	}
+	// Memory savers first when the file's plan does not fit.
+	sort.SliceStable(dims, func(i, j int) bool { return dims[i].memory && !dims[j].memory })
+	return dims
+}
+
+func prefetchLabel(v int) string {
+	if v == 0 {
+		return "implicit"
+	}
+	return fmt.Sprint(v)
+}
+
+// better orders candidates: fitting first, then faster, then smaller.
+func better(a, b *Candidate) bool {
+	if a.Fits != b.Fits {
+		return a.Fits
+	}
+	if !a.Fits {
+		return a.PeakReserved < b.PeakReserved
+	}
+	if a.StepTime != b.StepTime {
+		return a.StepTime < b.StepTime*(1-1e-9)
+	}
+	return a.PeakReserved < b.PeakReserved
+}
+
+func (t *tuner) descend(start *Candidate, dims []dimension) *Candidate {
+	best := start
+	for sweep := 0; sweep < 4; sweep++ {
+		improved := false
+		for _, d := range dims {
+			for _, set := range d.values {
+				k := best.knobs
+				set(&k)
+				c, err := t.eval(k)
+				if err != nil {
+					continue
+				}
+				if better(c, best) {
+					best, improved = c, true
+				}
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return best
+}
+
+func (t *tuner) exhaustive(base knobs, dims []dimension) *Candidate {
+	var best *Candidate
+	var walk func(i int, k knobs)
+	walk = func(i int, k knobs) {
+		if i == len(dims) {
+			if c, err := t.eval(k); err == nil && (best == nil || better(c, best)) {
+				best = c
+			}
+			return
+		}
+		walk(i+1, k) // the file's own value
+		for _, set := range dims[i].values {
+			kk := k
+			set(&kk)
+			walk(i+1, kk)
+		}
+	}
+	walk(0, base)
+	return best
+}
+
+// eval plans and simulates one candidate, once.
+func (t *tuner) eval(k knobs) (*Candidate, error) {
+	if c, ok := t.cache[k.key()]; ok {
+		return c, nil
+	}
+	c := &Candidate{knobs: k, Decisions: k.describe()}
+	p, err := t.plan(k, true)
+	if err != nil {
+		// A candidate that does not plan (over budget, or invalid for this
+		// model) is recorded as not fitting.
+		c.PeakReserved = 1<<63 - 1
+		if p != nil {
+			pr := p.Prediction
+			c.StepTime, c.ExposedComm, c.PeakReserved = pr.StepTime, pr.ExposedComm, pr.PeakReserved
+		}
+		t.cache[k.key()] = c
+		if t.opts.Progress != nil {
+			t.opts.Progress(len(t.cache))
+		}
+		if len(t.cache) == 1 && p == nil && !isBudgetError(err) {
+			return nil, err // the file itself does not plan
+		}
+		return c, nil
+	}
+	pr := p.Prediction
+	c.StepTime, c.ExposedComm, c.PeakReserved = pr.StepTime, pr.ExposedComm, pr.PeakReserved
+	c.Fits = pr.PeakReserved <= t.usable
+	c.plan = p
+	t.cache[k.key()] = c
+	if t.opts.Progress != nil {
+		t.opts.Progress(len(t.cache))
+	}
+	return c, nil
+}
+
+func isBudgetError(err error) bool { return err != nil && strings.Contains(err.Error(), "does not fit") }
+
+// plan applies the knobs to the model and plans it. Over-budget plans are
+// returned with their prediction so the search can compare them.
+func (t *tuner) plan(k knobs, skipVerify bool) (*schedule.Plan, error) {
+	m, err := t.model(k)
+	if err != nil {
+		return nil, err
+	}
+	// Plan without the budget check: the tuner applies its own margin.
+	saved := m.Cluster.MemoryBudget
+	m.Cluster.MemoryBudget = 1 << 62
+	p, err := Plan(m, Options{skipVerify: skipVerify})
+	if p != nil {
+		p.Cluster.MemoryBudget = saved
+	}
+	m.Cluster.MemoryBudget = saved
+	if err != nil {
+		return nil, err
+	}
+	if p.Prediction.PeakReserved > saved {
+		return p, fmt.Errorf("does not fit")
+	}
+	return p, nil
+}
+
+// model builds the model with the knobs applied to its policy (and, for
+// checkpointing, lowered again).
+func (t *tuner) model(k knobs) (*ir.Model, error) {
+	apply := func(m *ir.Model) {
+		pol := &m.Policy
+		pol.Overrides = append([]ir.Override(nil), pol.Overrides...)
+		d := &pol.Default
+		if k.checkpointing != "" {
+			m.Train.Checkpointing = map[string]ir.Checkpointing{"none": ir.CheckpointNone, "full": ir.CheckpointFull, "selective": ir.CheckpointSelective}[k.checkpointing]
+		}
+		switch k.reshard {
+		case "true":
+			d.ReshardAfterForward = &ir.Reshard{Bool: true}
+		case "false":
+			d.ReshardAfterForward = &ir.Reshard{Bool: false}
+		case "":
+		default:
+			var n int
+			fmt.Sscan(k.reshard, &n)
+			d.ReshardAfterForward = &ir.Reshard{N: n}
+		}
+		if k.reshard != "" {
+			// The root keeps FSDP2's default (false) unless the file said.
+			if root, err := ir.CompileGlob(""); err == nil {
+				pol.Overrides = append(pol.Overrides, ir.Override{Match: ir.Pattern{Glob: root},
+					GroupPolicy: ir.GroupPolicy{ReshardAfterForward: &ir.Reshard{Bool: false}}})
+			}
+		}
+		for _, name := range t.lastBlocks(k.lastUnsharded) {
+			if g, err := ir.CompileGlob(name); err == nil {
+				pol.Overrides = append(pol.Overrides, ir.Override{Match: ir.Pattern{Glob: g},
+					GroupPolicy: ir.GroupPolicy{ReshardAfterForward: &ir.Reshard{Bool: false}}})
+			}
+		}
+		if k.prefetchF >= 0 {
+			v := k.prefetchF
+			d.PrefetchForward = &v
+		}
+		if k.prefetchB >= 0 {
+			v := k.prefetchB
+			d.PrefetchBackward = &v
+		}
+		if k.blocks > 0 {
+			pol.BlocksPerUnit = k.blocks
+		}
+		if k.children {
+			pol.UnitsMode = ir.UnitsBlockChildren
+		}
+		if k.rsBuffers > 0 {
+			pol.ReduceScatterBuffers = k.rsBuffers
+		}
+		if k.paramDType != ir.DTypeInvalid {
+			d.ParamDType = k.paramDType
+		}
+		if k.reduceDType != ir.DTypeInvalid {
+			d.ReduceDType = k.reduceDType
+		}
+		if k.offload {
+			v := true
+			d.Offload = &v
+		}
+	}
+	if k.checkpointing != "" || k.paramDType != ir.DTypeInvalid {
+		// Costs depend on these: lower again.
+		return t.m.Relower(apply)
+	}
+	m := *t.m
+	apply(&m)
+	return &m, nil
+}
+
+// lastBlocks names the last k instances of the model's repeated blocks.
+func (t *tuner) lastBlocks(k int) []string {
+	if k == 0 {
+		return nil
+	}
+	var out []string
+	for i := len(t.m.Modules) - 1; i >= 0 && len(out) < k; i-- {
+		mod := &t.m.Modules[i]
+		if mod.Instance >= 0 && !insideInstance(t.m, mod.Parent) {
+			out = append(out, mod.Name)
+		}
+	}
+	return out
+}
+
+func (k knobs) describe() []string {
+	var out []string
+	if k.checkpointing != "" {
+		out = append(out, fmt.Sprintf("checkpointing = %q", k.checkpointing))
+	}
+	switch {
+	case k.reshard != "" && k.lastUnsharded > 0:
+		out = append(out, fmt.Sprintf("reshard_after_forward = false for the last %d blocks", k.lastUnsharded))
+	case k.reshard == "true" || k.reshard == "false":
+		out = append(out, "reshard_after_forward = "+k.reshard)
+	case k.reshard != "":
+		out = append(out, fmt.Sprintf("reshard_after_forward = %s (keep a 1/%s slice; backward re-gathers within a node)", k.reshard, k.reshard))
+	}
+	if k.prefetchF > 0 {
+		out = append(out, "prefetch_forward = "+fmt.Sprint(k.prefetchF))
+	}
+	if k.prefetchB > 0 {
+		out = append(out, "prefetch_backward = "+fmt.Sprint(k.prefetchB))
+	}
+	if k.blocks > 1 {
+		out = append(out, fmt.Sprintf("blocks_per_unit = %d", k.blocks))
+	}
+	if k.children {
+		out = append(out, `units = "block-children"`)
+	}
+	if k.rsBuffers > 1 {
+		out = append(out, fmt.Sprintf("reduce_scatter_buffers = %d", k.rsBuffers))
+	}
+	if k.paramDType != ir.DTypeInvalid {
+		out = append(out, fmt.Sprintf("param_dtype = %q", k.paramDType))
+	}
+	if k.reduceDType != ir.DTypeInvalid {
+		out = append(out, fmt.Sprintf("reduce_dtype = %q", k.reduceDType))
+	}
+	if k.offload {
+		out = append(out, "offload = true")
+	}
+	return out
+}
+
+func (t *tuner) smallest() *Candidate {
+	var s *Candidate
+	for _, c := range t.cache {
+		if s == nil || c.PeakReserved < s.PeakReserved || c.PeakReserved == s.PeakReserved && c.knobs.key() < s.knobs.key() {
+			s = c
+		}
+	}
+	return s
+}
+
+func (t *tuner) sorted() []*Candidate {
+	var all []*Candidate
+	for _, c := range t.cache {
+		all = append(all, c)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if better(all[i], all[j]) != better(all[j], all[i]) {
+			return better(all[i], all[j])
+		}
+		return all[i].knobs.key() < all[j].knobs.key()
+	})
+	return all
+}
+
+func (t *tuner) alternatives(best *Candidate) []Candidate {
+	var out []Candidate
+	// Different knobs can give the same plan (an explicit prefetch of 0 is
+	// the implicit one): list only candidates whose predictions differ.
+	type outcome struct {
+		step int64
+		mem  int64
+	}
+	seen := map[outcome]bool{{int64(best.StepTime * 1e6), best.PeakReserved}: true}
+	for _, c := range t.sorted() {
+		o := outcome{int64(c.StepTime * 1e6), c.PeakReserved}
+		if c == best || !c.Fits || seen[o] {
+			continue
+		}
+		seen[o] = true
+		cc := *c
+		cc.plan = nil
+		out = append(out, cc)
+		if len(out) == 3 {
+			break
+		}
+	}
+	return out
+}
+
+// binding says what stops the tuned plan from being faster.
+func (t *tuner) binding(best *Candidate) string {
+	for _, c := range t.sorted() {
+		if !c.Fits && c.StepTime > 0 && c.StepTime < best.StepTime*(1-1e-6) && c.PeakReserved < 1<<62 {
+			return "memory"
+		}
+	}
+	if best.ExposedComm > 0.05*best.StepTime {
+		return "communication"
+	}
+	return "compute"
+}

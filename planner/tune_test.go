@@ -1,0 +1,94 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fsdpc/fsdpc/plans"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+func TestTuneZoo(t *testing.T) {
+	for _, name := range plans.Names() {
+		t.Run(name, func(t *testing.T) {
+			m := loadZoo(t, name)
+			tu, err := Tune(m, TuneOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schedule.Verify(tu.Plan); err != nil {
+				t.Fatalf("the tuned plan is unsafe: %v", err)
+			}
+			if tu.Best.StepTime > tu.Baseline.StepTime*(1+1e-9) && tu.Baseline.Fits {
+				t.Errorf("tuned %.4f s is slower than the FSDP2-default plan %.4f s", tu.Best.StepTime, tu.Baseline.StepTime)
+			}
+			if tu.Plan.Prediction.PeakReserved > tu.Usable {
+				t.Errorf("the tuned plan reserves %d bytes, over the usable %d", tu.Plan.Prediction.PeakReserved, tu.Usable)
+			}
+			t.Logf("%-16s baseline %8.3f s (exposed %6.3f) → tuned %8.3f s (exposed %6.3f), %+.1f%%, %d candidates in %v, binding %s: %s",
+				name, tu.Baseline.StepTime, tu.Baseline.ExposedComm, tu.Best.StepTime, tu.Best.ExposedComm,
+				100*(tu.Best.StepTime-tu.Baseline.StepTime)/tu.Baseline.StepTime, tu.Evaluated, tu.Elapsed.Round(1e6), tu.Binding, strings.Join(tu.Best.Decisions, "; "))
+		})
+	}
+}
+
+// TestTuneMatchesExhaustive: on small models the descent finds a plan
+// within 1% of the best of every combination.
+func TestTuneMatchesExhaustive(t *testing.T) {
+	for _, name := range []string{"gpt2-124m", "vit-b16", "t5-base"} {
+		m := loadZoo(t, name)
+		greedy, err := Tune(m, TuneOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := Tune(m, TuneOptions{Exhaustive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if greedy.Best.StepTime > all.Best.StepTime*1.01 {
+			t.Errorf("%s: descent %.5f s, exhaustive %.5f s (%d combinations)", name, greedy.Best.StepTime, all.Best.StepTime, all.Evaluated)
+		}
+		t.Logf("%s: descent %.5f s in %d candidates, exhaustive %.5f s in %d", name, greedy.Best.StepTime, greedy.Evaluated, all.Best.StepTime, all.Evaluated)
+	}
+}
+
+func TestTuneRespectsFixedChoices(t *testing.T) {
+	src, file, _ := plans.Source("llama3-8b")
+	text := strings.Replace(string(src), "reduce_dtype = \"fp32\"", "reduce_dtype = \"fp32\"\nreshard_after_forward = true\nprefetch_forward = 1", 1)
+	m := mustLoadText(t, file, text)
+	tu, err := Tune(m, TuneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range tu.Plan.Groups {
+		if !g.Root && (g.Policy.Reshard != schedule.ReshardTrue || g.Policy.PrefetchForward != 1) {
+			t.Errorf("group %s: the tuner changed a fixed choice: %+v", g.Name, g.Policy)
+		}
+		if g.Policy.Param.String() != "bf16" || g.Policy.Reduce.String() != "fp32" || tu.Plan.Train.Checkpointing != "full" {
+			t.Errorf("group %s: dtypes or checkpointing changed", g.Name)
+		}
+	}
+	for _, d := range tu.Best.Decisions {
+		if strings.Contains(d, "reshard_after_forward") || strings.Contains(d, "prefetch_forward") {
+			t.Errorf("decision %q touches a fixed choice", d)
+		}
+	}
+}
+
+// BenchmarkTune405B: the search for llama3.1-405b on 16,384 GPUs.
+func BenchmarkTune405B(b *testing.B) {
+	src, file, _ := plans.Source("llama3.1-405b")
+	text := strings.Replace(string(src), "world_size = 512", "world_size = 16384", 1)
+	text = strings.Replace(text, "replicate = 2", "replicate = 64", 1)
+	m := mustLoadText(b, file, text)
+	for b.Loop() {
+		tu, err := Tune(m, TuneOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(tu.Evaluated), "candidates")
+	}
+}
+
+var _ = fmt.Sprint
