@@ -362,7 +362,9 @@ func (t *tuner) eval(k knobs) (*Candidate, error) {
 	return c, nil
 }
 
-func isBudgetError(err error) bool { return err != nil && strings.Contains(err.Error(), "does not fit") }
+func isBudgetError(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "does not fit")
+}
 
 // plan applies the knobs to the model and plans it. Over-budget plans are
 // returned with their prediction so the search can compare them.
