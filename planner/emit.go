@@ -49,7 +49,7 @@ func emitSchedule(s *state) error {
 	e.p.Events = e.nextEvent
 	for g := range e.p.Groups {
 		if e.mistargeted[g] {
-			s.warnf("%s: backward prefetch all-gathers it although no gradient flows through it (FSDP2 pitfall 5): the gather is wasted and its %s are held until the end of backward; set prefetch_backward on the group before it",
+			s.warnf("%s: backward prefetch all-gathers it although no gradient flows through it (FSDP2 pitfall 5): the gather is wasted and its %s are held until the end of backward; FSDP2's explicit prefetch lists (set_modules_to_backward_prefetch) can skip it, fsdpc's prefetch depth cannot",
 				groupLabel(&e.p.Groups[g]), ir.FormatBytes(e.unshardedBytes(g)))
 		}
 	}
@@ -67,11 +67,12 @@ type emitter struct {
 	nextEvent   int
 	eventStream []schedule.Stream // where each event was recorded
 	// Per group.
-	shardedBuf  []int // persistent sharded parameters (device or host)
-	stateBuf    []int // persistent optimizer states
-	hostGradBuf []int // offload: persistent pinned host gradients
-	gradBuf     []int // sharded gradients, live from the reduction to the optimizer
-	agOut       []int // pending all-gather output, or -1
+	shardedBuf  []int  // persistent sharded parameters (device or host)
+	stateBuf    []int  // persistent optimizer states
+	hostGradBuf []int  // offload: persistent pinned host gradients
+	hostGradSet []bool // this step has written them
+	gradBuf     []int  // sharded gradients, live from the reduction to the optimizer
+	agOut       []int  // pending all-gather output, or -1
 	agEvent     []int
 	unsharded   []int // unsharded parameters, or -1
 	slice       []int // int reshard: the post-forward slice, or -1
@@ -119,6 +120,7 @@ func newEmitter(s *state) *emitter {
 	e.postEvent, e.offloadEv, e.heldAR = fill(), fill(), fill()
 	e.agState.buf, e.agState.event = -1, -1
 	e.mistargeted = map[int]bool{}
+	e.hostGradSet = make([]bool, n)
 	e.first, e.last = s.forwardSpans()
 	e.buildSegments()
 	return e
@@ -353,6 +355,26 @@ func (e *emitter) unshardedBytes(g int) int64 {
 	return e.p.Groups[g].ShardBytes * int64(e.W())
 }
 
+// shardedBytes is a rank's padded shards in the parameters' own dtypes.
+func (e *emitter) shardedBytes(g int) int64 {
+	var n int64
+	for _, p := range e.p.Groups[g].Params {
+		n += p.ShardNumel * p.DType.Size()
+	}
+	return n
+}
+
+// casts reports whether any of the group's parameters gathers in another
+// dtype than its own: only then does copy-in go through a temporary.
+func (e *emitter) casts(g int) bool {
+	for _, p := range e.p.Groups[g].Params {
+		if p.GatherDType != p.DType {
+			return true
+		}
+	}
+	return false
+}
+
 // computeDType is the dtype the group's trainable parameters compute and
 // produce gradients in.
 func (e *emitter) computeDType(g int) ir.DType {
@@ -394,7 +416,7 @@ func (e *emitter) persistent() {
 		if grp.Policy.Offload {
 			pool = schedule.PoolHost
 		}
-		e.shardedBuf[g] = e.newBuffer(g, schedule.BufShardedParams, pool, grp.ShardNumel*grp.Policy.Orig.Size(), true, "sharded-params")
+		e.shardedBuf[g] = e.newBuffer(g, schedule.BufShardedParams, pool, e.shardedBytes(g), true, "sharded-params")
 		if e.trains(g) && e.m.Train.OptimizerStateBytes > 0 {
 			// The optimizer sees the unpadded local tensors; the padded
 			// size bounds every rank.
@@ -539,16 +561,16 @@ func (e *emitter) unshard(g int, backward bool) {
 		src = e.slice[g]
 		shardBytes = e.unshardedBytes(g) / int64(pol.ReshardTo)
 	case pol.Offload:
-		h2d := e.alloc(CI, g, schedule.BufH2DTemp, grp.ShardNumel*pol.Orig.Size(), "h2d")
+		h2d := e.alloc(CI, g, schedule.BufH2DTemp, e.shardedBytes(g), "h2d")
 		o := blank(schedule.OpH2D, CI)
-		o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, h2d, src, grp.ShardNumel*pol.Orig.Size(), pol.Orig
+		o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, h2d, src, e.shardedBytes(g), pol.Orig
 		e.op(o)
 		src, temps = h2d, append(temps, h2d)
-		if pol.Param != pol.Orig {
+		if e.casts(g) {
 			cast := e.alloc(CI, g, schedule.BufCastTemp, shardBytes, "cast")
 			temps = append(temps, cast)
 		}
-	case pol.Param != pol.Orig:
+	case e.casts(g):
 		cast := e.alloc(CI, g, schedule.BufCastTemp, shardBytes, "cast")
 		temps = append(temps, cast)
 	}

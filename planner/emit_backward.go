@@ -74,6 +74,23 @@ func (e *emitter) backward(sync bool) {
 	}
 	if sync {
 		e.finalize()
+	} else {
+		e.dropPending()
+	}
+}
+
+// dropPending waits for and drops prefetched all-gathers nothing used: FSDP2
+// runs finalize_backward after every backward, also on micro-batches that
+// do not synchronise.
+func (e *emitter) dropPending() {
+	D := schedule.StreamCompute
+	for g := range e.p.Groups {
+		if e.agOut[g] >= 0 {
+			e.mistargeted[g] = true
+			e.wait(D, e.agEvent[g])
+			e.free(e.agOut[g], e.agEvent[g])
+			e.agOut[g], e.agEvent[g] = -1, -1
+		}
 	}
 }
 
@@ -243,10 +260,28 @@ func (e *emitter) postBackward(g int, sync bool) {
 		grad = e.gradBuf[g]
 	}
 	if pol.Offload {
+		bytes := grp.GradShardNumel * pol.Orig.Size()
+		dst := e.hostGradBuf[g]
+		if e.hostGradSet[g] {
+			// Gradients from an earlier micro-batch are on the host: the
+			// copy lands in a pinned temporary and the CPU adds it, which
+			// needs the data, so FSDP2 copies blocking here.
+			dst = e.alloc(schedule.StreamHost, g, schedule.BufH2DTemp, bytes, "d2h")
+		}
 		o := blank(schedule.OpD2H, post)
-		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.hostGradBuf[g], grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
+		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, dst, grad, pol.Orig, bytes
 		e.op(o)
 		e.offloadEv[g] = e.record(post)
+		if dst != e.hostGradBuf[g] {
+			sy := blank(schedule.OpSync, schedule.StreamHost)
+			sy.Group, sy.Event = g, e.offloadEv[g]
+			e.op(sy)
+			a := blank(schedule.OpAccumulate, schedule.StreamHost)
+			a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, e.hostGradBuf[g], dst, pol.Orig, bytes
+			e.op(a)
+			e.free(dst)
+		}
+		e.hostGradSet[g] = true
 		// The device copy goes back to its pool only once the copy has
 		// drained: its allocating stream waits for the copy first (the
 		// HSDP + offload race, FSDP2 pitfall 7).
@@ -287,15 +322,10 @@ func (e *emitter) finalize() {
 			e.op(o)
 			e.offloadEv[g] = -1
 		}
-		// A prefetch that nothing waited for is waited and dropped
-		// (FSDP2 pitfall 5: its memory was held until here).
-		if e.agOut[g] >= 0 {
-			e.mistargeted[g] = true
-			e.wait(D, e.agEvent[g])
-			e.free(e.agOut[g], e.agEvent[g])
-			e.agOut[g], e.agEvent[g] = -1, -1
-		}
 	}
+	// A prefetch that nothing waited for is waited and dropped (FSDP2
+	// pitfall 5: its memory was held until here).
+	e.dropPending()
 	for _, st := range e.rsState {
 		e.wait(D, st.event)
 		e.free(st.buf)
@@ -322,6 +352,13 @@ func (e *emitter) optimizer() {
 		bytes := elems*grp.Policy.Orig.Size()*3 + 2*elems*e.m.Train.OptimizerStateBytes
 		o := blank(schedule.OpOptimizer, st)
 		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.shardedBuf[g], e.stateBuf[g], grp.Policy.Orig, bytes
+		// It reads the sharded gradients, on the device or the host copy;
+		// finalize ordered their last write before it.
+		if grad := e.gradBuf[g]; grad >= 0 {
+			o.Uses = append(o.Uses, grad)
+		} else if e.hostGradBuf[g] >= 0 {
+			o.Uses = append(o.Uses, e.hostGradBuf[g])
+		}
 		e.op(o)
 	}
 	// zero_grad(set_to_none=True): the gradients go back to the pools they

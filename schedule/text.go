@@ -45,8 +45,12 @@ func (t *textWriter) header() {
 	}
 	t.f("  links %s intra-node, %s inter-node; memory %s, budget %s\n",
 		bandwidth(c.IntraNodeBandwidth), bandwidth(c.InterNodeBandwidth), ir.FormatBytes(c.HBMBytes), ir.FormatBytes(c.MemoryBudget))
-	t.f("train micro_batch %d × seq_len %d, grad_accum %d, checkpointing %s, %s (%d B/param)\n",
-		tr.MicroBatch, tr.SeqLen, tr.GradAccum, tr.Checkpointing, tr.Optimizer, tr.OptimizerStateBytes)
+	accumulate := "sharded"
+	if tr.AccumulateUnsharded {
+		accumulate = "unsharded"
+	}
+	t.f("train micro_batch %d × seq_len %d, grad_accum %d (%s accumulation), checkpointing %s, %s (%d B/param)\n",
+		tr.MicroBatch, tr.SeqLen, tr.GradAccum, accumulate, tr.Checkpointing, tr.Optimizer, tr.OptimizerStateBytes)
 	if pr := p.Prediction; pr.StepTime > 0 {
 		t.f("predicted step %s: compute %s, exposed communication %s, CPU issue %s\n",
 			secs(pr.StepTime), secs(pr.ComputeTime), secs(pr.ExposedComm), secs(pr.CPUTime))
