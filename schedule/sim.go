@@ -40,8 +40,12 @@ func Simulate(p *Plan, m *Model) *Simulation {
 				}
 			}
 		}
+		var longest [3]float64
 		for l := range byLink {
 			sort.Slice(byLink[l], func(a, b int) bool { return byLink[l][a].start < byLink[l][b].start })
+			for _, iv := range byLink[l] {
+				longest[l] = math.Max(longest[l], iv.end-iv.start)
+			}
 		}
 		next := append([]float64(nil), base...)
 		for i := range p.Ops {
@@ -55,7 +59,7 @@ func Simulate(p *Plan, m *Model) *Simulation {
 			}
 			// Sharing: the mean number of collectives on the link while
 			// this one runs (itself included).
-			share := sumOverlap(byLink[link[i]], t.Start, t.End) / d
+			share := sumOverlap(byLink[link[i]], longest[link[i]], t.Start, t.End) / d
 			share = math.Max(share, 1)
 			next[i] = latency[i] + (base[i]-latency[i])*share
 		}
@@ -85,15 +89,15 @@ func Simulate(p *Plan, m *Model) *Simulation {
 	return sim
 }
 
-// sumOverlap adds up, over sorted (not merged) intervals, how much of
-// [a, b) each covers.
-func sumOverlap(ivs []interval, a, b float64) float64 {
+// sumOverlap adds up, over intervals sorted by start (not merged), how much
+// of [a, b) each covers. No interval is longer than longest, so those that
+// start before a-longest cannot reach a: the scan starts after them, which
+// keeps the whole pass linear in the number of collectives.
+func sumOverlap(ivs []interval, longest, a, b float64) float64 {
+	i := sort.Search(len(ivs), func(i int) bool { return ivs[i].start >= a-longest })
 	total := 0.0
-	for _, iv := range ivs {
-		if iv.start >= b {
-			break
-		}
-		if iv.end > a {
+	for ; i < len(ivs) && ivs[i].start < b; i++ {
+		if iv := ivs[i]; iv.end > a {
 			total += math.Min(b, iv.end) - math.Max(a, iv.start)
 		}
 	}
