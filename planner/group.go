@@ -120,22 +120,7 @@ func (s *state) mergeConsecutive(k int) {
 		merged = append(merged, u)
 	}
 	flush()
-	isUnit := make([]bool, len(m.Modules))
-	for _, u := range merged {
-		for _, mod := range u.modules {
-			isUnit[mod] = true
-		}
-	}
-	for _, u := range merged {
-		if u.merged {
-			own := append([]bool(nil), isUnit...)
-			for _, mod := range u.modules {
-				own[mod] = false
-			}
-			u.aliases = map[ir.ParamID][]string{}
-			u.params = collectParams(m, u.modules, own, u.aliases)
-		}
-	}
+	recollectMerged(m, merged)
 	for i := range s.unitOf {
 		s.unitOf[i] = remap[s.unitOf[i]]
 	}
@@ -185,6 +170,29 @@ func collectParams(m *ir.Model, roots []ir.ModuleID, isUnit []bool, aliases map[
 		walk(r)
 	}
 	return out
+}
+
+// recollectMerged collects the parameters of merged units again:
+// fully_shard([a, b]) walks from each module in turn and enters the others
+// where they sit, since they are one state, not nested ones.
+func recollectMerged(m *ir.Model, units []*unit) {
+	isUnit := make([]bool, len(m.Modules))
+	for _, u := range units {
+		for _, mod := range u.modules {
+			isUnit[mod] = true
+		}
+	}
+	for _, u := range units {
+		if !u.merged {
+			continue
+		}
+		own := append([]bool(nil), isUnit...)
+		for _, mod := range u.modules {
+			own[mod] = false
+		}
+		u.aliases = map[ir.ParamID][]string{}
+		u.params = collectParams(m, u.modules, own, u.aliases)
+	}
 }
 
 // resolveTies finds tensors that more than one unit uses. FSDP2 rejects
@@ -261,23 +269,9 @@ func resolveTies(s *state) error {
 		target.merged = true
 		remap[i] = remap[r]
 	}
-	isUnit := make([]bool, len(m.Modules))
-	for _, u := range s.units {
-		for _, mod := range u.modules {
-			isUnit[mod] = true
-		}
-	}
+	recollectMerged(m, merged)
 	for _, u := range merged {
 		if u.merged {
-			// fully_shard([a, b]) walks from each module in turn and enters
-			// the others where they sit: they are one state, not nested
-			// ones.
-			own := append([]bool(nil), isUnit...)
-			for _, mod := range u.modules {
-				own[mod] = false
-			}
-			u.aliases = map[ir.ParamID][]string{}
-			u.params = collectParams(m, u.modules, own, u.aliases)
 			var names []string
 			for _, mod := range u.modules {
 				names = append(names, quoteUnit(m.Modules[mod].Name))
