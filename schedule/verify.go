@@ -71,10 +71,20 @@ func (v *hbVerifier) clocks() {
 		}
 	}
 	eventClock := make([][numStreams]int, p.Events)
+	// Host-stream work (allocations in pinned memory, syncs, the host
+	// optimizer) is done by the CPU itself, so everything the CPU issues
+	// afterwards, on any stream, comes after it.
+	var cpu [numStreams]int
+	for t := range cpu {
+		cpu[t] = -1
+	}
 	for i := range p.Ops {
 		o := &p.Ops[i]
 		s := o.Stream
 		c := last[s]
+		for t, x := range cpu {
+			c[t] = max(c[t], x)
+		}
 		if o.Kind == OpWait || o.Kind == OpSync {
 			for t, x := range eventClock[o.Event] {
 				c[t] = max(c[t], x)
@@ -85,6 +95,9 @@ func (v *hbVerifier) clocks() {
 		next[s]++
 		v.vc[i] = c
 		last[s] = c
+		if s == StreamHost {
+			cpu = c
+		}
 		if o.Kind == OpRecord {
 			eventClock[o.Event] = c
 		}

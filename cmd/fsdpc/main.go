@@ -33,6 +33,7 @@ func init() {
 		"verify":   {"prove a plan's schedule safe and within its memory budget", runVerify},
 		"diff":     {"compare two plans (or models) for review: exit 0 same, 1 different, 2 error", runDiff},
 		"textconv": {"print a plan.bin as text for git diff (git's textconv driver)", runTextconv},
+		"run":      {"run a plan for real on the host and check it against an unsharded reference", runRun},
 	}
 }
 

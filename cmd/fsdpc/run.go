@@ -1,0 +1,122 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fsdpc/fsdpc/executor"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("run", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	backend := fl.String("backend", "host", "where to run: host (every rank in this process)")
+	scale := fl.Int("scale", 1, "shrink every tensor dimension by this factor, keeping the plan's structure")
+	steps := fl.Int("steps", 1, "training steps to run")
+	ranks := fl.Int("ranks", 0, "the ranks to run; must be the plan's world size (default: the plan's)")
+	timeout := fl.Duration("timeout", 10*time.Second, "declare a deadlock after this long without progress")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host] [--scale K] [--steps N] [--ranks N] plan.bin")
+		fmt.Fprintln(stderr, "\nRuns the plan's training steps for real on every rank, checks every all-gather, gradient,")
+		fmt.Fprintln(stderr, "parameter and optimizer state against an unsharded reference, and measures each memory")
+		fmt.Fprintln(stderr, "pool against the plan's prediction. Exits 1 on a mismatch, a hazard or a deadlock.")
+		fl.PrintDefaults()
+	}
+	valued := map[string]bool{"backend": true, "scale": true, "steps": true, "ranks": true, "timeout": true}
+	if err := fl.Parse(reorderFlags(args, valued)); err != nil {
+		return 2
+	}
+	if fl.NArg() != 1 {
+		fl.Usage()
+		return 2
+	}
+	var b executor.Backend
+	switch *backend {
+	case "host":
+		b = executor.NewHost()
+	case "cuda":
+		fmt.Fprintln(stderr, "fsdpc run: the cuda backend is not built yet; use --backend host")
+		return 2
+	default:
+		fmt.Fprintf(stderr, "fsdpc run: unknown backend %q: host is the one available\n", *backend)
+		return 2
+	}
+	if *scale < 1 || *steps < 1 || *ranks < 0 {
+		fmt.Fprintln(stderr, "fsdpc run: --scale and --steps must be at least 1, --ranks not negative")
+		return 2
+	}
+	p, err := schedule.ReadFile(fl.Arg(0))
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	opts := executor.Options{Scale: *scale, Steps: *steps, Ranks: *ranks, Timeout: *timeout}
+	prog := &progress{w: stderr, tty: stderrIsTerminal(stderr), steps: *steps}
+	opts.Progress = prog.update
+	rep, err := executor.Run(p, b, opts)
+	prog.finish()
+	if rep != nil {
+		rep.Write(stdout)
+	}
+	if err != nil {
+		if rep != nil && rep.Failures != nil {
+			return 1 // the report printed them
+		}
+		return reportErr(stderr, fmt.Errorf("fsdpc run %s: %w", fl.Arg(0), err))
+	}
+	return 0
+}
+
+func stderrIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress draws a bar on a terminal, or prints a line as each step
+// completes otherwise.
+type progress struct {
+	w      io.Writer
+	tty    bool
+	steps  int
+	shown  int // steps reported
+	drawn  bool
+	latest executor.Progress
+}
+
+func (p *progress) update(pr executor.Progress) {
+	p.latest = pr
+	if pr.Total <= 0 {
+		return
+	}
+	if p.tty {
+		const width = 30
+		frac := float64(pr.Done) / float64(pr.Total)
+		n := int(frac * width)
+		bar := strings.Repeat("=", n) + strings.Repeat(" ", width-n)
+		if n > 0 && n < width {
+			bar = bar[:n-1] + ">" + bar[n:]
+		}
+		step := min(int(frac*float64(p.steps))+1, p.steps)
+		fmt.Fprintf(p.w, "\r[%s] %3.0f%%  step %d/%d  %s ", bar, 100*frac, step, p.steps, pr.Elapsed.Round(100*time.Millisecond))
+		p.drawn = true
+		return
+	}
+	// Steps done, as a share of the operations executed over all ranks.
+	for done := int(pr.Done * int64(p.steps) / pr.Total); p.shown < done; p.shown++ {
+		fmt.Fprintf(p.w, "step %d/%d done (%s)\n", p.shown+1, p.steps, pr.Elapsed.Round(time.Millisecond))
+	}
+}
+
+func (p *progress) finish() {
+	if p.tty && p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

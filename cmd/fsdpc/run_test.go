@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+func TestRunCommand(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "plan.bin")
+	if code, _, errOut := runCLI("plan", "gpt2-124m", "-o", bin); code != 0 {
+		t.Fatalf("plan exited %d: %s", code, errOut)
+	}
+	code, out, errOut := runCLI("run", bin, "--scale", "64", "--steps", "2")
+	if code != 0 {
+		t.Fatalf("run exited %d:\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"run gpt2-124m on the host backend: 8 ranks, scale 1/64", "exact", "equal the reference, max error 0", "OK:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	// Not a terminal: a line per step, no bar.
+	if !strings.Contains(errOut, "step 1/2 done") || !strings.Contains(errOut, "step 2/2 done") || strings.Contains(errOut, "\r") {
+		t.Errorf("progress on a non-terminal:\n%q", errOut)
+	}
+
+	// An impossible world size.
+	if code, _, errOut := runCLI("run", bin, "--scale", "64", "--ranks", "3"); code != 1 || !strings.Contains(errOut, "world_size = 3") {
+		t.Errorf("--ranks 3: exit %d, %s", code, errOut)
+	}
+	// Bad usage.
+	if code, _, _ := runCLI("run", bin, "--backend", "tpu"); code != 2 {
+		t.Errorf("an unknown backend: exit %d", code)
+	}
+	if code, _, _ := runCLI("run"); code != 2 {
+		t.Errorf("no plan: exit %d", code)
+	}
+
+	// A corrupt plan.bin, and one from a newer fsdpc.
+	raw, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := append([]byte(nil), raw...)
+	corrupt[len(corrupt)/2] ^= 0x5a
+	os.WriteFile(filepath.Join(dir, "corrupt.bin"), corrupt, 0o644)
+	if code, _, errOut := runCLI("run", filepath.Join(dir, "corrupt.bin")); code != 1 || !strings.Contains(errOut, "corrupt.bin") {
+		t.Errorf("a corrupt plan: exit %d, %s", code, errOut)
+	}
+	newer := append([]byte(nil), raw...)
+	newer[4] = byte(schedule.FormatVersion + 1)
+	os.WriteFile(filepath.Join(dir, "newer.bin"), newer, 0o644)
+	if code, _, errOut := runCLI("run", filepath.Join(dir, "newer.bin")); code != 1 || !strings.Contains(errOut, "upgrade fsdpc") {
+		t.Errorf("a newer plan: exit %d, %s", code, errOut)
+	}
+}
+
+func TestRunSuggestsScale(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "405b.bin")
+	if code, _, errOut := runCLI("plan", "llama3.1-405b", "-o", bin); code != 0 {
+		t.Fatalf("plan exited %d: %s", code, errOut)
+	}
+	code, _, errOut := runCLI("run", bin)
+	if code != 1 || !strings.Contains(errOut, "512 ranks") || !strings.Contains(errOut, "--scale") {
+		t.Errorf("the 405B plan at full size: exit %d, %s", code, errOut)
+	}
+}
