@@ -15,19 +15,25 @@ import (
 func runRun(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("run", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	backend := fl.String("backend", "host", "where to run: host (every rank in this process)")
+	backend := fl.String("backend", "host", "where to run: host (every rank in this process) or cuda (a worker process per GPU)")
 	scale := fl.Int("scale", 1, "shrink every tensor dimension by this factor, keeping the plan's structure")
 	steps := fl.Int("steps", 1, "training steps to run")
 	ranks := fl.Int("ranks", 0, "the ranks to run; must be the plan's world size (default: the plan's)")
 	timeout := fl.Duration("timeout", 10*time.Second, "declare a deadlock after this long without progress")
+	var cf cudaFlags
+	cf.register(fl)
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host] [--scale K] [--steps N] [--ranks N] plan.bin")
+		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host|cuda] [--scale K] [--steps N] [--ranks N] plan.bin")
 		fmt.Fprintln(stderr, "\nRuns the plan's training steps for real on every rank, checks every all-gather, gradient,")
 		fmt.Fprintln(stderr, "parameter and optimizer state against an unsharded reference, and measures each memory")
 		fmt.Fprintln(stderr, "pool against the plan's prediction. Exits 1 on a mismatch, a hazard or a deadlock.")
+		fmt.Fprintln(stderr, "--backend cuda starts one fsdpc-cuda worker per GPU (--nproc-per-node on this node).")
 		fl.PrintDefaults()
 	}
 	valued := map[string]bool{"backend": true, "scale": true, "steps": true, "ranks": true, "timeout": true}
+	for _, name := range cudaFlagNames {
+		valued[name] = true
+	}
 	if err := fl.Parse(reorderFlags(args, valued)); err != nil {
 		return 2
 	}
@@ -35,19 +41,26 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
+	if *scale < 1 || *steps < 1 || *ranks < 0 {
+		fmt.Fprintln(stderr, "fsdpc run: --scale and --steps must be at least 1, --ranks not negative")
+		return 2
+	}
 	var b executor.Backend
 	switch *backend {
 	case "host":
+		if set := cf.set(fl); len(set) > 0 {
+			verb := "are"
+			if len(set) == 1 {
+				verb = "is"
+			}
+			fmt.Fprintf(stderr, "fsdpc run: %s %s for --backend cuda only\n", strings.Join(set, ", "), verb)
+			return 2
+		}
 		b = executor.NewHost()
 	case "cuda":
-		fmt.Fprintln(stderr, "fsdpc run: the cuda backend is not built yet; use --backend host")
-		return 2
+		return runCUDA(fl.Arg(0), cf, workerArgs{scale: *scale, steps: *steps, ranks: *ranks, timeout: *timeout}, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "fsdpc run: unknown backend %q: host is the one available\n", *backend)
-		return 2
-	}
-	if *scale < 1 || *steps < 1 || *ranks < 0 {
-		fmt.Fprintln(stderr, "fsdpc run: --scale and --steps must be at least 1, --ranks not negative")
+		fmt.Fprintf(stderr, "fsdpc run: unknown backend %q: host or cuda\n", *backend)
 		return 2
 	}
 	p, err := schedule.ReadFile(fl.Arg(0))
