@@ -79,6 +79,8 @@ type knobs struct {
 	reduceDType   ir.DType
 	checkpointing string // "": as the file says
 	offload       bool
+	shard         int // HSDP shard group size; 0: as the file says
+	replicate     int
 }
 
 func (k knobs) key() string { return fmt.Sprintf("%+v", k) }
@@ -234,6 +236,24 @@ func (t *tuner) dimensions() []dimension {
 		d.values = append(d.values, func(k *knobs) { k.blocks = 0; k.children = true })
 		d.labels = append(d.labels, "each block's children")
 		dims = append(dims, d)
+	}
+	if m.Cluster.Mesh == nil {
+		// HSDP: shard within a few nodes, replicate across the rest; the
+		// all-gathers and reduce-scatters stay on fewer, closer ranks and
+		// only the sharded gradients cross the replicas.
+		d := dimension{name: "mesh"}
+		W, per := m.Cluster.WorldSize, m.Cluster.GPUsPerNode
+		for s := per; s < W; s *= 2 {
+			if W%s == 0 {
+				s := s
+				r := W / s
+				d.values = append(d.values, func(k *knobs) { k.shard, k.replicate = s, r })
+				d.labels = append(d.labels, fmt.Sprintf("%d × %d", W/s, s))
+			}
+		}
+		if len(d.values) > 0 {
+			dims = append(dims, d)
+		}
 	}
 	{
 		d := dimension{name: "reduce_scatter_buffers"}
@@ -451,6 +471,9 @@ func (t *tuner) model(k knobs) (*ir.Model, error) {
 			v := true
 			d.Offload = &v
 		}
+		if k.shard > 0 {
+			m.Cluster.Mesh = &ir.Mesh{Replicate: k.replicate, Shard: k.shard}
+		}
 	}
 	if k.checkpointing != "" || k.paramDType != ir.DTypeInvalid {
 		// Costs depend on these: lower again.
@@ -512,6 +535,9 @@ func (k knobs) describe() []string {
 	}
 	if k.offload {
 		out = append(out, "offload = true")
+	}
+	if k.shard > 0 {
+		out = append(out, fmt.Sprintf("mesh = { replicate = %d, shard = %d } (HSDP, in [cluster])", k.replicate, k.shard))
 	}
 	return out
 }
