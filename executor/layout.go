@@ -88,7 +88,7 @@ func buildLayouts(p *schedule.Plan) ([]*GroupLayout, error) {
 	for gi := range p.Groups {
 		g := &p.Groups[gi]
 		pol := g.Policy
-		gl := &GroupLayout{Index: gi, Name: groupName(g), W: W, Orig: pol.Orig, Param: pol.Param, Reduce: pol.Reduce, Policy: pol}
+		gl := &GroupLayout{Index: gi, Name: (g).Label(), W: W, Orig: pol.Orig, Param: pol.Param, Reduce: pol.Reduce, Policy: pol}
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("group %s: %s", gl.Name, fmt.Sprintf(format, args...))
 		}
@@ -172,13 +172,6 @@ func buildLayouts(p *schedule.Plan) ([]*GroupLayout, error) {
 		out[gi] = gl
 	}
 	return out, nil
-}
-
-func groupName(g *schedule.Group) string {
-	if g.Root {
-		return "(root)"
-	}
-	return g.Name
 }
 
 // bufferBytes is the size the layout gives a buffer; ok is false for the

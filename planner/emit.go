@@ -234,7 +234,7 @@ func (e *emitter) eventName(st schedule.Stream) string {
 		}
 		what = o.Kind.String()
 		if o.Group >= 0 {
-			what = groupKey(&e.p.Groups[o.Group]) + " " + what
+			what = e.p.Groups[o.Group].Label() + " " + what
 		}
 		break
 	}
@@ -268,7 +268,7 @@ func (e *emitter) wait(st schedule.Stream, ev int) {
 func (e *emitter) newBuffer(g int, kind schedule.BufferKind, pool schedule.Pool, bytes int64, persistent bool, what string) int {
 	name := what
 	if g >= 0 {
-		name = fmt.Sprintf("%s/%s", groupKey(&e.p.Groups[g]), what)
+		name = fmt.Sprintf("%s/%s", e.p.Groups[g].Label(), what)
 	}
 	if !persistent {
 		name = fmt.Sprintf("%s/mb%d", name, e.micro)
@@ -296,28 +296,6 @@ func (e *emitter) bufferNamed(name string) bool {
 	return false
 }
 
-// streamOfPool is the stream whose allocations a pool serves.
-func streamOfPool(p schedule.Pool) schedule.Stream {
-	switch p {
-	case schedule.PoolCopyIn:
-		return schedule.StreamCopyIn
-	case schedule.PoolReduceScatter:
-		return schedule.StreamReduceScatter
-	case schedule.PoolAllReduce:
-		return schedule.StreamAllReduce
-	case schedule.PoolHost:
-		return schedule.StreamHost
-	}
-	return schedule.StreamCompute
-}
-
-func groupKey(g *schedule.Group) string {
-	if g.Root {
-		return "(root)"
-	}
-	return g.Name
-}
-
 func (e *emitter) alloc(st schedule.Stream, g int, kind schedule.BufferKind, bytes int64, what string) int {
 	b := e.newBuffer(g, kind, schedule.PoolOf(st), bytes, false, what)
 	o := blank(schedule.OpAlloc, st)
@@ -334,7 +312,7 @@ func (e *emitter) free(buf int, after ...int) {
 	if buf < 0 {
 		return
 	}
-	st := streamOfPool(e.p.Buffers[buf].Pool)
+	st := schedule.StreamOfPool(e.p.Buffers[buf].Pool)
 	for _, ev := range after {
 		if ev >= 0 && e.eventStream[ev] != st { // same stream: program order suffices
 			e.wait(st, ev)

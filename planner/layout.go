@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
-	"strings"
 
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -180,5 +179,3 @@ func newPlanShell(m *ir.Model) *schedule.Plan {
 	}
 	return p
 }
-
-func joinNames(xs []string) string { return strings.Join(xs, ", ") }

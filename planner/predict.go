@@ -64,7 +64,7 @@ func (s *state) doesNotFit(sim *schedule.Simulation) error {
 		o := &p.Ops[sim.PeakOp]
 		where = fmt.Sprintf("%s of micro-batch %d", o.Phase, o.Micro)
 		if o.Group >= 0 {
-			where += ", at group " + groupKey(&p.Groups[o.Group])
+			where += ", at group " + p.Groups[o.Group].Label()
 		}
 	}
 	fmt.Fprintf(&b, "live at the peak (%s):\n", where)
@@ -89,7 +89,7 @@ func (s *state) remedies(sim *schedule.Simulation, live []int, persistent int64)
 			if buf := &p.Buffers[bi]; buf.Kind == kind {
 				n += buf.Bytes
 				if buf.Group >= 0 {
-					groups = append(groups, groupKey(&p.Groups[buf.Group]))
+					groups = append(groups, p.Groups[buf.Group].Label())
 				}
 			}
 		}
@@ -101,7 +101,7 @@ func (s *state) remedies(sim *schedule.Simulation, live []int, persistent int64)
 	for _, bi := range live {
 		buf := &p.Buffers[bi]
 		if buf.Kind == schedule.BufUnsharded && buf.Group >= 0 && p.Groups[buf.Group].Policy.Reshard == schedule.ReshardFalse {
-			kept = append(kept, groupKey(&p.Groups[buf.Group]))
+			kept = append(kept, p.Groups[buf.Group].Label())
 			keptBytes += buf.Bytes
 		}
 	}

@@ -146,6 +146,14 @@ type Group struct {
 	DeferredReduce bool
 }
 
+// Label names the group for people: its module, or "(root)".
+func (g *Group) Label() string {
+	if g.Root {
+		return "(root)"
+	}
+	return g.Name
+}
+
 // GroupPolicy holds the group's resolved settings.
 type GroupPolicy struct {
 	Reshard   ReshardKind

@@ -70,7 +70,7 @@ func WriteTrace(w io.Writer, p *Plan, sim *Simulation) error {
 		}
 		name := o.Kind.String()
 		if o.Group >= 0 {
-			name += " " + groupKey(&p.Groups[o.Group])
+			name += " " + p.Groups[o.Group].Label()
 		}
 		if err := emit(span{name, o.Phase.String(), "X", tm.Start * 1e6, (tm.End - tm.Start) * 1e6, 0, int(o.Stream), args}); err != nil {
 			return err

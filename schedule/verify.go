@@ -116,19 +116,12 @@ func (v *hbVerifier) describe(i int) string {
 	o := &v.p.Ops[i]
 	what := o.Kind.String()
 	if o.Group >= 0 {
-		what += " " + groupKey(&v.p.Groups[o.Group])
+		what += " " + v.p.Groups[o.Group].Label()
 	}
 	if o.Module >= 0 && o.Module < len(v.p.Modules) {
 		what += " (" + v.p.Modules[o.Module] + ")"
 	}
 	return fmt.Sprintf("op %d [%s on %s, %s mb%d]", i, what, o.Stream, o.Phase, o.Micro)
-}
-
-func groupKey(g *Group) string {
-	if g.Root {
-		return "(root)"
-	}
-	return g.Name
 }
 
 // access is one use of a buffer by an op.
@@ -153,7 +146,7 @@ func (v *hbVerifier) buffers() {
 			continue
 		case OpFree:
 			free[o.Buffer] = i
-			if want := streamOfPool(p.Buffers[o.Buffer].Pool); o.Stream != want {
+			if want := StreamOfPool(p.Buffers[o.Buffer].Pool); o.Stream != want {
 				v.errorf("buffer %q is freed on the %s stream but belongs to the %s pool: the allocator can give its block to the next %s allocation while %s work still uses it; free it on %s after waiting for its uses",
 					p.Buffers[o.Buffer].Name, o.Stream, p.Buffers[o.Buffer].Pool, want, o.Stream, want)
 			}
@@ -230,7 +223,7 @@ func (v *hbVerifier) collectives() {
 		case OpAllGather:
 			c.gather++
 			if prev, ok := pendingGather[o.Group]; ok {
-				v.errorf("%s gathers group %s again before %s was copied out", v.describe(i), groupKey(g), v.describe(prev))
+				v.errorf("%s gathers group %s again before %s was copied out", v.describe(i), (g).Label(), v.describe(prev))
 			}
 			pendingGather[o.Group] = i
 			wantPG, wantSize := PGShard, W
@@ -285,21 +278,22 @@ func (v *hbVerifier) collectives() {
 				want = 0
 			}
 			if c.reduce != want {
-				v.errorf("group %s is reduce-scattered %d times in micro-batch %d; it must be %d", groupKey(grp), c.reduce, mb, want)
+				v.errorf("group %s is reduce-scattered %d times in micro-batch %d; it must be %d", (grp).Label(), c.reduce, mb, want)
 			}
 			wantAR := 0
 			if R > 1 {
 				wantAR = want
 			}
 			if c.allReduce != wantAR {
-				v.errorf("group %s is all-reduced %d times in micro-batch %d; it must be %d", groupKey(grp), c.allReduce, mb, wantAR)
+				v.errorf("group %s is all-reduced %d times in micro-batch %d; it must be %d", (grp).Label(), c.allReduce, mb, wantAR)
 			}
 		}
 	}
 }
 
-// streamOfPool is the stream whose allocations a pool serves.
-func streamOfPool(p Pool) Stream {
+// StreamOfPool is the stream whose allocations a pool serves: the inverse
+// of PoolOf, and the stream a buffer of that pool must be freed on.
+func StreamOfPool(p Pool) Stream {
 	switch p {
 	case PoolCopyIn:
 		return StreamCopyIn

@@ -1,21 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// runMain runs the command line as main does and returns the exit code and
-// what was written to stdout and stderr.
-func runMain(args ...string) (code int, stdout, stderr string) {
-	var out, errb bytes.Buffer
-	code = run(args, &out, &errb)
-	return code, out.String(), errb.String()
-}
 
 func TestInspectBadModelExitsOne(t *testing.T) {
 	dir := t.TempDir()
@@ -34,7 +25,7 @@ func TestInspectBadModelExitsOne(t *testing.T) {
 		if err := os.WriteFile(path, []byte(c.src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, stdout, stderr := runMain("inspect", path)
+		code, stdout, stderr := runCLI("inspect", path)
 		if code != 1 {
 			t.Errorf("%s: exit code %d, want 1; stderr:\n%s", c.name, code, stderr)
 		}
@@ -58,7 +49,7 @@ func TestInspectBadModelExitsOne(t *testing.T) {
 
 func TestInspectMissingFileExitsOne(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "nothing-here.toml")
-	code, stdout, stderr := runMain("inspect", path)
+	code, stdout, stderr := runCLI("inspect", path)
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "nothing-here.toml") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, the file named", code, stdout, stderr)
 	}
@@ -72,7 +63,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"inspect", "--no-such-flag", "llama3-8b"},
 		{},
 	} {
-		code, stdout, stderr := runMain(args...)
+		code, stdout, stderr := runCLI(args...)
 		if code != 2 {
 			t.Errorf("fsdpc %s: exit code %d, want 2", strings.Join(args, " "), code)
 		}
@@ -83,13 +74,13 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 			t.Errorf("fsdpc %s: stderr has no usage:\n%s", strings.Join(args, " "), stderr)
 		}
 	}
-	if _, _, stderr := runMain("frobnicate"); !strings.Contains(stderr, `unknown command "frobnicate"`) {
+	if _, _, stderr := runCLI("frobnicate"); !strings.Contains(stderr, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command not named:\n%s", stderr)
 	}
 }
 
 func TestInspectZooModel(t *testing.T) {
-	code, stdout, stderr := runMain("inspect", "llama3-8b")
+	code, stdout, stderr := runCLI("inspect", "llama3-8b")
 	if code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
 	}
@@ -99,7 +90,7 @@ func TestInspectZooModel(t *testing.T) {
 }
 
 func TestInspectJSON(t *testing.T) {
-	code, stdout, stderr := runMain("inspect", "--json", "llama3-8b")
+	code, stdout, stderr := runCLI("inspect", "--json", "llama3-8b")
 	if code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
 	}

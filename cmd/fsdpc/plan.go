@@ -198,12 +198,8 @@ func seconds(s float64) string {
 
 func groupRange(p *schedule.Plan) string {
 	var names []string
-	for _, g := range p.Groups {
-		if g.Root {
-			names = append(names, "(root)")
-		} else {
-			names = append(names, g.Name)
-		}
+	for i := range p.Groups {
+		names = append(names, p.Groups[i].Label())
 	}
 	if len(names) <= 4 {
 		return strings.Join(names, ", ")

@@ -9,6 +9,8 @@ import (
 	"testing"
 )
 
+// runCLI runs the command line as main does and returns the exit code and
+// what was written to stdout and stderr.
 func runCLI(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = run(args, &out, &errb)

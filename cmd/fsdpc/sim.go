@@ -64,11 +64,7 @@ func printSim(w io.Writer, p *schedule.Plan, sim *schedule.Simulation) {
 	var ex []exposed
 	for g, t := range sim.ExposedByGroup {
 		if t > 0 {
-			name := p.Groups[g].Name
-			if p.Groups[g].Root {
-				name = "(root)"
-			}
-			ex = append(ex, exposed{name, t})
+			ex = append(ex, exposed{p.Groups[g].Label(), t})
 		}
 	}
 	sort.SliceStable(ex, func(i, j int) bool { return ex[i].t > ex[j].t })

@@ -201,12 +201,6 @@ func accum(unsharded bool) string {
 func itoa(n int) string     { return strconv.Itoa(n) }
 func i64(n int64) string    { return strconv.FormatInt(n, 10) }
 func gbps(b float64) string { return strconv.FormatFloat(b/1e9, 'f', -1, 64) + " GB/s" }
-func groupName(g *schedule.Group) string {
-	if g.Root {
-		return "(root)"
-	}
-	return g.Name
-}
 
 func (r *Result) groups() {
 	op, np := r.Old.Plan, r.New.Plan
@@ -214,21 +208,21 @@ func (r *Result) groups() {
 	gc.OldCount, gc.NewCount = len(op.Groups), len(np.Groups)
 	oldByName, newByName := map[string]int{}, map[string]int{}
 	for i := range op.Groups {
-		oldByName[groupName(&op.Groups[i])] = i
+		oldByName[op.Groups[i].Label()] = i
 	}
 	for i := range np.Groups {
-		newByName[groupName(&np.Groups[i])] = i
+		newByName[np.Groups[i].Label()] = i
 	}
 	// Where each parameter lives on each side tells splits from merges.
 	oldOwner, newOwner := map[string]string{}, map[string]string{}
 	for i := range op.Groups {
 		for _, p := range op.Groups[i].Params {
-			oldOwner[p.Name] = groupName(&op.Groups[i])
+			oldOwner[p.Name] = op.Groups[i].Label()
 		}
 	}
 	for i := range np.Groups {
 		for _, p := range np.Groups[i].Params {
-			newOwner[p.Name] = groupName(&np.Groups[i])
+			newOwner[p.Name] = np.Groups[i].Label()
 		}
 	}
 	flows := map[string]map[string]bool{}  // old group -> new groups its parameters went to
@@ -279,12 +273,12 @@ func (r *Result) groups() {
 	policy, layout := newFolder(), newFolder()
 	for oi := range op.Groups {
 		og := &op.Groups[oi]
-		ni, ok := newByName[groupName(og)]
+		ni, ok := newByName[(og).Label()]
 		if !ok {
 			continue
 		}
 		ng := &np.Groups[ni]
-		name := groupName(og)
+		name := (og).Label()
 		o, n := og.Policy, ng.Policy
 		policy.add(name, "reshard_after_forward", reshard(o), reshard(n))
 		policy.add(name, "prefetch forward", prefetch(o.PrefetchForward), prefetch(n.PrefetchForward))
@@ -422,7 +416,7 @@ func (r *Result) schedule() {
 			}
 			g := ""
 			if o.Group >= 0 {
-				g = groupName(&p.Groups[o.Group])
+				g = p.Groups[o.Group].Label()
 			}
 			out[key{o.Phase.String(), o.Kind.String(), g}]++
 		}
