@@ -1,10 +1,31 @@
-// Package cuda will hold fsdpc's CUDA execution: the driver through
-// gorgonia.org/cu, PTX kernels and NCCL loaded at run time. It builds only
-// with the cuda build tag, into the fsdpc-cuda worker, because
-// gorgonia.org/cu exits the process in its init when no GPU is present.
-// All of fsdpc's cgo lives under cuda/: cuda/devices discovers GPUs through
-// NVML, which it loads at run time, so the fsdpc binary builds and runs
-// without a driver.
+// Package cuda is fsdpc's CUDA execution: it implements executor/gpu's
+// Device on a real GPU through the driver API (gorgonia.org/cu plus a few
+// cgo calls), and gpu.Comm over NCCL loaded at run time. All of fsdpc's
+// cgo lives under cuda/.
 //
-// The executor itself is not built yet (issue "CUDA executor").
+// The implementation builds only with the cuda build tag, into the
+// fsdpc-cuda worker, because gorgonia.org/cu calls cuInit in its init and
+// exits the process when no GPU is present. Without the tag the package
+// holds what needs no GPU: the kernels' names and dtype codes
+// (kernelspec.go) and the tests that hold the committed kernels.ptx to
+// kernels.cu and to them, which run in CI.
+//
+// With the tag:
+//
+//   - kernels.cu: the CUDA C kernels (cast, reduce, divide, add,
+//     fill_pattern, spin, burn, paced_copy), bit-exact with the host's
+//     arithmetic; kernels.ptx is generated from it by `go generate ./cuda`
+//     and embedded (kernels.go), and the driver compiles it at load.
+//   - device.go: Open and Count; a Device owns its primary context on one
+//     goroutine locked to an OS thread and runs every call there.
+//   - memory.go: allocation with accounting (Stats), copies, memset.
+//   - stream.go: streams with priorities, events and their timing.
+//   - kernels.go: the kernel launches, sized by the device's SM count.
+//   - graph.go: stream capture and graph replay.
+//   - driver.go: the driver calls cu does not wrap, and its raw handles.
+//   - nccl.go, nccllib.go: the NCCL communicator, and NCCL's dlopen'd
+//     entry points ($FSDPC_NCCL or an argument overrides libnccl.so.2).
+//
+// cuda/devices discovers GPUs through NVML, which it loads at run time,
+// so the fsdpc binary builds and runs without a driver.
 package cuda

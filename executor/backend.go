@@ -77,6 +77,11 @@ type Topology struct {
 	Timeout     time.Duration
 	// Events is the number of events in the program.
 	Events int
+	// Plan is the (scaled) plan the program comes from, for backends that
+	// time or describe operations by it; Local the ranks this process
+	// issues, in order (the others run elsewhere).
+	Plan  *schedule.Plan
+	Local []int
 }
 
 // World is the number of ranks.

@@ -173,6 +173,9 @@ func (h *Host) Open(t Topology) error {
 	if t.Replicate < 1 || t.Shard < 1 {
 		return fmt.Errorf("host backend: bad mesh %d × %d", t.Replicate, t.Shard)
 	}
+	if t.Local != nil && len(t.Local) != t.World() {
+		return fmt.Errorf("host backend: it runs every rank of a plan in one process, not %d of %d", len(t.Local), t.World())
+	}
 	if t.Timeout <= 0 {
 		t.Timeout = 10 * time.Second
 	}

@@ -83,10 +83,9 @@ func (r *Report) memoryAgrees() bool {
 }
 
 func (d *driver) collectStats(rep *Report, p, q *schedule.Plan) {
-	world := d.q.Cluster.WorldSize
-	stats := make([]RankStats, world)
-	for r := range stats {
-		stats[r] = d.b.Stats(r)
+	stats := make([]RankStats, len(d.local))
+	for i, r := range d.local {
+		stats[i] = d.b.Stats(r)
 	}
 	for pool := 0; pool < numPools; pool++ {
 		pr := PoolReport{Pool: schedule.Pool(pool), Measured: stats[0].Pools[pool].Peak, Reserved: stats[0].Pools[pool].Reserved,
@@ -132,7 +131,7 @@ func (d *driver) collectStats(rep *Report, p, q *schedule.Plan) {
 		for r := range stats {
 			sum += stats[r].Busy[s]
 		}
-		rep.Busy[s] = sum / time.Duration(world)
+		rep.Busy[s] = sum / time.Duration(len(stats))
 	}
 }
 
@@ -140,14 +139,13 @@ func (d *driver) collectStats(rep *Report, p, q *schedule.Plan) {
 // the reference's.
 func (d *driver) verify(rep *Report, exp *expectations) []Failure {
 	var fails []Failure
-	world := d.q.Cluster.WorldSize
 	for g, gl := range d.layouts {
 		v := GroupVerdict{Group: gl.Name}
 		for bi, b := range d.q.Buffers {
 			if !b.Persistent || b.Group != g || (b.Kind != schedule.BufShardedParams && b.Kind != schedule.BufOptimizerState) {
 				continue
 			}
-			for rank := 0; rank < world; rank++ {
+			for _, rank := range d.local {
 				got, err := d.b.Download(rank, d.mems[rank][bi])
 				if err != nil {
 					fails = append(fails, Failure{Kind: Internal, Rank: rank, Op: -1, What: err.Error()})

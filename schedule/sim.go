@@ -139,6 +139,11 @@ type Simulation struct {
 	PeakReserved  int64
 }
 
+// OpDuration is an operation's time on the model alone, in seconds: what
+// it takes with nothing running beside it (no link sharing, no slowdown
+// from overlapping collectives).
+func (m *Model) OpDuration(p *Plan, o *Op) float64 { return m.duration(p, o) }
+
 func (m *Model) duration(p *Plan, o *Op) float64 {
 	switch o.Kind {
 	case OpForward, OpBackward:

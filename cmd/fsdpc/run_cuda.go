@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,18 +23,20 @@ import (
 // cmd/fsdpc-cuda; TestCUDAWorkerInTree keeps it true. Flip it when the
 // worker lands, and the message for a missing worker stops saying that
 // the backend is not built yet.
-const cudaWorkerInTree = false
+const cudaWorkerInTree = true
 
 // workerName is the CUDA worker binary, built with the cuda tag.
 const workerName = "fsdpc-cuda"
 
 // cudaFlagNames are the flags that only --backend cuda uses.
-var cudaFlagNames = []string{"nproc-per-node", "worker", "nnodes", "node-rank", "master-addr", "master-port", "watchdog"}
+var cudaFlagNames = []string{"nproc-per-node", "worker", "nnodes", "node-rank", "master-addr", "master-port", "watchdog", "virtual", "link-bandwidth", "trace", "stand-in"}
 
 type cudaFlags struct {
 	nproc, nnodes, nodeRank, masterPort int
 	worker, masterAddr                  string
 	watchdog                            time.Duration
+	virtual                             bool
+	linkBandwidth, trace, standIn       string
 }
 
 func (c *cudaFlags) register(fl *flag.FlagSet) {
@@ -44,6 +47,10 @@ func (c *cudaFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&c.masterAddr, "master-addr", "", "cuda: rank 0's node, where the ranks meet (default 127.0.0.1 on one node)")
 	fl.IntVar(&c.masterPort, "master-port", 0, "cuda: the port the ranks meet at (default: a free one, on one node)")
 	fl.DurationVar(&c.watchdog, "watchdog", 10*time.Minute, "cuda: stop every worker once none has printed anything for this long (0: never)")
+	fl.BoolVar(&c.virtual, "virtual", false, "cuda: rehearse every rank of the plan on one GPU (one worker, collectives as device copies and reductions)")
+	fl.StringVar(&c.linkBandwidth, "link-bandwidth", "", "cuda --virtual: pace the virtual collectives to this per-rank link bandwidth (e.g. 50GB/s)")
+	fl.StringVar(&c.trace, "trace", "", "cuda: write the measured step as a Chrome trace (rank 0's, or the rehearsal's first rank)")
+	fl.StringVar(&c.standIn, "stand-in", "spin", "cuda: compute stand-in: spin (the modelled duration) or burn (real FMAs)")
 }
 
 // set lists the cuda-only flags given on the command line.
@@ -65,11 +72,27 @@ type workerArgs struct {
 
 // args is the worker's command line, the contract with cmd/fsdpc-cuda:
 //
-//	fsdpc-cuda --scale=K --steps=N --timeout=D /absolute/plan.bin
+//	fsdpc-cuda --scale=K --steps=N --timeout=D [--virtual]
+//	           [--link-bandwidth=B] [--trace=FILE] [--stand-in=S] /absolute/plan.bin
 //
 // with the rank environment of launch.Env.Environ (docs/executor.md).
-func (w workerArgs) args(plan string) []string {
-	return []string{"--scale=" + strconv.Itoa(w.scale), "--steps=" + strconv.Itoa(w.steps), "--timeout=" + w.timeout.String(), plan}
+func (w workerArgs) args(plan string, cf cudaFlags) []string {
+	out := []string{"--scale=" + strconv.Itoa(w.scale), "--steps=" + strconv.Itoa(w.steps), "--timeout=" + w.timeout.String()}
+	if cf.virtual {
+		out = append(out, "--virtual")
+	}
+	if cf.linkBandwidth != "" {
+		out = append(out, "--link-bandwidth="+cf.linkBandwidth)
+	}
+	if cf.trace != "" {
+		if abs, err := filepath.Abs(cf.trace); err == nil {
+			out = append(out, "--trace="+abs)
+		}
+	}
+	if cf.standIn != "" && cf.standIn != "spin" {
+		out = append(out, "--stand-in="+cf.standIn)
+	}
+	return append(out, plan)
 }
 
 // runCUDA runs the plan on this node's GPUs: one worker process per local
@@ -106,8 +129,17 @@ func runCUDA(planPath string, cf cudaFlags, wa workerArgs, stdout, stderr io.Wri
 	if nproc == 0 {
 		nproc = max(world/cf.nnodes, 1)
 	}
-	if nproc*cf.nnodes != world {
-		return reportErr(stderr, fmt.Errorf("fsdpc run %s: the plan is for %d ranks, and %d node(s) × %d processes per node make %d: a plan runs on the ranks it was compiled for (several ranks per GPU are not supported yet)",
+	if cf.virtual {
+		// A rehearsal: one worker runs every rank on one GPU.
+		if cf.nproc > 1 || cf.nnodes > 1 {
+			return reportErr(stderr, fmt.Errorf("fsdpc run: --virtual runs every rank in one worker on one GPU; it takes no --nproc-per-node %d or --nnodes %d", cf.nproc, cf.nnodes))
+		}
+		nproc = 1
+	} else if cf.linkBandwidth != "" {
+		return reportErr(stderr, errors.New("fsdpc run: --link-bandwidth paces the virtual ranks of a rehearsal: use it with --virtual"))
+	}
+	if !cf.virtual && nproc*cf.nnodes != world {
+		return reportErr(stderr, fmt.Errorf("fsdpc run %s: the plan is for %d ranks, and %d node(s) × %d processes per node make %d: a plan runs on the ranks it was compiled for (several ranks on one GPU: rehearse with --virtual)",
 			planPath, world, cf.nnodes, nproc, nproc*cf.nnodes))
 	}
 	if wa.ranks != 0 && wa.ranks != world {
@@ -122,8 +154,12 @@ func runCUDA(planPath string, cf cudaFlags, wa workerArgs, stdout, stderr io.Wri
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	first := cf.nodeRank * nproc
-	fmt.Fprintf(stderr, "fsdpc run: %s on the cuda backend: ranks %d-%d of %d on this node, worker %s\n", p.Header.Model, first, first+nproc-1, world, worker)
-	err = launch.Launch(ctx, worker, wa.args(abs), nproc, launch.Options{
+	if cf.virtual {
+		fmt.Fprintf(stderr, "fsdpc run: %s on the cuda backend: a rehearsal of all %d ranks on one GPU, worker %s\n", p.Header.Model, world, worker)
+	} else {
+		fmt.Fprintf(stderr, "fsdpc run: %s on the cuda backend: ranks %d-%d of %d on this node, worker %s\n", p.Header.Model, first, first+nproc-1, world, worker)
+	}
+	err = launch.Launch(ctx, worker, wa.args(abs, cf), nproc, launch.Options{
 		NNodes: cf.nnodes, NodeRank: cf.nodeRank, MasterAddr: cf.masterAddr, MasterPort: cf.masterPort,
 		Stdout: stdout, Stderr: stderr, Watchdog: cf.watchdog,
 	})

@@ -121,9 +121,7 @@ func TestRunCUDAWorkerMissing(t *testing.T) {
 	dir := filepath.Dir(testBinary(t))
 	for _, want := range []string{
 		"fsdpc run: --backend cuda runs one fsdpc-cuda worker process per GPU, and there is none\nnext to fsdpc (in " + dir + ") or on PATH.\n",
-		"The CUDA backend is not built yet (issue: CUDA executor)",
-		"no\ncmd/fsdpc-cuda to build the worker from",
-		"use\n--backend host",
+		"Build it\non a machine with",
 		"the CUDA headers and the driver's libcuda (Debian non-free:\nnvidia-cuda-dev)",
 		"\n  go build -tags cuda -o " + filepath.Join(dir, "fsdpc-cuda") + " ./cmd/fsdpc-cuda\n",
 		"or name it with --worker PATH.\n",

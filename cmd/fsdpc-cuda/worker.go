@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsdpc/fsdpc/executor"
+	"github.com/fsdpc/fsdpc/executor/gpu"
+	"github.com/fsdpc/fsdpc/executor/launch"
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// platform is what the worker needs from CUDA and NCCL; tests pass a
+// CPU device (executor/gpu/gputest).
+type platform struct {
+	built    bool
+	open     func(ordinal int) (gpu.Device, error)
+	uniqueID func(lib string) ([128]byte, error)
+	comm     func(dev gpu.Device, lib string, id [128]byte, n, rank int) (gpu.Comm, error)
+}
+
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string, plat platform) int {
+	if len(args) > 0 && args[0] == "bench" {
+		return bench(args[1:], stdout, stderr, plat)
+	}
+	fl := flag.NewFlagSet("fsdpc-cuda", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	virtual := fl.Bool("virtual", false, "run every rank of the plan on one GPU (a rehearsal); otherwise one rank per process, from the launcher's environment")
+	scale := fl.Int("scale", 1, "shrink every tensor dimension by this factor")
+	steps := fl.Int("steps", 3, "training steps: the first is checked, the last measured")
+	timeout := fl.Duration("timeout", time.Minute, "abort a collective that has not started on every rank after this long")
+	linkBW := fl.String("link-bandwidth", "", "pace virtual collectives to this per-rank link bandwidth (e.g. 50GB/s); default: as fast as the device copies")
+	standIn := fl.String("stand-in", "spin", "what compute does: spin (the modelled duration) or burn (real FMAs)")
+	trace := fl.String("trace", "", "write the measured step as a Chrome trace to this file")
+	device := fl.Int("device", -1, "the GPU ordinal (default: LOCAL_RANK, else 0)")
+	nccl := fl.String("nccl", "", "libnccl.so.2 to load (default: FSDPC_NCCL, else the loader's search path)")
+	checkSteps := fl.Int("check-steps", 1, "steps, from the first, that run the data check")
+	calBytes := fl.String("calibrate-bytes", "64MiB", "the transfer size of the device measurements the prediction uses")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	if fl.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: fsdpc-cuda [flags] plan.bin | fsdpc-cuda bench [flags]")
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "fsdpc-cuda: %v\n", err)
+		return 1
+	}
+	if *scale < 1 || *steps < 1 || *checkSteps < 0 {
+		fmt.Fprintln(stderr, "fsdpc-cuda: --scale and --steps must be at least 1, --check-steps not negative")
+		return 2
+	}
+	var bw float64
+	if *linkBW != "" {
+		v, err := ir.ParseBandwidth(*linkBW)
+		if err != nil || v <= 0 {
+			fmt.Fprintf(stderr, "fsdpc-cuda: --link-bandwidth %q: a bandwidth such as 50GB/s\n", *linkBW)
+			return 2
+		}
+		bw = v
+	}
+	si := gpu.SpinStandIn
+	switch *standIn {
+	case "spin":
+	case "burn":
+		si = gpu.BurnStandIn
+	default:
+		fmt.Fprintf(stderr, "fsdpc-cuda: --stand-in %q: spin or burn\n", *standIn)
+		return 2
+	}
+	if !plat.built {
+		_, err := plat.open(0)
+		return fail(err)
+	}
+	planPath := fl.Arg(0)
+	p, err := schedule.ReadFile(planPath)
+	if err != nil {
+		return fail(err)
+	}
+	if *nccl == "" {
+		*nccl = getenv("FSDPC_NCCL")
+	}
+
+	// Where this process stands: every rank (a rehearsal), or one.
+	var env launch.Env
+	local := []int(nil)
+	if !*virtual {
+		if env, err = launch.FromEnv(getenv); err != nil {
+			return fail(fmt.Errorf("%w\n(to rehearse all %d ranks of the plan on one GPU, pass --virtual)", err, p.Cluster.WorldSize))
+		}
+		if env.World != p.Cluster.WorldSize {
+			return fail(fmt.Errorf("%s is planned for %d ranks, and the launcher started %d: start one process per rank, or rehearse on one GPU with --virtual", planPath, p.Cluster.WorldSize, env.World))
+		}
+		local = []int{env.Rank}
+		if p.Cluster.Replicate > 1 || usesPostForward(p) {
+			return fail(fmt.Errorf("%s uses HSDP or int reshard_after_forward: over NCCL these need sub-communicators, which the CUDA worker does not create yet; rehearse it with --virtual", planPath))
+		}
+	}
+	ordinal := *device
+	if ordinal < 0 {
+		ordinal = max(env.LocalRank, 0)
+	}
+	dev, err := plat.open(ordinal)
+	if err != nil {
+		return fail(err)
+	}
+	defer dev.Close()
+	fmt.Fprintf(stderr, "fsdpc-cuda: %s on %s\n", p.Header.Model, dev.Name())
+
+	world := p.Cluster.WorldSize
+	ranksHere := world
+	if !*virtual {
+		ranksHere = 1
+	}
+	cal, err := ir.ParseBytes(*calBytes)
+	if err != nil {
+		return fail(fmt.Errorf("--calibrate-bytes %q: %w", *calBytes, err))
+	}
+	figs, err := gpu.Calibrate(dev, max(ranksHere, 2), cal, 5)
+	if err != nil {
+		return fail(err)
+	}
+	q, _, err := executor.Scale(p, *scale)
+	if err != nil {
+		return fail(err)
+	}
+	opt := gpu.Options{LinkBandwidth: bw, CheckSteps: *checkSteps, StandIn: si,
+		Model: gpu.RehearsalModel(q, figs, bw, ranksHere, si)}
+	if !*virtual {
+		sess, comm, err := join(p, planPath, env, dev, *nccl, *timeout, plat)
+		if err != nil {
+			return fail(err)
+		}
+		defer sess.Close()
+		opt.Comm = func(pg schedule.ProcessGroup) (gpu.Comm, error) {
+			if pg != schedule.PGShard {
+				return nil, fmt.Errorf("process group %s needs a sub-communicator", pg)
+			}
+			return comm, nil
+		}
+	}
+	b := gpu.New(dev, opt)
+	rep, err := executor.Run(p, b, executor.Options{Scale: *scale, Steps: *steps, Timeout: *timeout, Local: local})
+	if rep != nil {
+		rep.Write(stdout)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	figs.Write(stdout)
+	m := b.Measurement()
+	m.Write(stdout)
+	if *trace != "" && m.Timings != nil {
+		if err := writeTrace(*trace, q, m.Timings); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "trace: %s\n", *trace)
+	}
+	return 0
+}
+
+func usesPostForward(p *schedule.Plan) bool {
+	for i := range p.Ops {
+		if p.Ops[i].PG == schedule.PGPostForward && p.Ops[i].PGSize > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// join meets the other ranks (launch.Rendezvous: the plan must be the
+// same everywhere) and makes the NCCL communicator from rank 0's id.
+func join(p *schedule.Plan, planPath string, env launch.Env, dev gpu.Device, lib string, timeout time.Duration, plat platform) (*launch.Session, gpu.Comm, error) {
+	hash, err := launch.HashFile(planPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := launch.Config{Rank: env.Rank, World: env.World, Addr: env.Addr(), PlanHash: hash}
+	if env.Rank == 0 {
+		if cfg.ID, err = plat.uniqueID(lib); err != nil {
+			return nil, nil, err
+		}
+	}
+	sess, err := launch.Rendezvous(context.Background(), cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	comm, err := plat.comm(dev, lib, sess.ID, env.World, env.Rank)
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	return sess, comm, nil
+}
+
+// writeTrace writes the measured step next to where the simulator's would
+// go, atomically.
+func writeTrace(path string, q *schedule.Plan, sim *schedule.Simulation) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := schedule.WriteTrace(tmp, q, sim); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// bench measures the device figures the acceptance checks read.
+func bench(args []string, stdout, stderr io.Writer, plat platform) int {
+	fl := flag.NewFlagSet("fsdpc-cuda bench", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	ranks := fl.Int("ranks", 8, "virtual ranks of the gather and the reduction")
+	size := fl.String("bytes", "256MiB", "bytes per transfer")
+	repeats := fl.Int("repeats", 9, "runs per figure (the median is reported)")
+	device := fl.Int("device", 0, "the GPU ordinal")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	n, err := ir.ParseBytes(*size)
+	if err != nil {
+		fmt.Fprintf(stderr, "fsdpc-cuda bench: --bytes %q: %v\n", *size, err)
+		return 2
+	}
+	dev, err := plat.open(*device)
+	if err != nil {
+		fmt.Fprintf(stderr, "fsdpc-cuda: %v\n", err)
+		return 1
+	}
+	defer dev.Close()
+	figs, err := gpu.Calibrate(dev, *ranks, n, *repeats)
+	if err != nil {
+		fmt.Fprintf(stderr, "fsdpc-cuda bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s\n", dev.Name())
+	figs.Write(stdout)
+	return 0
+}

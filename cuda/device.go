@@ -1,0 +1,212 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/fsdpc/fsdpc/executor/gpu"
+	"gorgonia.org/cu"
+)
+
+// ErrClosed is returned by every method of a closed Device.
+var ErrClosed = errors.New("cuda: device is closed")
+
+var _ gpu.Device = (*Device)(nil)
+
+// Device is one GPU, driven through its primary context (the one the CUDA
+// runtime, and so NCCL, uses too; memory of another context would not be
+// addressable there). A CUDA context is current on an OS thread, and Go
+// moves goroutines between threads, so one goroutine locked to its thread
+// owns the context: every method hands it a closure and waits, which
+// makes the methods safe to call from any goroutine. The one exception is
+// SyncEvent, which blocks and so waits on the caller's own thread (see
+// there).
+type Device struct {
+	// Read-only after Open.
+	ordinal         int
+	name            string
+	ctx             cu.CUContext
+	least, greatest int
+
+	work chan func()
+	done chan struct{} // closed when the owner goroutine has exited
+
+	st *state // touched only by closures on the owner goroutine
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// state is what the owner goroutine holds.
+type state struct {
+	dev             cu.Device
+	ctx             cu.CUContext
+	sms             int // streaming multiprocessors
+	threadsPerSM    int
+	least, greatest int // stream priorities: least urgent, most urgent
+	mod             cu.Module
+	fns             [numKernels]cu.Function
+	streams         []cu.Stream
+	events          []cu.Event
+	graphs          []graphExec
+	allocs          map[gpu.Ptr]allocation
+	quit            bool
+	name            string
+	major, minor    int
+	totalMem        int64
+}
+
+// Count is the number of CUDA devices the driver sees.
+func Count() (int, error) {
+	n, err := cu.NumDevices()
+	if err != nil {
+		return 0, fmt.Errorf("cuda: cuDeviceGetCount: %w", err)
+	}
+	return n, nil
+}
+
+// Open starts the owner goroutine of device ordinal, retains its primary
+// context and loads the kernels.
+func Open(ordinal int) (*Device, error) {
+	d := &Device{
+		ordinal: ordinal,
+		work:    make(chan func()),
+		done:    make(chan struct{}),
+		st:      &state{allocs: make(map[gpu.Ptr]allocation)},
+	}
+	ready := make(chan error, 1)
+	go d.own(ready)
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	// What never changes is copied out of the owner's state, which it
+	// published through ready, so these are read without a round trip.
+	st := d.st
+	d.ctx, d.least, d.greatest = st.ctx, st.least, st.greatest
+	d.name = fmt.Sprintf("%s, sm_%d%d, %d SMs, %.1f GiB", st.name, st.major, st.minor, st.sms, float64(st.totalMem)/(1<<30))
+	return d, nil
+}
+
+// own is the owner goroutine. It never unlocks its thread: when it
+// returns, the runtime ends the thread, and the context binding with it.
+func (d *Device) own(ready chan<- error) {
+	runtime.LockOSThread()
+	defer close(d.done)
+	if err := d.st.open(d.ordinal); err != nil {
+		ready <- errors.Join(err, d.st.release())
+		return
+	}
+	ready <- nil
+	for !d.st.quit {
+		(<-d.work)()
+	}
+}
+
+func (st *state) open(ordinal int) error {
+	var err error
+	if st.dev, err = cu.GetDevice(ordinal); err != nil {
+		return fmt.Errorf("cuda: cuDeviceGet %d: %w", ordinal, err)
+	}
+	if st.ctx, err = st.dev.RetainPrimaryCtx(); err != nil {
+		return fmt.Errorf("cuda: cuDevicePrimaryCtxRetain on device %d: %w", ordinal, err)
+	}
+	if err := cu.SetCurrentContext(st.ctx); err != nil {
+		return fmt.Errorf("cuda: cuCtxSetCurrent on device %d: %w", ordinal, err)
+	}
+	attrs, err := st.dev.Attributes(cu.MultiprocessorCount, cu.MaxThreadsPerMultiprocessor,
+		cu.ComputeCapabilityMajor, cu.ComputeCapabilityMinor, cu.UnifiedAddressing)
+	if err != nil {
+		return fmt.Errorf("cuda: cuDeviceGetAttribute on device %d: %w", ordinal, err)
+	}
+	st.sms, st.threadsPerSM, st.major, st.minor = attrs[0], attrs[1], attrs[2], attrs[3]
+	// gpu.Ptr is one address space for device and pinned host memory.
+	if attrs[4] != 1 {
+		return fmt.Errorf("cuda: device %d has no unified addressing, which the backend needs", ordinal)
+	}
+	if st.name, err = st.dev.Name(); err != nil {
+		return fmt.Errorf("cuda: cuDeviceGetName %d: %w", ordinal, err)
+	}
+	if st.totalMem, err = st.dev.TotalMem(); err != nil {
+		return fmt.Errorf("cuda: cuDeviceTotalMem on device %d: %w", ordinal, err)
+	}
+	if st.least, st.greatest, err = cu.StreamPriorityRange(); err != nil {
+		return fmt.Errorf("cuda: cuCtxGetStreamPriorityRange: %w", err)
+	}
+	return st.loadKernels()
+}
+
+// do runs f on the owner goroutine and returns its error.
+func (d *Device) do(f func(st *state) error) error {
+	errc := make(chan error, 1)
+	select {
+	case d.work <- func() { errc <- f(d.st) }:
+	case <-d.done:
+		return ErrClosed
+	}
+	return <-errc
+}
+
+// Name describes the device: "NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB".
+func (d *Device) Name() string { return d.name }
+
+// Ordinal is the device's index among the driver's devices.
+func (d *Device) Ordinal() int { return d.ordinal }
+
+// Close waits for the device's work, then frees every graph, stream,
+// event and allocation, unloads the kernels and releases the primary
+// context. Close NCCL communicators first: they use the context. Calls
+// after Close return ErrClosed; a second Close returns nil.
+func (d *Device) Close() error {
+	err := d.do(func(st *state) error {
+		st.quit = true
+		var errs []error
+		if err := cu.Synchronize(); err != nil {
+			errs = append(errs, fmt.Errorf("cuda: cuCtxSynchronize: %w", err))
+		}
+		errs = append(errs, st.release())
+		return errors.Join(errs...)
+	})
+	if err == ErrClosed {
+		return nil
+	}
+	return err
+}
+
+// release frees what open and the methods made, in dependency order.
+func (st *state) release() error {
+	var errs []error
+	note := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cuda: %s: %w", what, err))
+		}
+	}
+	for _, g := range st.graphs {
+		note("cuGraphExecDestroy", g.destroy())
+	}
+	st.graphs = nil
+	for i := range st.streams {
+		note("cuStreamDestroy", st.streams[i].Destroy())
+	}
+	st.streams = nil
+	for i := range st.events {
+		note("cuEventDestroy", cu.DestroyEvent(&st.events[i]))
+	}
+	st.events = nil
+	for p, a := range st.allocs {
+		note(fmt.Sprintf("freeing %#x", uint64(p)), a.free(p))
+	}
+	clear(st.allocs)
+	if st.mod != (cu.Module{}) {
+		note("cuModuleUnload", st.mod.Unload())
+		st.mod = cu.Module{}
+	}
+	if st.ctx != (cu.CUContext{}) {
+		note("cuDevicePrimaryCtxRelease", st.dev.ReleasePrimaryCtx())
+		st.ctx = cu.CUContext{}
+	}
+	return errors.Join(errs...)
+}

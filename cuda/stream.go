@@ -1,0 +1,159 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"time"
+
+	"github.com/fsdpc/fsdpc/executor/gpu"
+	"gorgonia.org/cu"
+)
+
+// Streams, events and graphs are 1-based indexes into the owner's
+// tables, as on gputest's fake device: the gpu types are plain integers,
+// the tables let every handle be checked, and a zero value is never valid.
+
+func (st *state) stream(s gpu.Stream) (cu.Stream, error) {
+	if s < 1 || int(s) > len(st.streams) {
+		return cu.Stream{}, fmt.Errorf("cuda: stream %d was not made by this device", s)
+	}
+	return st.streams[s-1], nil
+}
+
+func (st *state) event(e gpu.Event) (cu.Event, error) {
+	if e < 1 || int(e) > len(st.events) {
+		return cu.Event{}, fmt.Errorf("cuda: event %d was not made by this device", e)
+	}
+	return st.events[e-1], nil
+}
+
+// PriorityRange is CUDA's: least is the least urgent priority (the
+// default, 0), greatest the most urgent (negative).
+func (d *Device) PriorityRange() (least, greatest int) { return d.least, d.greatest }
+
+// NewStream makes a non-blocking stream (it does not synchronise with the
+// legacy default stream, which Upload and Download use), its priority
+// clamped to PriorityRange.
+func (d *Device) NewStream(priority int) (gpu.Stream, error) {
+	var id gpu.Stream
+	err := d.do(func(st *state) error {
+		p := min(max(priority, st.greatest), st.least)
+		s, err := cu.MakeStreamWithPriority(p, cu.NonBlocking)
+		if err != nil {
+			return fmt.Errorf("cuda: cuStreamCreateWithPriority %d: %w", p, err)
+		}
+		st.streams = append(st.streams, s)
+		id = gpu.Stream(len(st.streams))
+		return nil
+	})
+	return id, err
+}
+
+// NewEvent makes an event that records timing, for Elapsed.
+func (d *Device) NewEvent() (gpu.Event, error) {
+	var id gpu.Event
+	err := d.do(func(st *state) error {
+		e, err := cu.MakeEvent(cu.DefaultEvent)
+		if err != nil {
+			return fmt.Errorf("cuda: cuEventCreate: %w", err)
+		}
+		st.events = append(st.events, e)
+		id = gpu.Event(len(st.events))
+		return nil
+	})
+	return id, err
+}
+
+// Record enqueues e on s.
+func (d *Device) Record(e gpu.Event, s gpu.Stream) error {
+	return d.do(func(st *state) error {
+		ce, err := st.event(e)
+		if err != nil {
+			return err
+		}
+		cs, err := st.stream(s)
+		if err != nil {
+			return err
+		}
+		if err := ce.Record(cs); err != nil {
+			return fmt.Errorf("cuda: cuEventRecord event %d on stream %d: %w", e, s, err)
+		}
+		return nil
+	})
+}
+
+// Wait makes s's later work wait for e's latest record.
+func (d *Device) Wait(s gpu.Stream, e gpu.Event) error {
+	return d.do(func(st *state) error {
+		ce, err := st.event(e)
+		if err != nil {
+			return err
+		}
+		cs, err := st.stream(s)
+		if err != nil {
+			return err
+		}
+		if err := cs.Wait(ce, 0); err != nil {
+			return fmt.Errorf("cuda: cuStreamWaitEvent stream %d on event %d: %w", s, e, err)
+		}
+		return nil
+	})
+}
+
+// SyncEvent blocks until e's latest record has executed. It looks e up on
+// the owner goroutine but waits on the caller's own thread, with the
+// device's context made current there: waiting on the owner would stop
+// every other goroutine from enqueuing work on the device meanwhile,
+// serialising the host side of streams that should overlap.
+// cuEventSynchronize is thread-safe; the event must not be destroyed
+// (Close) while a SyncEvent waits on it.
+func (d *Device) SyncEvent(e gpu.Event) error {
+	var ce cu.Event
+	if err := d.do(func(st *state) error {
+		var err error
+		ce, err = st.event(e)
+		return err
+	}); err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// Leave the thread as it was: it goes back to Go's pool, and a context
+	// left current there would outlive Close.
+	prev, err := cu.CurrentContext()
+	if err != nil {
+		return fmt.Errorf("cuda: cuCtxGetCurrent for cuEventSynchronize: %w", err)
+	}
+	if err := cu.SetCurrentContext(d.ctx); err != nil {
+		return fmt.Errorf("cuda: cuCtxSetCurrent for cuEventSynchronize: %w", err)
+	}
+	defer cu.SetCurrentContext(prev)
+	if err := ce.Synchronize(); err != nil {
+		return fmt.Errorf("cuda: cuEventSynchronize event %d: %w", e, err)
+	}
+	return nil
+}
+
+// Elapsed is the time between two executed records, at the driver's
+// resolution (about half a microsecond).
+func (d *Device) Elapsed(from, to gpu.Event) (time.Duration, error) {
+	var ms float64
+	err := d.do(func(st *state) error {
+		a, err := st.event(from)
+		if err != nil {
+			return err
+		}
+		b, err := st.event(to)
+		if err != nil {
+			return err
+		}
+		if ms, err = a.Elapsed(b); err != nil {
+			return fmt.Errorf("cuda: cuEventElapsedTime events %d -> %d: %w", from, to, err)
+		}
+		return nil
+	})
+	return time.Duration(math.Round(ms * 1e6)), err
+}

@@ -1,0 +1,310 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fsdpc/fsdpc/executor"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// StandIn is what compute and the optimizer do on the device.
+type StandIn uint8
+
+const (
+	// SpinStandIn occupies one SM for the op's modelled duration, so the
+	// step's timing follows the plan while leaving the device to the
+	// communication kernels.
+	SpinStandIn StandIn = iota
+	// BurnStandIn runs the op's FLOPs as fused multiply-adds over the
+	// whole device: real load that competes with communication.
+	BurnStandIn
+)
+
+// Options configure the backend.
+type Options struct {
+	// Comm returns this process's communicator for a process group of the
+	// plan (NCCL); nil runs every rank in this process as virtual ranks
+	// sharing the device.
+	Comm func(pg schedule.ProcessGroup) (Comm, error)
+	// LinkBandwidth paces virtual collectives to the cluster's links, in
+	// bytes per second per rank (0: as fast as the device copies).
+	LinkBandwidth float64
+	// CheckSteps is how many steps, from the first, run with the data
+	// check (synchronously: the timings of a checked step mean little).
+	CheckSteps int
+	StandIn    StandIn
+	// Model times the stand-ins; nil uses the plan's cluster.
+	Model *schedule.Model
+}
+
+// Backend runs a program's ranks on a Device; it implements
+// executor.Backend.
+type Backend struct {
+	dev  Device
+	opt  Options
+	t    executor.Topology
+	plan *schedule.Plan
+	mdl  *schedule.Model
+
+	ranks []*rank // by rank; nil for ranks of other processes
+	comms [numPGs]Comm
+
+	virt     virtualColls
+	failed   atomic.Bool
+	failMu   sync.Mutex
+	failures []executor.Failure
+	dropped  int
+
+	meas  *measurer
+	check checkStats
+}
+
+const numPGs = 4 // schedule.PGNone … PGPostForward
+
+// rank is one local rank's device state.
+type rank struct {
+	rank, shard, replica int
+	streams              [5]Stream // the plan's device streams
+	events               []Event   // the plan's events
+	checkEv              Event     // the data check's synchronisation
+	pools                [5]pool
+}
+
+// New makes a backend on dev.
+func New(dev Device, opt Options) *Backend {
+	return &Backend{dev: dev, opt: opt}
+}
+
+// Name is the backend's name in reports.
+func (b *Backend) Name() string { return "cuda (" + b.dev.Name() + ")" }
+
+// StandIns: compute and the optimizer are stand-ins (doc.go).
+func (b *Backend) StandIns() bool { return true }
+
+// Open makes every local rank's streams and events.
+func (b *Backend) Open(t executor.Topology) error {
+	if t.Plan == nil {
+		return errors.New("gpu backend: the topology has no plan")
+	}
+	b.t, b.plan = t, t.Plan
+	b.mdl = b.opt.Model
+	if b.mdl == nil {
+		b.mdl = schedule.NewModel(t.Plan)
+	}
+	local := t.Local
+	if local == nil {
+		for r := 0; r < t.World(); r++ {
+			local = append(local, r)
+		}
+	}
+	if b.opt.Comm == nil && len(local) != t.World() {
+		return fmt.Errorf("gpu backend: virtual ranks need every rank in this process, not %d of %d", len(local), t.World())
+	}
+	if b.opt.Comm != nil {
+		if len(local) != 1 {
+			return fmt.Errorf("gpu backend: with a communicator a process runs one rank, not %d", len(local))
+		}
+		for _, pg := range []schedule.ProcessGroup{schedule.PGShard, schedule.PGReplicate, schedule.PGPostForward} {
+			if !usesPG(t.Plan, pg) {
+				continue
+			}
+			c, err := b.opt.Comm(pg)
+			if err != nil {
+				return fmt.Errorf("gpu backend: communicator for %s: %w", pg, err)
+			}
+			b.comms[pg] = c
+		}
+	}
+	least, greatest := b.dev.PriorityRange()
+	var err error
+	b.ranks = make([]*rank, t.World())
+	for _, rk := range local {
+		r := &rank{rank: rk, shard: rk % t.Shard, replica: rk / t.Shard}
+		for s := range r.streams {
+			// FSDP2 makes its communication streams high priority, so
+			// that their small kernels are not starved by compute.
+			prio := least
+			if schedule.Stream(s) != schedule.StreamCompute {
+				prio = greatest
+			}
+			st, err := b.dev.NewStream(prio)
+			if err != nil {
+				return fmt.Errorf("gpu backend: rank %d, %s stream: %w", rk, schedule.Stream(s), err)
+			}
+			r.streams[s] = st
+		}
+		r.events = make([]Event, t.Events)
+		for i := range r.events {
+			ev, err := b.dev.NewEvent()
+			if err != nil {
+				return fmt.Errorf("gpu backend: rank %d, event %d: %w", rk, i, err)
+			}
+			r.events[i] = ev
+		}
+		if r.checkEv, err = b.dev.NewEvent(); err != nil {
+			return fmt.Errorf("gpu backend: rank %d: %w", rk, err)
+		}
+		b.ranks[rk] = r
+	}
+	if err := b.virt.init(b); err != nil {
+		return err
+	}
+	m, err := newMeasurer(b, local)
+	if err != nil {
+		return err
+	}
+	b.meas = m
+	return nil
+}
+
+func usesPG(p *schedule.Plan, pg schedule.ProcessGroup) bool {
+	for i := range p.Ops {
+		if p.Ops[i].PG == pg && p.Ops[i].PGSize > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// stream is the device stream of a plan stream; the host stream has none.
+func (r *rank) stream(s schedule.Stream) Stream { return r.streams[s] }
+
+func (b *Backend) Alloc(rk int, p schedule.Pool, bytes int64) (executor.Mem, error) {
+	m, err := b.alloc(b.ranks[rk], p, bytes)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (b *Backend) Free(rk int, s schedule.Stream, m executor.Mem, op int) {
+	b.release(b.ranks[rk], m.(*mem))
+}
+
+func (b *Backend) Record(rk int, s schedule.Stream, ev executor.Event, op int) {
+	r := b.ranks[rk]
+	b.must(rk, s, op, b.dev.Record(r.events[ev.ID], r.stream(s)))
+}
+
+func (b *Backend) Wait(rk int, s schedule.Stream, ev executor.Event, op int) {
+	r := b.ranks[rk]
+	b.must(rk, s, op, b.dev.Wait(r.stream(s), r.events[ev.ID]))
+}
+
+func (b *Backend) Synchronize(rk int, ev executor.Event, op int) error {
+	r := b.ranks[rk]
+	err := b.dev.SyncEvent(r.events[ev.ID])
+	b.must(rk, schedule.StreamHost, op, err)
+	return err
+}
+
+// must turns a device error into a failure of the run.
+func (b *Backend) must(rk int, s schedule.Stream, op int, err error) bool {
+	if err == nil {
+		return true
+	}
+	b.Abort(executor.Failure{Kind: executor.Internal, Rank: rk, Stream: s, Op: op, What: b.describe(op) + ": " + err.Error()})
+	return false
+}
+
+func (b *Backend) describe(op int) string {
+	if b.t.Describe != nil && op >= 0 {
+		return b.t.Describe(op)
+	}
+	return fmt.Sprintf("op %d", op)
+}
+
+const maxFailures = 64
+
+func (b *Backend) Abort(f executor.Failure) {
+	b.failMu.Lock()
+	if len(b.failures) < maxFailures {
+		b.failures = append(b.failures, f)
+	} else {
+		b.dropped++
+	}
+	b.failMu.Unlock()
+	if !b.failed.Swap(true) {
+		b.virt.abort()
+	}
+}
+
+func (b *Backend) Failed() bool { return b.failed.Load() }
+
+func (b *Backend) Upload(rk int, m executor.Mem, data []byte) error {
+	mm := m.(*mem)
+	if int64(len(data)) != mm.bytes {
+		return fmt.Errorf("gpu backend: uploading %d bytes into a block of %d", len(data), mm.bytes)
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	return b.dev.Upload(mm.ptr, data)
+}
+
+func (b *Backend) Download(rk int, m executor.Mem) ([]byte, error) {
+	mm := m.(*mem)
+	out := make([]byte, mm.bytes)
+	if len(out) == 0 {
+		return out, nil
+	}
+	return out, b.dev.Download(out, mm.ptr)
+}
+
+// Drain waits for every local stream, then reads the measurements.
+func (b *Backend) Drain() error {
+	for _, r := range b.ranks {
+		if r == nil {
+			continue
+		}
+		for s, st := range r.streams {
+			ev, err := b.dev.NewEvent()
+			if err == nil {
+				err = b.dev.Record(ev, st)
+			}
+			if err == nil {
+				err = b.dev.SyncEvent(ev)
+			}
+			if err != nil {
+				b.Abort(executor.Failure{Kind: executor.Internal, Rank: r.rank, Stream: schedule.Stream(s), Op: -1, What: "draining the stream: " + err.Error()})
+			}
+		}
+	}
+	if !b.Failed() {
+		if err := b.meas.collect(); err != nil {
+			b.Abort(executor.Failure{Kind: executor.Internal, Op: -1, What: "reading the timing events: " + err.Error()})
+		}
+	}
+	b.failMu.Lock()
+	defer b.failMu.Unlock()
+	if len(b.failures) > 0 {
+		return &executor.FailureError{Failures: append([]executor.Failure(nil), b.failures...), Dropped: b.dropped}
+	}
+	return nil
+}
+
+func (b *Backend) Stats(rk int) executor.RankStats {
+	var st executor.RankStats
+	r := b.ranks[rk]
+	if r == nil {
+		return st
+	}
+	for p := range r.pools {
+		st.Pools[p] = r.pools[p].stats
+	}
+	b.meas.fill(rk, &st)
+	return st
+}
+
+// Close frees the communicators; the device's memory, streams and events
+// go with the device.
+func (b *Backend) Close() {
+	for _, c := range b.comms {
+		if c != nil {
+			c.Close()
+		}
+	}
+}

@@ -1,0 +1,286 @@
+package gpu_test
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsdpc/fsdpc/executor"
+	"github.com/fsdpc/fsdpc/executor/gpu"
+	"github.com/fsdpc/fsdpc/executor/gpu/gputest"
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/planner"
+	"github.com/fsdpc/fsdpc/plans"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// plan compiles a zoo model with its repeated blocks cut to layers and
+// the cluster set to world ranks (mesh r × s when r > 1).
+func plan(t testing.TB, name string, layers, r, s int, extra ...string) *schedule.Plan {
+	t.Helper()
+	src, file, ok := plans.Source(name)
+	if !ok {
+		t.Fatalf("no zoo model %s", name)
+	}
+	text := regexp.MustCompile(`(?m)^(\s*repeat\s*=\s*)\d+`).ReplaceAllString(string(src), fmt.Sprintf("${1}%d", layers))
+	text = dropKeys(text, "cluster", "nodes", "mesh", "memory_budget", "gpu", "world_size")
+	cluster := fmt.Sprintf("gpu = { preset = \"h100-sxm\", hbm = \"1000TiB\" }\nworld_size = %d\n", r*s)
+	if r > 1 {
+		cluster += fmt.Sprintf("mesh = { replicate = %d, shard = %d }\n", r, s)
+	}
+	text = strings.Replace(text, "[cluster]\n", "[cluster]\n"+cluster, 1)
+	for _, e := range extra {
+		section, kv, _ := strings.Cut(e, ":")
+		key, _, _ := strings.Cut(kv, "=")
+		text = dropKeys(text, section, strings.TrimSpace(key))
+		text = strings.Replace(text, "["+section+"]\n", "["+section+"]\n"+kv+"\n", 1)
+	}
+	m, err := ir.Load(file, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// dropKeys removes top-level keys of a section (one line each).
+func dropKeys(src, section string, keys ...string) string {
+	var out []string
+	in := false
+	for _, l := range strings.Split(src, "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "[") {
+			in = t == "["+section+"]"
+		}
+		if in {
+			k, _, _ := strings.Cut(t, "=")
+			k = strings.TrimSpace(k)
+			drop := false
+			for _, key := range keys {
+				drop = drop || k == key
+			}
+			if drop {
+				continue
+			}
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+func rehearse(t *testing.T, p *schedule.Plan, scale, steps int, opt gpu.Options, dev gpu.Device) (*executor.Report, *gpu.Backend, error) {
+	t.Helper()
+	b := gpu.New(dev, opt)
+	rep, err := executor.Run(p, b, executor.Options{Scale: scale, Steps: steps, Timeout: 20 * time.Second})
+	return rep, b, err
+}
+
+// TestRehearsalZoo runs zoo plans as virtual ranks on the CPU device with
+// its race detection on: every gathered parameter and every collective
+// passes the data check, the device sees no unordered access, and each
+// pool's peak equals the prediction (Run fails otherwise).
+func TestRehearsalZoo(t *testing.T) {
+	cases := []struct {
+		model        string
+		layers, r, s int
+		scale        int
+		extra        []string
+	}{
+		{"gpt2-124m", 2, 1, 4, 16, nil},
+		{"gpt2-124m", 2, 1, 3, 16, nil},
+		{"llama3-8b", 2, 1, 8, 64, nil},
+		{"llama3-8b", 2, 2, 4, 64, nil},
+		{"llama3-8b", 2, 1, 4, 64, []string{`policy:reshard_after_forward = 2`}},
+		{"llama3-8b-lora", 1, 1, 2, 64, nil},
+		{"mixtral-8x7b", 1, 1, 4, 64, nil},
+		{"t5-base", 1, 1, 2, 16, nil},
+		{"vit-b16", 1, 1, 2, 16, nil},
+		{"llama3-8b", 1, 1, 4, 64, []string{`train:grad_accum = 2`}},
+		{"llama3-8b", 1, 1, 2, 64, []string{`policy:reduce_dtype = "fp16"`}},
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%s %dx%d %v", c.model, c.r, c.s, c.extra)
+		t.Run(name, func(t *testing.T) {
+			p := plan(t, c.model, c.layers, c.r, c.s, c.extra...)
+			dev := gputest.New(gputest.WithRaceDetection())
+			defer dev.Close()
+			rep, b, err := rehearse(t, p, c.scale, 2, gpu.Options{CheckSteps: 1}, dev)
+			if err != nil {
+				var sb strings.Builder
+				if rep != nil {
+					rep.Write(&sb)
+				}
+				t.Fatalf("%v\n%s", err, sb.String())
+			}
+			if errs := dev.Errors(); len(errs) > 0 {
+				t.Fatalf("the device saw: %v", errs)
+			}
+			gathered, colls, _ := b.Checked()
+			if gathered == 0 || colls == 0 {
+				t.Errorf("the data check covered %d gathers and %d collectives", gathered, colls)
+			}
+			m := b.Measurement()
+			if !(m.Measured.StepTime > 0) || m.Timings == nil {
+				t.Errorf("no measured step: %+v", m.Measured)
+			}
+		})
+	}
+}
+
+// brokenReduce is a device whose reduction kernel drops the last input.
+type brokenReduce struct{ *gputest.Device }
+
+func (d brokenReduce) Reduce(dst gpu.Ptr, srcs []gpu.Ptr, n int64, dt ir.DType, scale float32, s gpu.Stream) error {
+	return d.Device.Reduce(dst, srcs[:len(srcs)-1], n, dt, scale, s)
+}
+
+// brokenGather is a device whose copies of one size lose their last byte.
+type brokenCopy struct {
+	*gputest.Device
+	size int64
+}
+
+func (d brokenCopy) Copy(dst, src gpu.Ptr, bytes int64, s gpu.Stream) error {
+	if bytes == d.size {
+		bytes--
+	}
+	return d.Device.Copy(dst, src, bytes, s)
+}
+
+// TestDataCheckCatches: a wrong reduction and a short copy fail the run
+// with a mismatch that names the collective or the parameter.
+func TestDataCheckCatches(t *testing.T) {
+	p := plan(t, "gpt2-124m", 1, 1, 4)
+	t.Run("reduction", func(t *testing.T) {
+		dev := gputest.New()
+		defer dev.Close()
+		_, _, err := rehearse(t, p, 16, 1, gpu.Options{CheckSteps: 1}, brokenReduce{dev})
+		wantMismatch(t, err, "reduce-scatter on rank")
+	})
+	t.Run("copy", func(t *testing.T) {
+		dev := gputest.New()
+		defer dev.Close()
+		// Every all-gather copy of the first group moves one chunk: find
+		// its size from the plan.
+		q, _, err := executor.Scale(p, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var chunk int64
+		for _, o := range q.Ops {
+			if o.Kind == schedule.OpAllGather {
+				chunk = o.Bytes / int64(o.PGSize)
+				break
+			}
+		}
+		_, _, err = rehearse(t, p, 16, 1, gpu.Options{CheckSteps: 1}, brokenCopy{dev, chunk})
+		wantMismatch(t, err, "")
+	})
+}
+
+func wantMismatch(t *testing.T, err error, what string) {
+	t.Helper()
+	var fe *executor.FailureError
+	if !errors.As(err, &fe) {
+		t.Fatalf("want a failed run, got %v", err)
+	}
+	if fe.Failures[0].Kind != executor.Mismatch || !strings.Contains(fe.Failures[0].What, what) {
+		t.Fatalf("want a mismatch naming %q, got %v", what, err)
+	}
+}
+
+// TestMissingWaitIsAHazard removes the compute stream's wait for a group's
+// all-gather: the device's race detection (what compute-sanitizer's
+// racecheck finds on a GPU) or the data check must fail the run.
+func TestMissingWaitIsAHazard(t *testing.T) {
+	p := plan(t, "gpt2-124m", 1, 1, 2)
+	var removed bool
+	for i, o := range p.Ops {
+		if o.Kind == schedule.OpWait && o.Stream == schedule.StreamCompute && o.Phase == schedule.PhaseForward {
+			p.Ops = append(p.Ops[:i:i], p.Ops[i+1:]...)
+			removed = true
+			break
+		}
+	}
+	if !removed {
+		t.Fatal("no compute-stream wait in the forward")
+	}
+	dev := gputest.New(gputest.WithRaceDetection())
+	defer dev.Close()
+	// Unchecked: the data check synchronises the host with the streams,
+	// which orders them after all.
+	_, _, err := rehearse(t, p, 16, 1, gpu.Options{CheckSteps: 0}, dev)
+	if err == nil || !strings.Contains(err.Error(), "hazard: stream") {
+		t.Fatalf("a schedule without its wait: want the device's hazard, got %v", err)
+	}
+}
+
+// TestPacedCollectives: pacing the virtual ranks' links to a bandwidth
+// makes the collectives take at least the bytes over it.
+func TestPacedCollectives(t *testing.T) {
+	p := plan(t, "gpt2-124m", 1, 1, 2)
+	dev := gputest.New()
+	defer dev.Close()
+	const bw = 2e9
+	_, b, err := rehearse(t, p, 16, 2, gpu.Options{LinkBandwidth: bw}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := b.Measurement()
+	for _, c := range m.Collectives {
+		if c.BusBW > bw*1.05 {
+			t.Errorf("%s: bus bandwidth %.2f GB/s over the %.2f GB/s link", c.Kind, c.BusBW/1e9, bw/1e9)
+		}
+	}
+	if len(m.Collectives) == 0 {
+		t.Fatal("no collectives measured")
+	}
+}
+
+func TestCalibrate(t *testing.T) {
+	dev := gputest.New()
+	defer dev.Close()
+	f, err := gpu.Calibrate(dev, 4, 1<<20, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(f.CopyBandwidth > 0 && f.GatherBandwidth > 0 && f.ReduceBandwidth > 0 && f.Launch >= 0 && f.Issue > 0) {
+		t.Errorf("figures %+v", f)
+	}
+	var sb strings.Builder
+	f.Write(&sb)
+	if !strings.Contains(sb.String(), "% of copy") {
+		t.Errorf("report:\n%s", sb.String())
+	}
+}
+
+// TestReduceHost pins the reduction's arithmetic: fp32 accumulation in
+// input order, each input scaled and rounded to fp32 first, one rounding
+// to the dtype.
+func TestReduceHost(t *testing.T) {
+	enc := func(dt ir.DType, vs ...float64) []byte {
+		b := make([]byte, int64(len(vs))*dt.Size())
+		for i, v := range vs {
+			executor.StoreElement(dt, b, int64(i), v)
+		}
+		return b
+	}
+	// bf16: 1 + 2^-8 + 2^-8 is not representable per step (bf16 has 8
+	// significant bits) but is after accumulating in fp32: 1 + 2^-7.
+	in := [][]byte{enc(ir.BF16, 1), enc(ir.BF16, 1.0/256), enc(ir.BF16, 1.0/256)}
+	got := executor.LoadElement(ir.BF16, gpu.ReduceHost(in, 1, ir.BF16, 1), 0)
+	if got != 1+1.0/128 {
+		t.Errorf("bf16 sum = %v, want %v", got, 1+1.0/128)
+	}
+	// The average's scale applies to each input before the sum.
+	in = [][]byte{enc(ir.FP32, 3), enc(ir.FP32, 5)}
+	if got := executor.LoadElement(ir.FP32, gpu.ReduceHost(in, 1, ir.FP32, 0.5), 0); got != 4 {
+		t.Errorf("fp32 avg = %v, want 4", got)
+	}
+}

@@ -1,0 +1,221 @@
+package gpu
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// DeviceFigures are what the device measured in Calibrate: the figures a
+// rehearsal's prediction uses in place of the plan's cluster, so that
+// measured and predicted step times compare the schedule, not the
+// hardware.
+type DeviceFigures struct {
+	// CopyBandwidth: bytes copied per second by one large device copy
+	// (each byte read and written). MemoryBandwidth is the traffic, twice
+	// that.
+	CopyBandwidth, MemoryBandwidth float64
+	// GatherBandwidth: bytes per second of the copies a virtual all-gather
+	// of Ranks ranks makes, all members at once.
+	GatherBandwidth float64
+	// ReduceBandwidth: bytes read and written per second by the reduction
+	// kernel over Ranks fp32 inputs.
+	ReduceBandwidth float64
+	// Launch is the GPU-side time of an empty kernel; Issue the CPU's cost
+	// of issuing one operation through the backend's device.
+	Launch, Issue time.Duration
+	Ranks         int
+	Bytes         int64 // the transfer size measured
+}
+
+// Calibrate measures the device: medians of repeated runs of bytes-sized
+// transfers, ranks virtual ranks for the gather and the reduction.
+func Calibrate(dev Device, ranks int, bytes int64, repeats int) (DeviceFigures, error) {
+	f := DeviceFigures{Ranks: ranks, Bytes: bytes}
+	if ranks < 2 || bytes < 1<<10 || repeats < 1 {
+		return f, fmt.Errorf("calibrate: %d ranks, %d bytes, %d repeats: need at least 2, 1 KiB, 1", ranks, bytes, repeats)
+	}
+	bytes -= bytes % int64(ranks*4)
+	_, greatest := dev.PriorityRange()
+	streams := make([]Stream, ranks)
+	bufs := make([]Ptr, ranks)
+	for i := range streams {
+		s, err := dev.NewStream(greatest)
+		if err != nil {
+			return f, err
+		}
+		streams[i] = s
+		if bufs[i], err = dev.Alloc(bytes); err != nil {
+			return f, fmt.Errorf("calibrate: %w", err)
+		}
+		if err := dev.Memset(bufs[i], 0, bytes, s); err != nil {
+			return f, err
+		}
+	}
+	defer func() {
+		for _, p := range bufs {
+			dev.Free(p)
+		}
+	}()
+	t0, err := dev.NewEvent()
+	if err != nil {
+		return f, err
+	}
+	t1, err := dev.NewEvent()
+	if err != nil {
+		return f, err
+	}
+	join := make([]Event, ranks)
+	for i := range join {
+		if join[i], err = dev.NewEvent(); err != nil {
+			return f, err
+		}
+	}
+	s0 := streams[0]
+	// timeIt runs work between two events on s0, fanning out to every
+	// stream and back, and returns the median.
+	timeIt := func(work func() error) (time.Duration, error) {
+		var ds []time.Duration
+		for rep := 0; rep < repeats+1; rep++ { // the first run warms up
+			if err := dev.Record(t0, s0); err != nil {
+				return 0, err
+			}
+			for _, s := range streams[1:] {
+				if err := dev.Wait(s, t0); err != nil {
+					return 0, err
+				}
+			}
+			if err := work(); err != nil {
+				return 0, err
+			}
+			for i, s := range streams[1:] {
+				if err := dev.Record(join[i+1], s); err != nil {
+					return 0, err
+				}
+				if err := dev.Wait(s0, join[i+1]); err != nil {
+					return 0, err
+				}
+			}
+			if err := dev.Record(t1, s0); err != nil {
+				return 0, err
+			}
+			if err := dev.SyncEvent(t1); err != nil {
+				return 0, err
+			}
+			d, err := dev.Elapsed(t0, t1)
+			if err != nil {
+				return 0, err
+			}
+			if rep > 0 {
+				ds = append(ds, d)
+			}
+		}
+		slices.Sort(ds)
+		return max(ds[len(ds)/2], time.Nanosecond), nil
+	}
+	per := func(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+	d, err := timeIt(func() error { return dev.Copy(bufs[1], bufs[0], bytes, s0) })
+	if err != nil {
+		return f, fmt.Errorf("calibrate: copy: %w", err)
+	}
+	f.CopyBandwidth = per(bytes, d)
+	f.MemoryBandwidth = 2 * f.CopyBandwidth
+
+	// A virtual all-gather: every rank copies every other rank's chunk.
+	c := bytes / int64(ranks)
+	d, err = timeIt(func() error {
+		for i, s := range streams {
+			for j := range streams {
+				if i != j {
+					if err := dev.Copy(bufs[i]+Ptr(int64(j)*c), bufs[j]+Ptr(int64(j)*c), c, s); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return f, fmt.Errorf("calibrate: gather: %w", err)
+	}
+	f.GatherBandwidth = per(int64(ranks*(ranks-1))*c, d)
+
+	// The reduction of one reduce-scatter chunk per rank, all at once:
+	// each reads its chunk of every rank and writes it in place.
+	d, err = timeIt(func() error {
+		for i, s := range streams {
+			srcs := make([]Ptr, ranks)
+			for j := range srcs {
+				srcs[j] = bufs[j] + Ptr(int64(i)*c)
+			}
+			if err := dev.Reduce(bufs[i]+Ptr(int64(i)*c), srcs, c/4, ir.FP32, 1, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return f, fmt.Errorf("calibrate: reduce: %w", err)
+	}
+	f.ReduceBandwidth = per(int64(ranks)*int64(ranks+1)*c, d)
+
+	// Launch and issue: many empty kernels on one stream.
+	const n = 1000
+	start := time.Now()
+	d, err = timeIt(func() error {
+		for i := 0; i < n; i++ {
+			if err := dev.Spin(0, s0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return f, fmt.Errorf("calibrate: launch: %w", err)
+	}
+	f.Issue = time.Since(start) / time.Duration(n*(repeats+1))
+	f.Launch = d / n
+	return f, nil
+}
+
+// RehearsalModel is the cost model of a single-GPU rehearsal of p on a
+// device with figures f: copies at the measured copy bandwidth, virtual
+// collectives at the gather bandwidth the ranks share (or linkBandwidth,
+// when the rehearsal paces them), the measured launch and issue costs
+// (one device context serves every virtual rank, so each rank's issue
+// waits for the others'), and no slowdown of stand-in compute by
+// overlapping collectives (a spinning stand-in does not compete).
+func RehearsalModel(p *schedule.Plan, f DeviceFigures, linkBandwidth float64, ranks int, standIn StandIn) *schedule.Model {
+	m := schedule.NewModel(p)
+	m.HW.HBMBandwidth = f.MemoryBandwidth
+	m.Cal.MemoryEfficiency = 1
+	m.Cal.Launch = f.Launch.Seconds()
+	bw := f.GatherBandwidth / float64(max(ranks, 1))
+	if linkBandwidth > 0 {
+		bw = linkBandwidth
+	}
+	m.HW.IntraNodeBandwidth, m.HW.InterNodeBandwidth = bw, bw
+	m.Cal.BusEfficiency = 1
+	m.Cal.AlphaIntra, m.Cal.AlphaInter = f.Launch.Seconds(), f.Launch.Seconds()
+	m.Cal.IssueKernel = f.Issue.Seconds() * float64(max(ranks, 1))
+	m.Cal.IssueOther = m.Cal.IssueKernel
+	if standIn == SpinStandIn {
+		m.Cal.Overlap = 0
+	}
+	return m
+}
+
+// Write prints the figures, with the ratios the acceptance checks read.
+func (f DeviceFigures) Write(w io.Writer) {
+	gbs := func(x float64) string { return fmt.Sprintf("%.1f GB/s", x/1e9) }
+	fmt.Fprintf(w, "device figures (%d virtual ranks, %s per transfer, medians)\n", f.Ranks, ir.FormatBytes(f.Bytes))
+	fmt.Fprintf(w, "  copy            %s (memory traffic %s)\n", gbs(f.CopyBandwidth), gbs(f.MemoryBandwidth))
+	fmt.Fprintf(w, "  gather copies   %s  = %.0f%% of copy\n", gbs(f.GatherBandwidth), 100*f.GatherBandwidth/f.CopyBandwidth)
+	fmt.Fprintf(w, "  reduction       %s  = %.0f%% of memory bandwidth\n", gbs(f.ReduceBandwidth), 100*f.ReduceBandwidth/f.MemoryBandwidth)
+	fmt.Fprintf(w, "  kernel launch   %v on the device, %v to issue\n", f.Launch, f.Issue)
+}

@@ -1,0 +1,310 @@
+package gpu
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/fsdpc/fsdpc/executor"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// The measured step is the last one: the first steps warm the caching
+// allocator and run the data check. Every operation of it is bracketed by
+// two events on its stream; times are on the device clock, from an event
+// recorded when the backend opened.
+
+type measurer struct {
+	b      *Backend
+	step   int // the measured step
+	base   Event
+	starts [][]Event // [rank][op]: the event's ID + 1, 0 for none
+	ends   [][]Event
+	// collected, in seconds since base: [rank][op], NaN for none
+	t0, t1 [][]float64
+	used0  int64 // device memory in use when the backend opened
+	used   int64 // and at the end
+}
+
+func newMeasurer(b *Backend, local []int) (*measurer, error) {
+	m := &measurer{b: b, step: b.t.Steps - 1}
+	n := len(b.plan.Ops)
+	m.starts = make([][]Event, b.t.World())
+	m.ends = make([][]Event, b.t.World())
+	for _, r := range local {
+		m.starts[r] = make([]Event, n)
+		m.ends[r] = make([]Event, n)
+	}
+	ev, err := b.dev.NewEvent()
+	if err != nil {
+		return nil, fmt.Errorf("gpu backend: timing: %w", err)
+	}
+	m.base = ev
+	if err := b.dev.Record(ev, b.ranks[local[0]].streams[schedule.StreamCompute]); err != nil {
+		return nil, fmt.Errorf("gpu backend: timing: %w", err)
+	}
+	if free, total, err := b.dev.MemInfo(); err == nil {
+		m.used0 = total - free
+	}
+	return m, nil
+}
+
+func (m *measurer) event(list []Event, op int) (Event, error) {
+	if list[op] == 0 {
+		ev, err := m.b.dev.NewEvent()
+		if err != nil {
+			return 0, err
+		}
+		list[op] = ev + 1 // 0 means none
+	}
+	return list[op] - 1, nil
+}
+
+func (m *measurer) begin(r *rank, s schedule.Stream, op, step int) {
+	m.mark(m.starts, r, s, op, step)
+}
+
+func (m *measurer) end(r *rank, s schedule.Stream, op, step int) {
+	m.mark(m.ends, r, s, op, step)
+}
+
+func (m *measurer) mark(list [][]Event, r *rank, s schedule.Stream, op, step int) {
+	if step != m.step {
+		return
+	}
+	ev, err := m.event(list[r.rank], op)
+	if err == nil {
+		err = m.b.dev.Record(ev, r.stream(s))
+	}
+	m.b.must(r.rank, s, op, err)
+}
+
+// collect reads the events once every stream has drained.
+func (m *measurer) collect() error {
+	m.t0 = make([][]float64, len(m.starts))
+	m.t1 = make([][]float64, len(m.starts))
+	for r := range m.starts {
+		if m.starts[r] == nil {
+			continue
+		}
+		m.t0[r] = make([]float64, len(m.starts[r]))
+		m.t1[r] = make([]float64, len(m.starts[r]))
+		for op := range m.starts[r] {
+			m.t0[r][op], m.t1[r][op] = math.NaN(), math.NaN()
+			if m.starts[r][op] == 0 || m.ends[r][op] == 0 {
+				continue
+			}
+			a, err := m.b.dev.Elapsed(m.base, m.starts[r][op]-1)
+			if err != nil {
+				return fmt.Errorf("rank %d, %s: %w", r, m.b.describe(op), err)
+			}
+			z, err := m.b.dev.Elapsed(m.base, m.ends[r][op]-1)
+			if err != nil {
+				return fmt.Errorf("rank %d, %s: %w", r, m.b.describe(op), err)
+			}
+			m.t0[r][op], m.t1[r][op] = a.Seconds(), z.Seconds()
+		}
+	}
+	if free, total, err := m.b.dev.MemInfo(); err == nil {
+		m.used = total - free
+	}
+	return nil
+}
+
+// fill puts a rank's measured step into the executor's statistics: the
+// phases of the measured step and each stream's busy time.
+func (m *measurer) fill(rk int, st *executor.RankStats) {
+	if m.t0 == nil || m.t0[rk] == nil {
+		return
+	}
+	st.PhaseStart = make([][3]int64, m.step+1)
+	st.PhaseEnd = make([][3]int64, m.step+1)
+	ps, pe := &st.PhaseStart[m.step], &st.PhaseEnd[m.step]
+	for i := range ps {
+		ps[i] = math.MaxInt64
+	}
+	for op, a := range m.t0[rk] {
+		if math.IsNaN(a) {
+			continue
+		}
+		o := &m.b.plan.Ops[op]
+		z := m.t1[rk][op]
+		ph := o.Phase
+		ps[ph] = min(ps[ph], int64(a*1e9))
+		pe[ph] = max(pe[ph], int64(z*1e9))
+		st.Busy[o.Stream] += time.Duration((z - a) * 1e9)
+	}
+	for i := range ps {
+		if ps[i] == math.MaxInt64 {
+			ps[i] = 0
+		}
+	}
+}
+
+// Measurement is a run's measured step set against the prediction.
+type Measurement struct {
+	Device string
+	Step   int // the measured step (0-based)
+	Ranks  int // ranks measured in this process
+	// Measured and Predicted: step time, compute-stream time spent on
+	// compute, exposed communication (the compute stream idle within the
+	// step), all in seconds; device memory in bytes.
+	Measured, Predicted Figures
+	// Collectives per kind: count, bytes (one rank's output), time, and
+	// the bus bandwidth nccl-tests reports.
+	Collectives []CollectiveFigures
+	// Timings is rank 0's (the first local rank's) measured step as a
+	// simulation, for a trace aligned with the simulator's.
+	Timings *schedule.Simulation
+	// Check: the data check's coverage.
+	CheckedGathers, CheckedCollectives, CheckedBytes int64
+}
+
+// Figures are one step's headline numbers.
+type Figures struct {
+	StepTime, ComputeTime, ExposedComm float64
+	PeakMemory                         int64
+}
+
+// CollectiveFigures sum one kind of collective over the measured step.
+type CollectiveFigures struct {
+	Kind       schedule.OpKind
+	Count      int
+	Bytes      int64
+	Time       float64 // measured, seconds
+	Predicted  float64
+	BusBW      float64 // measured bytes/s, nccl-tests' bus bandwidth
+	PredBusBW  float64
+	GroupSizes []int
+}
+
+// Measurement returns the measured step against the simulator's
+// prediction for the same (scaled) plan on the backend's model. It is
+// only meaningful after a Drain without failures.
+func (b *Backend) Measurement() *Measurement {
+	m := b.meas
+	out := &Measurement{Device: b.dev.Name(), Step: m.step}
+	out.CheckedGathers, out.CheckedCollectives, out.CheckedBytes = b.Checked()
+	sim := schedule.Simulate(b.plan, b.mdl)
+	pred := sim.Prediction()
+	out.Predicted = Figures{StepTime: pred.StepTime, ComputeTime: pred.ComputeTime, ExposedComm: pred.ExposedComm, PeakMemory: pred.PeakReserved}
+	first := -1
+	for r := range m.t0 {
+		if m.t0[r] == nil {
+			continue
+		}
+		out.Ranks++
+		lo, hi := math.Inf(1), math.Inf(-1)
+		var compute, computeStream float64
+		for op, a := range m.t0[r] {
+			if math.IsNaN(a) {
+				continue
+			}
+			z := m.t1[r][op]
+			lo, hi = math.Min(lo, a), math.Max(hi, z)
+			o := &b.plan.Ops[op]
+			if o.Stream == schedule.StreamCompute {
+				computeStream += z - a
+				if o.Kind == schedule.OpForward || o.Kind == schedule.OpBackward {
+					compute += z - a
+				}
+			}
+		}
+		if hi < lo {
+			continue
+		}
+		step := hi - lo
+		if step > out.Measured.StepTime {
+			out.Measured.StepTime = step
+			out.Measured.ComputeTime = compute
+			out.Measured.ExposedComm = math.Max(step-computeStream, 0)
+		}
+		if first < 0 {
+			first = r
+			out.Timings = m.simulation(b.plan, r, lo)
+		}
+	}
+	out.Measured.PeakMemory = m.used - m.used0
+	// Collectives of the first measured rank, with the prediction's own
+	// durations for the same ops.
+	if first >= 0 {
+		byKind := map[schedule.OpKind]*CollectiveFigures{}
+		var order []schedule.OpKind
+		for op, a := range m.t0[first] {
+			o := &b.plan.Ops[op]
+			if math.IsNaN(a) || (o.Kind != schedule.OpAllGather && o.Kind != schedule.OpReduceScatter && o.Kind != schedule.OpAllReduce) || o.PGSize < 2 {
+				continue
+			}
+			cf := byKind[o.Kind]
+			if cf == nil {
+				cf = &CollectiveFigures{Kind: o.Kind}
+				byKind[o.Kind] = cf
+				order = append(order, o.Kind)
+			}
+			cf.Count++
+			cf.Bytes += o.Bytes
+			cf.Time += m.t1[first][op] - a
+			cf.Predicted += b.mdl.OpDuration(b.plan, o)
+			n := float64(o.PGSize)
+			factor := (n - 1) / n // bus bandwidth: nccl-tests' PERFORMANCE.md
+			if o.Kind == schedule.OpAllReduce {
+				factor = 2 * (n - 1) / n
+			}
+			cf.BusBW += float64(o.Bytes) * factor // summed, divided below
+			cf.PredBusBW += float64(o.Bytes) * factor
+		}
+		for _, k := range order {
+			cf := byKind[k]
+			if cf.Time > 0 {
+				cf.BusBW /= cf.Time
+			}
+			if cf.Predicted > 0 {
+				cf.PredBusBW /= cf.Predicted
+			}
+			out.Collectives = append(out.Collectives, *cf)
+		}
+	}
+	return out
+}
+
+// simulation is a rank's measured step as a schedule.Simulation (times
+// from the step's first op), so schedule.WriteTrace draws it on the same
+// tracks as the simulator's trace.
+func (m *measurer) simulation(p *schedule.Plan, r int, lo float64) *schedule.Simulation {
+	s := &schedule.Simulation{Ops: make([]schedule.Timing, len(p.Ops))}
+	for op, a := range m.t0[r] {
+		if math.IsNaN(a) {
+			continue
+		}
+		s.Ops[op] = schedule.Timing{Start: a - lo, End: m.t1[r][op] - lo}
+		s.StepTime = math.Max(s.StepTime, m.t1[r][op]-lo)
+	}
+	return s
+}
+
+// Write prints the measurement as a table: measured, predicted, ratio.
+func (x *Measurement) Write(w io.Writer) {
+	fmt.Fprintf(w, "\nmeasured on %s, step %d (%d rank(s) in this process), against the simulator on the same figures\n", x.Device, x.Step, x.Ranks)
+	fmt.Fprintf(w, "  %-22s %12s %12s %8s\n", "", "measured", "predicted", "ratio")
+	row := func(name string, got, want float64, unit func(float64) string) {
+		ratio := "-"
+		if want > 0 {
+			ratio = fmt.Sprintf("%.3f", got/want)
+		}
+		fmt.Fprintf(w, "  %-22s %12s %12s %8s\n", name, unit(got), unit(want), ratio)
+	}
+	ms := func(s float64) string { return fmt.Sprintf("%.3f ms", s*1e3) }
+	row("step time", x.Measured.StepTime, x.Predicted.StepTime, ms)
+	row("compute", x.Measured.ComputeTime, x.Predicted.ComputeTime, ms)
+	row("exposed communication", x.Measured.ExposedComm, x.Predicted.ExposedComm, ms)
+	row("device memory", float64(x.Measured.PeakMemory), float64(x.Predicted.PeakMemory), func(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) })
+	for _, c := range x.Collectives {
+		row(fmt.Sprintf("%s ×%d", c.Kind, c.Count), c.Time, c.Predicted, ms)
+		row("  bus bandwidth", c.BusBW, c.PredBusBW, func(v float64) string { return fmt.Sprintf("%.1f GB/s", v/1e9) })
+	}
+	if x.CheckedGathers+x.CheckedCollectives > 0 {
+		fmt.Fprintf(w, "  data check: %d parameter reads equal the reference, %d collectives equal the host's recomputation (%d bytes compared)\n",
+			x.CheckedGathers, x.CheckedCollectives, x.CheckedBytes)
+	}
+}
