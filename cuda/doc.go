@@ -25,6 +25,8 @@
 //   - driver.go: the driver calls cu does not wrap, and its raw handles.
 //   - nccl.go, nccllib.go: the NCCL communicator, and NCCL's dlopen'd
 //     entry points ($FSDPC_NCCL or an argument overrides libnccl.so.2).
+//   - device_test.go: the kernels against the host's arithmetic, copies,
+//     stand-ins and capture, on a real GPU (go test -tags cuda ./cuda).
 //
 // cuda/devices discovers GPUs through NVML, which it loads at run time,
 // so the fsdpc binary builds and runs without a driver.

@@ -41,6 +41,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	device := fl.Int("device", -1, "the GPU ordinal (default: LOCAL_RANK, else 0)")
 	nccl := fl.String("nccl", "", "libnccl.so.2 to load (default: FSDPC_NCCL, else the loader's search path)")
 	checkSteps := fl.Int("check-steps", 1, "steps, from the first, that run the data check")
+	graph := fl.Bool("graph", false, "capture a step as a CUDA graph and replay it for the later steps; reports the launch overhead saved (--virtual; needs --steps ≥ 3)")
 	calBytes := fl.String("calibrate-bytes", "64MiB", "the transfer size of the device measurements the prediction uses")
 	if err := fl.Parse(args); err != nil {
 		return 2
@@ -131,7 +132,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	if err != nil {
 		return fail(err)
 	}
-	opt := gpu.Options{LinkBandwidth: bw, CheckSteps: *checkSteps, StandIn: si,
+	opt := gpu.Options{LinkBandwidth: bw, CheckSteps: *checkSteps, StandIn: si, Graph: *graph,
 		Model: gpu.RehearsalModel(q, figs, bw, ranksHere, si)}
 	if !*virtual {
 		sess, comm, err := join(p, planPath, env, dev, *nccl, *timeout, plat)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -38,6 +39,8 @@ type Options struct {
 	StandIn    StandIn
 	// Model times the stand-ins; nil uses the plan's cluster.
 	Model *schedule.Model
+	// Graph captures a step as a CUDA graph and replays it (graph.go).
+	Graph bool
 }
 
 // Backend runs a program's ranks on a Device; it implements
@@ -60,6 +63,10 @@ type Backend struct {
 
 	meas  *measurer
 	check checkStats
+	graph graphRun
+	// enters[s] is when the first local rank's CPU began step s.
+	enterMu sync.Mutex
+	enters  map[int]time.Time
 }
 
 const numPGs = 4 // schedule.PGNone … PGPostForward
@@ -67,6 +74,7 @@ const numPGs = 4 // schedule.PGNone … PGPostForward
 // rank is one local rank's device state.
 type rank struct {
 	rank, shard, replica int
+	step                 int // the step the CPU issues
 	streams              [5]Stream // the plan's device streams
 	events               []Event   // the plan's events
 	checkEv              Event     // the data check's synchronisation
@@ -122,7 +130,7 @@ func (b *Backend) Open(t executor.Topology) error {
 	var err error
 	b.ranks = make([]*rank, t.World())
 	for _, rk := range local {
-		r := &rank{rank: rk, shard: rk % t.Shard, replica: rk / t.Shard}
+		r := &rank{rank: rk, shard: rk % t.Shard, replica: rk / t.Shard, step: -1}
 		for s := range r.streams {
 			// FSDP2 makes its communication streams high priority, so
 			// that their small kernels are not starved by compute.
@@ -152,7 +160,15 @@ func (b *Backend) Open(t executor.Topology) error {
 	if err := b.virt.init(b); err != nil {
 		return err
 	}
-	m, err := newMeasurer(b, local)
+	b.enters = map[int]time.Time{}
+	measured := t.Steps - 1
+	if b.opt.Graph {
+		if err := b.openGraph(local); err != nil {
+			return err
+		}
+		measured = b.graph.capture - 1
+	}
+	m, err := newMeasurer(b, local, measured)
 	if err != nil {
 		return err
 	}
@@ -186,11 +202,17 @@ func (b *Backend) Free(rk int, s schedule.Stream, m executor.Mem, op int) {
 
 func (b *Backend) Record(rk int, s schedule.Stream, ev executor.Event, op int) {
 	r := b.ranks[rk]
+	if !b.enter(r, ev.Epoch-1) {
+		return
+	}
 	b.must(rk, s, op, b.dev.Record(r.events[ev.ID], r.stream(s)))
 }
 
 func (b *Backend) Wait(rk int, s schedule.Stream, ev executor.Event, op int) {
 	r := b.ranks[rk]
+	if !b.enter(r, ev.Epoch-1) {
+		return
+	}
 	b.must(rk, s, op, b.dev.Wait(r.stream(s), r.events[ev.ID]))
 }
 
@@ -208,6 +230,11 @@ func (b *Backend) must(rk int, s schedule.Stream, op int, err error) bool {
 	}
 	b.Abort(executor.Failure{Kind: executor.Internal, Rank: rk, Stream: s, Op: op, What: b.describe(op) + ": " + err.Error()})
 	return false
+}
+
+// failure is an internal failure of the run, not tied to a rank's op.
+func failure(rk int, err error) executor.Failure {
+	return executor.Failure{Kind: failureKind(err), Rank: max(rk, 0), Op: -1, What: err.Error()}
 }
 
 func (b *Backend) describe(op int) string {
@@ -256,6 +283,9 @@ func (b *Backend) Download(rk int, m executor.Mem) ([]byte, error) {
 
 // Drain waits for every local stream, then reads the measurements.
 func (b *Backend) Drain() error {
+	if err := b.finishGraph(); err != nil {
+		b.Abort(failure(-1, err))
+	}
 	for _, r := range b.ranks {
 		if r == nil {
 			continue

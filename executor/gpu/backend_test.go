@@ -284,3 +284,38 @@ func TestReduceHost(t *testing.T) {
 		t.Errorf("fp32 avg = %v, want 4", got)
 	}
 }
+
+// TestGraphReplay captures a step and replays it: the replays run on the
+// device without a hazard, and the report compares them with the eager
+// step.
+func TestGraphReplay(t *testing.T) {
+	p := plan(t, "llama3-8b", 2, 1, 4)
+	dev := gputest.New(gputest.WithRaceDetection())
+	defer dev.Close()
+	_, b, err := rehearse(t, p, 64, 5, gpu.Options{CheckSteps: 1, Graph: true}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := dev.Errors(); len(errs) > 0 {
+		t.Fatalf("the device saw: %v", errs)
+	}
+	m := b.Measurement()
+	if m.Graph == nil || m.Graph.Replays != 3 || dev.Stats().GraphLaunches != 3 {
+		t.Fatalf("graph figures %+v, launches %d; want 3 replays (steps 2, 3, 4)", m.Graph, dev.Stats().GraphLaunches)
+	}
+	if m.Step != 1 {
+		t.Errorf("measured step %d, want the eager step 1", m.Step)
+	}
+	var sb strings.Builder
+	m.Write(&sb)
+	if !strings.Contains(sb.String(), "launch overhead saved") {
+		t.Errorf("report:\n%s", sb.String())
+	}
+
+	// Too few steps, and a plan whose CPU waits for the device.
+	dev2 := gputest.New()
+	defer dev2.Close()
+	if _, _, err := rehearse(t, p, 64, 2, gpu.Options{CheckSteps: 1, Graph: true}, dev2); err == nil || !strings.Contains(err.Error(), "needs at least 3 steps") {
+		t.Errorf("two steps: %v", err)
+	}
+}

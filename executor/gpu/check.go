@@ -168,7 +168,9 @@ func ReduceHost(in [][]byte, elems int64, dt ir.DType, scale float32) []byte {
 		if dt == ir.FP64 {
 			var acc float64
 			for j := range in {
-				acc += executor.LoadElement(dt, in[j], e) * float64(scale)
+				// The conversion keeps the product rounded, as the kernel
+				// does (Go may fuse x*y+z where it is not written out).
+				acc += float64(executor.LoadElement(dt, in[j], e) * float64(scale))
 			}
 			executor.StoreElement(dt, out, e, acc)
 			continue

@@ -16,6 +16,9 @@ func (b *Backend) Launch(rk int, s schedule.Stream, k *executor.Kernel, a execut
 		return
 	}
 	r := b.ranks[rk]
+	if !b.enter(r, a.Step) {
+		return
+	}
 	if s == schedule.StreamHost {
 		// The CPU's own work (the offloaded optimizer): the stand-in
 		// takes the modelled time on this rank's CPU.

@@ -27,8 +27,8 @@ type measurer struct {
 	used   int64 // and at the end
 }
 
-func newMeasurer(b *Backend, local []int) (*measurer, error) {
-	m := &measurer{b: b, step: b.t.Steps - 1}
+func newMeasurer(b *Backend, local []int, step int) (*measurer, error) {
+	m := &measurer{b: b, step: step}
 	n := len(b.plan.Ops)
 	m.starts = make([][]Event, b.t.World())
 	m.ends = make([][]Event, b.t.World())
@@ -159,6 +159,8 @@ type Measurement struct {
 	Timings *schedule.Simulation
 	// Check: the data check's coverage.
 	CheckedGathers, CheckedCollectives, CheckedBytes int64
+	// Graph: the replayed steps against the eager one, with --graph.
+	Graph *GraphFigures
 }
 
 // Figures are one step's headline numbers.
@@ -226,6 +228,9 @@ func (b *Backend) Measurement() *Measurement {
 		}
 	}
 	out.Measured.PeakMemory = m.used - m.used0
+	if g, err := b.graphFigures(time.Duration(out.Measured.StepTime * 1e9)); err == nil {
+		out.Graph = g
+	}
 	// Collectives of the first measured rank, with the prediction's own
 	// durations for the same ops.
 	if first >= 0 {
@@ -302,6 +307,10 @@ func (x *Measurement) Write(w io.Writer) {
 	for _, c := range x.Collectives {
 		row(fmt.Sprintf("%s ×%d", c.Kind, c.Count), c.Time, c.Predicted, ms)
 		row("  bus bandwidth", c.BusBW, c.PredBusBW, func(v float64) string { return fmt.Sprintf("%.1f GB/s", v/1e9) })
+	}
+	if g := x.Graph; g != nil {
+		fmt.Fprintf(w, "  CUDA graph: %d replay(s) of step %d; a replay takes %v on the device (eager step %v) and %v of CPU to launch (eager issue %v): %v of launch overhead saved per step\n",
+			g.Replays, x.Step+1, g.Replay, g.Eager, g.Launch, g.Issue, g.Eager-g.Replay)
 	}
 	if x.CheckedGathers+x.CheckedCollectives > 0 {
 		fmt.Fprintf(w, "  data check: %d parameter reads equal the reference, %d collectives equal the host's recomputation (%d bytes compared)\n",

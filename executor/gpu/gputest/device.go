@@ -235,6 +235,16 @@ func (d *Device) open(call string) error {
 	return nil
 }
 
+// stopped reports whether Close has begun.
+func (d *Device) stopped() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // sleep blocks for t or until Close.
 func (d *Device) sleep(t time.Duration) {
 	if t <= 0 {

@@ -75,51 +75,82 @@ func kernelDType(dt ir.DType) bool {
 	return dt == ir.FP64 || dt == ir.FP32 || dt == ir.BF16 || dt == ir.FP16
 }
 
-// load32 reads element i as a float32 (fp64 rounds to nearest even).
-func load32(dt ir.DType, b []byte, i int64) float32 {
+// decode32 widens len(out) elements of dt to float32 (fp64 rounds to
+// nearest even).
+func decode32(dt ir.DType, b []byte, out []float32) {
 	switch dt {
 	case ir.FP64:
-		return float32(load64(dt, b, i))
+		for i := range out {
+			out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])))
+		}
 	case ir.FP32:
-		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
 	case ir.BF16:
-		return f32FromBF16(binary.LittleEndian.Uint16(b[2*i:]))
+		for i := range out {
+			out[i] = f32FromBF16(binary.LittleEndian.Uint16(b[2*i:]))
+		}
 	case ir.FP16:
-		return f32FromFP16(binary.LittleEndian.Uint16(b[2*i:]))
-	}
-	panic("gputest: load32 of " + dt.String())
-}
-
-// load64 reads element i as a float64, exactly.
-func load64(dt ir.DType, b []byte, i int64) float64 {
-	if dt == ir.FP64 {
-		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
-	}
-	return float64(load32(dt, b, i))
-}
-
-// store32 writes v as element i, rounded to dt.
-func store32(dt ir.DType, b []byte, i int64, v float32) {
-	switch dt {
-	case ir.FP64:
-		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(float64(v)))
-	case ir.FP32:
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	case ir.BF16:
-		binary.LittleEndian.PutUint16(b[2*i:], bf16FromF32(v))
-	case ir.FP16:
-		binary.LittleEndian.PutUint16(b[2*i:], fp16FromF32(v))
+		for i := range out {
+			out[i] = f32FromFP16(binary.LittleEndian.Uint16(b[2*i:]))
+		}
 	default:
-		panic("gputest: store32 of " + dt.String())
+		panic("gputest: decode32 of " + dt.String())
 	}
 }
 
-// store64 writes v as element i, rounded to dt; to bf16 and fp16 through
-// float32, as the host backend does.
-func store64(dt ir.DType, b []byte, i int64, v float64) {
+// encode32 rounds the values to dt and stores them.
+func encode32(dt ir.DType, in []float32, b []byte) {
+	switch dt {
+	case ir.FP64:
+		for i, v := range in {
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(float64(v)))
+		}
+	case ir.FP32:
+		for i, v := range in {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+	case ir.BF16:
+		for i, v := range in {
+			binary.LittleEndian.PutUint16(b[2*i:], bf16FromF32(v))
+		}
+	case ir.FP16:
+		for i, v := range in {
+			binary.LittleEndian.PutUint16(b[2*i:], fp16FromF32(v))
+		}
+	default:
+		panic("gputest: encode32 of " + dt.String())
+	}
+}
+
+// decode64 widens len(out) elements of dt to float64, exactly.
+func decode64(dt ir.DType, b []byte, out []float64) {
 	if dt == ir.FP64 {
-		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+		for i := range out {
+			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		}
 		return
 	}
-	store32(dt, b, i, float32(v))
+	x := make([]float32, len(out))
+	decode32(dt, b, x)
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+}
+
+// encode64 rounds the values to dt and stores them; to bf16 and fp16
+// through float32, as the host backend does.
+func encode64(dt ir.DType, in []float64, b []byte) {
+	if dt == ir.FP64 {
+		for i, v := range in {
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+		}
+		return
+	}
+	x := make([]float32, len(in))
+	for i, v := range in {
+		x[i] = float32(v)
+	}
+	encode32(dt, x, b)
 }

@@ -232,10 +232,12 @@ func TestCastKernel(t *testing.T) {
 		math.Float32frombits(1), float32(math.NaN()), float32(math.Inf(-1)), 3.14159}
 	n := int64(len(in))
 	enc := func(dt ir.DType, f func(i int) float64) []byte {
-		b := make([]byte, n*dt.Size())
-		for i := range in {
-			store64(dt, b, int64(i), f(i))
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = f(i)
 		}
+		b := make([]byte, n*dt.Size())
+		encode64(dt, x, b)
 		return b
 	}
 	fp32 := f32Bytes(in...)

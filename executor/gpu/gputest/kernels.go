@@ -57,37 +57,27 @@ func (d *Device) burn(flops float64) {
 	t := time.Duration(min(flops/d.cfg.burnRate*float64(time.Second), float64(maxBurn)))
 	end := time.Now().Add(t)
 	x := 1.0
-	for i := 0; ; i++ {
+	for i := 1; ; i++ {
 		x = math.FMA(x, 0.999999, 1e-6)
-		if i%4096 == 0 {
-			if time.Now().After(end) {
-				break
-			}
-			select {
-			case <-d.done:
-				d.sink.Store(math.Float64bits(x))
-				return
-			default:
-			}
+		if i%4096 == 0 && (d.stopped() || time.Now().After(end)) {
+			break
 		}
 	}
 	d.sink.Store(math.Float64bits(x))
 }
 
-// bytesOf is the size of n elements of dt, checked.
-func bytesOf(call string, n int64, dts ...ir.DType) (int64, error) {
-	if n < 0 {
-		return 0, fmt.Errorf("gputest: %s: %d elements: %w", call, n, ErrInvalidValue)
+// checkArgs checks an element count and the dtypes of an arithmetic
+// kernel.
+func checkArgs(call string, n int64, dts ...ir.DType) error {
+	if n < 0 || n > math.MaxInt64/8 {
+		return fmt.Errorf("gputest: %s: %d elements: %w", call, n, ErrInvalidValue)
 	}
 	for _, dt := range dts {
 		if !kernelDType(dt) {
-			return 0, fmt.Errorf("gputest: %s: dtype %s: %w: fp64, fp32, bf16 or fp16 only", call, dt, ErrInvalidValue)
-		}
-		if n > math.MaxInt64/8 {
-			return 0, fmt.Errorf("gputest: %s: %d elements: %w", call, n, ErrInvalidValue)
+			return fmt.Errorf("gputest: %s: dtype %s: %w: fp64, fp32, bf16 or fp16 only", call, dt, ErrInvalidValue)
 		}
 	}
-	return n * dts[0].Size(), nil
+	return nil
 }
 
 // Copy copies bytes from src to dst in stream order.
@@ -105,37 +95,33 @@ func (d *Device) Memset(dst gpu.Ptr, value byte, bytes int64, s gpu.Stream) erro
 		return fmt.Errorf("gputest: Memset(%d bytes): %w", bytes, ErrInvalidValue)
 	}
 	return d.launch(s, &kernel{kind: KindMemset, acc: []access{{dst, bytes, true}},
-		body: func(b [][]byte) {
-			for i := range b[0] {
-				b[0][i] = value
-			}
-		}})
+		body: func(b [][]byte) { fill(b[0], value) }})
 }
 
 // Cast converts n elements of st at src to dt at dst, rounding to nearest
 // even; the same dtype, whatever it is, is a copy.
 func (d *Device) Cast(dst gpu.Ptr, dt ir.DType, src gpu.Ptr, st ir.DType, n int64, s gpu.Stream) error {
 	call := fmt.Sprintf("Cast(%s to %s)", st, dt)
-	var sb, db int64
-	var err error
+	dts := []ir.DType{st, dt}
 	if dt == st && dt.Size() > 0 {
-		if n < 0 || n > math.MaxInt64/8 {
-			return fmt.Errorf("gputest: %s: %d elements: %w", call, n, ErrInvalidValue)
-		}
-		sb, db = n*dt.Size(), n*dt.Size()
-	} else if sb, err = bytesOf(call, n, st, dt); err != nil {
-		return err
-	} else {
-		db = n * dt.Size()
+		dts = nil // a copy, whatever the dtype
 	}
-	return d.launch(s, &kernel{kind: KindCast, acc: []access{{src, sb, false}, {dst, db, true}},
+	if err := checkArgs(call, n, dts...); err != nil {
+		return err
+	}
+	return d.launch(s, &kernel{kind: KindCast, acc: []access{{src, n * st.Size(), false}, {dst, n * dt.Size(), true}},
 		body: func(b [][]byte) {
-			if dt == st {
+			switch {
+			case dt == st:
 				copy(b[1], b[0])
-				return
-			}
-			for i := range n {
-				store64(dt, b[1], i, load64(st, b[0], i))
+			case dt == ir.FP64 || st == ir.FP64:
+				x := make([]float64, n)
+				decode64(st, b[0], x)
+				encode64(dt, x, b[1])
+			default:
+				x := make([]float32, n)
+				decode32(st, b[0], x)
+				encode32(dt, x, b[1])
 			}
 		}})
 }
@@ -147,10 +133,10 @@ func (d *Device) Reduce(dst gpu.Ptr, srcs []gpu.Ptr, n int64, dt ir.DType, scale
 	if dt == ir.FP64 {
 		return fmt.Errorf("gputest: %s: %w: fp32, bf16 or fp16 only", call, ErrInvalidValue)
 	}
-	bytes, err := bytesOf(call, n, dt)
-	if err != nil {
+	if err := checkArgs(call, n, dt); err != nil {
 		return err
 	}
+	bytes := n * dt.Size()
 	if len(srcs) == 0 {
 		return fmt.Errorf("gputest: %s: %w: no sources", call, ErrInvalidValue)
 	}
@@ -160,10 +146,11 @@ func (d *Device) Reduce(dst gpu.Ptr, srcs []gpu.Ptr, n int64, dt ir.DType, scale
 	}
 	acc = append(acc, access{dst, bytes, true})
 	return d.launch(s, &kernel{kind: KindReduce, acc: acc, body: func(b [][]byte) {
-		sum := make([]float32, n)
+		sum, x := make([]float32, n), make([]float32, n)
 		for j, in := range b[:len(srcs)] {
-			for i := range sum {
-				t := float32(load32(dt, in, int64(i)) * scale)
+			decode32(dt, in, x)
+			for i, v := range x {
+				t := float32(v * scale) // rounded: no fused multiply-add
 				if j == 0 {
 					sum[i] = t
 				} else {
@@ -171,28 +158,33 @@ func (d *Device) Reduce(dst gpu.Ptr, srcs []gpu.Ptr, n int64, dt ir.DType, scale
 				}
 			}
 		}
-		for i, v := range sum {
-			store32(dt, b[len(srcs)], int64(i), v)
-		}
+		encode32(dt, sum, b[len(srcs)])
 	}})
 }
 
 // Divide divides n elements in place: x = round_dt(x / f), the quotient
 // of float32 operands (fp64 in fp64).
 func (d *Device) Divide(p gpu.Ptr, dt ir.DType, n int64, f float64, s gpu.Stream) error {
-	bytes, err := bytesOf(fmt.Sprintf("Divide(%s)", dt), n, dt)
-	if err != nil {
+	if err := checkArgs(fmt.Sprintf("Divide(%s)", dt), n, dt); err != nil {
 		return err
 	}
 	f32 := float32(f)
-	return d.launch(s, &kernel{kind: KindDivide, acc: []access{{p, bytes, true}}, body: func(b [][]byte) {
-		for i := range n {
-			if dt == ir.FP64 {
-				store64(dt, b[0], i, load64(dt, b[0], i)/f)
-			} else {
-				store32(dt, b[0], i, float32(load32(dt, b[0], i)/f32))
+	return d.launch(s, &kernel{kind: KindDivide, acc: []access{{p, n * dt.Size(), true}}, body: func(b [][]byte) {
+		if dt == ir.FP64 {
+			x := make([]float64, n)
+			decode64(dt, b[0], x)
+			for i := range x {
+				x[i] /= f
 			}
+			encode64(dt, x, b[0])
+			return
 		}
+		x := make([]float32, n)
+		decode32(dt, b[0], x)
+		for i := range x {
+			x[i] = float32(x[i] / f32)
+		}
+		encode32(dt, x, b[0])
 	}})
 }
 
@@ -200,32 +192,42 @@ func (d *Device) Divide(p gpu.Ptr, dt ir.DType, n int64, f float64, s gpu.Stream
 // rounds to dst's dtype.
 func (d *Device) Add(dst gpu.Ptr, dt ir.DType, src gpu.Ptr, st ir.DType, n int64, s gpu.Stream) error {
 	call := fmt.Sprintf("Add(%s to %s)", st, dt)
-	db, err := bytesOf(call, n, dt, st)
-	if err != nil {
+	if err := checkArgs(call, n, dt, st); err != nil {
 		return err
 	}
-	return d.launch(s, &kernel{kind: KindAdd, acc: []access{{src, n * st.Size(), false}, {dst, db, true}},
+	return d.launch(s, &kernel{kind: KindAdd, acc: []access{{src, n * st.Size(), false}, {dst, n * dt.Size(), true}},
 		body: func(b [][]byte) {
-			for i := range n {
-				if dt == ir.FP64 {
-					store64(dt, b[1], i, load64(dt, b[1], i)+load64(st, b[0], i))
-				} else {
-					store32(dt, b[1], i, float32(load32(dt, b[1], i)+load32(st, b[0], i)))
+			if dt == ir.FP64 {
+				x, y := make([]float64, n), make([]float64, n)
+				decode64(dt, b[1], x)
+				decode64(st, b[0], y)
+				for i := range x {
+					x[i] += y[i]
 				}
+				encode64(dt, x, b[1])
+				return
 			}
+			x, y := make([]float32, n), make([]float32, n)
+			decode32(dt, b[1], x)
+			decode32(st, b[0], y)
+			for i := range x {
+				x[i] = float32(x[i] + y[i])
+			}
+			encode32(dt, x, b[1])
 		}})
 }
 
 // Fill writes gpu.Pattern(seed, i) into n elements of dt.
 func (d *Device) Fill(p gpu.Ptr, dt ir.DType, n int64, seed uint64, s gpu.Stream) error {
-	bytes, err := bytesOf(fmt.Sprintf("Fill(%s)", dt), n, dt)
-	if err != nil {
+	if err := checkArgs(fmt.Sprintf("Fill(%s)", dt), n, dt); err != nil {
 		return err
 	}
-	return d.launch(s, &kernel{kind: KindFill, acc: []access{{p, bytes, true}}, body: func(b [][]byte) {
-		for i := range n {
-			store32(dt, b[0], i, gpu.Pattern(seed, i))
+	return d.launch(s, &kernel{kind: KindFill, acc: []access{{p, n * dt.Size(), true}}, body: func(b [][]byte) {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = gpu.Pattern(seed, int64(i))
 		}
+		encode32(dt, x, b[0])
 	}})
 }
 

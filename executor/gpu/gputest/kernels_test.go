@@ -13,18 +13,14 @@ import (
 // enc encodes values (exact in dt) as a dt array.
 func enc(dt ir.DType, v ...float32) []byte {
 	b := make([]byte, int64(len(v))*dt.Size())
-	for i, x := range v {
-		store32(dt, b, int64(i), x)
-	}
+	encode32(dt, v, b)
 	return b
 }
 
 // dec decodes a dt array.
 func dec(dt ir.DType, b []byte) []float32 {
 	v := make([]float32, int64(len(b))/dt.Size())
-	for i := range v {
-		v[i] = load32(dt, b, int64(i))
-	}
+	decode32(dt, b, v)
 	return v
 }
 
@@ -100,10 +96,11 @@ func TestFillMatchesPattern(t *testing.T) {
 			p := must(d.Alloc(n * dt.Size()))
 			ok(t, d.Fill(p, dt, n, 42, s))
 			ok(t, drain(t, d, s))
-			b := download(t, d, p, int(n*dt.Size()))
-			for i := range int64(n) {
-				if got, want := load64(dt, b, i), float64(gpu.Pattern(42, i)); got != want {
-					t.Fatalf("element %d = %v, want %v", i, got, want)
+			got := make([]float64, n)
+			decode64(dt, download(t, d, p, int(n*dt.Size())), got)
+			for i, v := range got {
+				if want := float64(gpu.Pattern(42, int64(i))); v != want {
+					t.Fatalf("element %d = %v, want %v", i, v, want)
 				}
 			}
 		})
@@ -155,7 +152,7 @@ func TestDivideAndAdd(t *testing.T) {
 
 func fp64Bytes(v float64) []byte {
 	b := make([]byte, 8)
-	store64(ir.FP64, b, 0, v)
+	encode64(ir.FP64, []float64{v}, b)
 	return b
 }
 

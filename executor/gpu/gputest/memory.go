@@ -126,7 +126,7 @@ func (d *Device) alloc(call string, bytes int64, host bool) (gpu.Ptr, error) {
 	}
 	r := d.mem.region(host)
 	a := &alloc{base: r.next, size: bytes, host: host, mem: make([]byte, bytes), pins: map[*pin]struct{}{}}
-	poison(a.mem)
+	fill(a.mem, 0xff) // poison: NaN in every float format
 	if d.cfg.race {
 		a.sh = newShadow(bytes)
 	}
@@ -143,12 +143,12 @@ func (d *Device) alloc(call string, bytes int64, host bool) (gpu.Ptr, error) {
 	return a.base, nil
 }
 
-// poison fills fresh memory with 0xff bytes: NaN in every float format.
-func poison(b []byte) {
+// fill sets every byte of b to v.
+func fill(b []byte, v byte) {
 	if len(b) == 0 {
 		return
 	}
-	b[0] = 0xff
+	b[0] = v
 	for n := 1; n < len(b); n *= 2 {
 		copy(b[n:], b[:n])
 	}
