@@ -74,7 +74,7 @@ const numPGs = 4 // schedule.PGNone … PGPostForward
 // rank is one local rank's device state.
 type rank struct {
 	rank, shard, replica int
-	step                 int // the step the CPU issues
+	step                 int       // the step the CPU issues
 	streams              [5]Stream // the plan's device streams
 	events               []Event   // the plan's events
 	checkEv              Event     // the data check's synchronisation
