@@ -226,17 +226,15 @@ func (d *Device) LaunchGraph(g gpu.Graph, s gpu.Stream) error {
 		return fmt.Errorf("gputest: %s: launching a graph into a capturing stream is not supported: %w", call, ErrCapture)
 	}
 	gr := d.graphs[g-1]
-	it := &item{graph: gr, nodeSpans: make([][]span, len(gr.nodes)), nodeErrs: make([]error, len(gr.nodes))}
-	for i, n := range gr.nodes {
-		label := fmt.Sprintf("%s (node %d of graph %d, launched on stream %d)", n.k.kind, i, g, s)
-		it.nodeSpans[i], it.nodeErrs[i] = d.bind(label, st, it, n.k)
-	}
+	it := &item{graph: gr, nodeBufs: make([][][]byte, len(gr.nodes)), nodeErrs: make([]error, len(gr.nodes))}
 	if d.cfg.race {
 		st.vc = st.vc.join(d.host).tick(int(st.id))
-		for i, n := range gr.nodes {
-			if it.nodeErrs[i] == nil {
-				d.checkKernel(st, n.k)
-			}
+	}
+	for i, n := range gr.nodes {
+		label := fmt.Sprintf("%s (node %d of graph %d, launched on stream %d)", n.k.kind, i, g, s)
+		it.nodeBufs[i], it.nodeErrs[i] = d.bind(label, st, it, n.k)
+		if d.cfg.race && it.nodeErrs[i] == nil {
+			d.checkKernel(label, st, n.k)
 		}
 	}
 	d.push(st, it)
@@ -258,7 +256,7 @@ func (d *Device) replay(st *stream, it *item) {
 		if stop {
 			return
 		}
-		d.runKernel(g.nodes[i].k, it.nodeSpans[i])
+		d.runKernel(g.nodes[i].k, it.nodeBufs[i])
 	}
 	d.mu.Lock()
 	d.stats.GraphLaunches++

@@ -68,6 +68,7 @@ var _ gpu.Device = (*Device)(nil)
 // Kind is a kind of kernel, for the launch counters.
 type Kind uint8
 
+// The kinds, one per kernel method of gpu.Device.
 const (
 	KindCopy Kind = iota
 	KindMemset

@@ -40,7 +40,7 @@
 // order, to expose missing edges); in race-detection mode the capture
 // itself is also checked for races between its streams.
 //
-// Simplifications against CUDA, all on the strict side or irrelevant to
+// Simplifications against CUDA, chosen to be strict where they matter to
 // the backend:
 //   - Free waits until no queued work uses the allocation (cuMemFree's
 //     implicit synchronisation), then frees it for good.
@@ -58,7 +58,10 @@
 //   - Kernels handle fp64, fp32, bf16 and fp16 (Cast also copies any dtype
 //     to itself). fp64 to bf16 or fp16 rounds through fp32, as the host
 //     backend's store does. Reduce accepts fp32, bf16 and fp16. Add works
-//     in fp64 when dst is fp64, as Divide does.
+//     in fp64 when either operand is fp64, as the host backend does.
+//   - The host is one thread for race detection: calls from different
+//     goroutines are ordered by the device's lock, which can hide a race
+//     between them but never reports a false one.
 //   - Priorities are recorded, not used. Burn busy-waits doing fused
 //     multiply-adds for flops / rate (WithBurnRate), at most 50 ms.
 package gputest

@@ -28,15 +28,11 @@ type access struct {
 	write bool
 }
 
-// runKernel executes k on its bound accesses. d.mu is not held.
-func (d *Device) runKernel(k *kernel, spans []span) {
+// runKernel executes k on the bytes of its accesses. d.mu is not held.
+func (d *Device) runKernel(k *kernel, bufs [][]byte) {
 	if k.body != nil {
-		b := make([][]byte, len(spans))
-		for i, s := range spans {
-			b[i] = s.b
-		}
 		d.memMu.Lock()
-		k.body(b)
+		k.body(bufs)
 		d.memMu.Unlock()
 	}
 	d.mu.Lock()
@@ -188,8 +184,8 @@ func (d *Device) Divide(p gpu.Ptr, dt ir.DType, n int64, f float64, s gpu.Stream
 	}})
 }
 
-// Add adds src to dst elementwise in float32 (fp64 when dst is fp64) and
-// rounds to dst's dtype.
+// Add adds src to dst elementwise in float32 (in fp64 when either is
+// fp64, as the host backend does) and rounds to dst's dtype.
 func (d *Device) Add(dst gpu.Ptr, dt ir.DType, src gpu.Ptr, st ir.DType, n int64, s gpu.Stream) error {
 	call := fmt.Sprintf("Add(%s to %s)", st, dt)
 	if err := checkArgs(call, n, dt, st); err != nil {
@@ -197,7 +193,7 @@ func (d *Device) Add(dst gpu.Ptr, dt ir.DType, src gpu.Ptr, st ir.DType, n int64
 	}
 	return d.launch(s, &kernel{kind: KindAdd, acc: []access{{src, n * st.Size(), false}, {dst, n * dt.Size(), true}},
 		body: func(b [][]byte) {
-			if dt == ir.FP64 {
+			if dt == ir.FP64 || st == ir.FP64 {
 				x, y := make([]float64, n), make([]float64, n)
 				decode64(dt, b[1], x)
 				decode64(st, b[0], y)

@@ -129,6 +129,11 @@ func TestDivideAndAdd(t *testing.T) {
 				return first(d.Upload(q, f32Bytes(0x1p-8+0x1p-20)), d.Add(p, ir.BF16, q, ir.FP32, 1, s))
 			},
 			[]byte{0x81, 0x3f}},
+		{"add fp64 into fp32, rounding once", ir.FP32, []float32{1},
+			func(d *Device, p, q gpu.Ptr, s gpu.Stream) error {
+				return first(d.Upload(q, fp64Bytes(0x1p-24+0x1p-50)), d.Add(p, ir.FP32, q, ir.FP64, 1, s))
+			},
+			f32Bytes(1 + 0x1p-23)},
 		{"add fp32 into fp64 in fp64", ir.FP64, []float32{1},
 			func(d *Device, p, q gpu.Ptr, s gpu.Stream) error {
 				return first(d.Upload(q, f32Bytes(0x1p-30)), d.Add(p, ir.FP64, q, ir.FP32, 1, s))

@@ -37,6 +37,21 @@ type pin struct {
 
 func (a *alloc) end() gpu.Ptr { return a.base + gpu.Ptr(a.size) }
 
+// queued returns the first (by stream, then offset) pin of a stream's
+// queued work that overlaps bytes [lo, hi), or nil.
+func (a *alloc) queued(lo, hi int64) *pin {
+	var first *pin
+	for q := range a.pins {
+		if q.stream == 0 || q.hi <= lo || hi <= q.lo {
+			continue
+		}
+		if first == nil || q.stream < first.stream || q.stream == first.stream && q.lo < first.lo {
+			first = q
+		}
+	}
+	return first
+}
+
 func (a *alloc) String() string {
 	kind := "device"
 	if a.host {
@@ -95,7 +110,7 @@ func (d *Device) resolve(p gpu.Ptr, n int64) (*alloc, int64, error) {
 		return nil, 0, fmt.Errorf("address %#x is in no allocation: %w", uint64(p), ErrInvalidAddress)
 	case p >= a.end():
 		return nil, 0, fmt.Errorf("address %#x is %d bytes past the end of %s: %w", uint64(p), p-a.end(), a, ErrInvalidAddress)
-	case a.mem == nil:
+	case a.mem == nil || a.freeing:
 		return nil, 0, fmt.Errorf("bytes [%#x, +%d) are in %s, which was freed: %w", uint64(p), n, a, ErrInvalidAddress)
 	}
 	off := int64(p - a.base)
@@ -238,12 +253,10 @@ func (d *Device) hostCopy(call string, p gpu.Ptr, n int64, write bool, move func
 			return fmt.Errorf("gputest: %s: %w", call, err)
 		}
 	}
-	for q := range a.pins {
-		if q.stream != 0 && q.lo < off+n && off < q.hi {
-			d.mu.Unlock()
-			return fmt.Errorf("gputest: %s: stream %d has queued work on bytes [%#x, %#x) of %s: %w",
-				call, q.stream, uint64(a.base)+uint64(max(q.lo, off)), uint64(a.base)+uint64(min(q.hi, off+n)), a, ErrHazard)
-		}
+	if q := a.queued(off, off+n); q != nil {
+		d.mu.Unlock()
+		return fmt.Errorf("gputest: %s: stream %d has queued work on bytes [%#x, %#x) of %s: %w",
+			call, q.stream, uint64(a.base)+uint64(max(q.lo, off)), uint64(a.base)+uint64(min(q.hi, off+n)), a, ErrHazard)
 	}
 	q := &pin{lo: off, hi: off + n}
 	a.pins[q] = struct{}{}

@@ -28,10 +28,9 @@ type event struct {
 
 // record is one Record of an event.
 type record struct {
-	stream gpu.Stream
-	done   bool      // executed
-	at     time.Time // when it executed
-	vc     vclock    // the stream's clock when recorded (race detection)
+	done bool      // executed
+	at   time.Time // when it executed
+	vc   vclock    // the stream's clock when recorded (race detection)
 
 	// Recorded in a capture: it never executes; a Wait on it makes the
 	// waiting stream depend on tail, the recording stream's captured work.
@@ -43,23 +42,18 @@ type record struct {
 // item is one entry of a stream's queue: a kernel, a graph launch, a
 // record or a wait.
 type item struct {
-	k     *kernel
-	spans []span
-	err   error // a bad address found when enqueued, reported when run
+	k    *kernel
+	bufs [][]byte // the bytes of k's accesses, nil for empty ones
+	err  error    // a bad address found when enqueued, reported when run
 
-	graph     *graph
-	nodeSpans [][]span
-	nodeErrs  []error
+	graph    *graph
+	nodeBufs [][][]byte
+	nodeErrs []error
 
 	rec  *record // execute: mark it done
 	wait *record // block until it is done
 
 	pins []pinned // released when the item has run
-}
-
-// span is one access of a kernel, bound to its allocation.
-type span struct {
-	b []byte // nil for an empty access
 }
 
 type pinned struct {
@@ -144,10 +138,10 @@ func (d *Device) Record(e gpu.Event, s gpu.Stream) error {
 		return err
 	}
 	if st.cap != nil {
-		ev.latest = &record{stream: s, cap: st.cap, tail: st.capTail, capVC: st.capVC}
+		ev.latest = &record{cap: st.cap, tail: st.capTail, capVC: st.capVC}
 		return nil
 	}
-	r := &record{stream: s, vc: st.vc}
+	r := &record{vc: st.vc}
 	ev.latest = r
 	d.push(st, &item{rec: r})
 	return nil
@@ -261,22 +255,23 @@ func (d *Device) launch(s gpu.Stream, k *kernel) error {
 		d.captureKernel(st, k)
 		return nil
 	}
+	label := fmt.Sprintf("%s on stream %d", k.kind, s)
 	it := &item{k: k}
-	it.spans, it.err = d.bind(fmt.Sprintf("%s on stream %d", k.kind, s), st, it, k)
+	it.bufs, it.err = d.bind(label, st, it, k)
 	if d.cfg.race {
 		st.vc = st.vc.join(d.host).tick(int(st.id))
 		if it.err == nil {
-			d.checkKernel(st, k)
+			d.checkKernel(label, st, k)
 		}
 	}
 	d.push(st, it)
 	return nil
 }
 
-// bind resolves k's accesses for it, pinning their bytes; label names k
-// in errors. d.mu is held.
-func (d *Device) bind(label string, st *stream, it *item, k *kernel) ([]span, error) {
-	spans := make([]span, len(k.acc))
+// bind resolves k's accesses for it to their bytes, pinning them; label
+// names k in errors. d.mu is held.
+func (d *Device) bind(label string, st *stream, it *item, k *kernel) ([][]byte, error) {
+	bufs := make([][]byte, len(k.acc))
 	for i, x := range k.acc {
 		if x.n == 0 {
 			continue
@@ -288,14 +283,15 @@ func (d *Device) bind(label string, st *stream, it *item, k *kernel) ([]span, er
 		q := &pin{stream: st.id, lo: off, hi: off + x.n}
 		a.pins[q] = struct{}{}
 		it.pins = append(it.pins, pinned{a, q})
-		spans[i] = span{b: a.mem[off : off+x.n : off+x.n]}
+		bufs[i] = a.mem[off : off+x.n : off+x.n]
 	}
-	return spans, nil
+	return bufs, nil
 }
 
 // checkKernel runs the race check of k's accesses, reads first, as
-// stream st at its current clock. d.mu is held.
-func (d *Device) checkKernel(st *stream, k *kernel) {
+// stream st at its current clock, recording a hazard as an asynchronous
+// error. d.mu is held.
+func (d *Device) checkKernel(label string, st *stream, k *kernel) {
 	for _, write := range []bool{false, true} {
 		for _, x := range k.acc {
 			if x.write != write || x.n == 0 {
@@ -306,7 +302,7 @@ func (d *Device) checkKernel(st *stream, k *kernel) {
 				continue
 			}
 			if err := hazard(a, a.sh, off, x.n, write, int(st.id), st.vc, liveName); err != nil {
-				d.fail(fmt.Errorf("gputest: %s on stream %d: %w", k.kind, st.id, err))
+				d.fail(fmt.Errorf("gputest: %s: %w", label, err))
 				return
 			}
 		}
@@ -359,5 +355,5 @@ func (d *Device) execute(st *stream, it *item) {
 		d.replay(st, it)
 		return
 	}
-	d.runKernel(it.k, it.spans)
+	d.runKernel(it.k, it.bufs)
 }
