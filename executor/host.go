@@ -74,7 +74,7 @@ type hostRank struct {
 	streams [numStreams]*hostStream
 	events  []hostEvent
 	pools   [numPools]hostPool
-	seq     map[commKey]int // collectives issued per communicator
+	seq     map[Communicator]int // collectives issued per communicator
 }
 
 type hostPool struct {
@@ -185,7 +185,7 @@ func (h *Host) Open(t Topology) error {
 	h.comms = map[instKey]*collInst{}
 	h.wdStop, h.wdDone = make(chan struct{}), make(chan struct{})
 	for rank := 0; rank < t.World(); rank++ {
-		r := &hostRank{h: h, rank: rank, shard: rank % t.Shard, events: make([]hostEvent, t.Events), seq: map[commKey]int{}}
+		r := &hostRank{h: h, rank: rank, shard: rank % t.Shard, events: make([]hostEvent, t.Events), seq: map[Communicator]int{}}
 		for p := range r.pools {
 			r.pools[p].free = map[int64][]*block{}
 		}
@@ -352,7 +352,7 @@ func (h *Host) Launch(rank int, s schedule.Stream, k *Kernel, a Args) {
 	}
 	switch k.Kind {
 	case schedule.OpAllGather, schedule.OpReduceScatter, schedule.OpAllReduce:
-		key, pos, err := membership(k.PG, k.PGSize, rank, h.t)
+		key, pos, err := Membership(k.PG, k.PGSize, rank, h.t.World())
 		if err != nil {
 			h.fail(Failure{Kind: Protocol, Rank: rank, Stream: s, Step: a.Step, Op: k.Op, What: err.Error()})
 			return
@@ -739,14 +739,8 @@ func (h *Host) watchdog() {
 
 // --- collectives ----------------------------------------------------------------------
 
-type commKey struct {
-	pg   schedule.ProcessGroup
-	size int
-	base int
-}
-
 type instKey struct {
-	commKey
+	Communicator
 	seq int
 }
 
@@ -759,30 +753,38 @@ type collInst struct {
 	done    chan struct{}
 }
 
-// membership resolves a process group for a rank: its communicator and the
-// rank's position in it. Shard and post-forward groups are blocks of size
-// consecutive ranks; replicate groups take one rank per shard group.
-func membership(pg schedule.ProcessGroup, size, rank int, t Topology) (commKey, int, error) {
-	world := t.World()
+// Communicator is one process group's instance: its kind, size and
+// which block of ranks (Base) it is.
+type Communicator struct {
+	PG   schedule.ProcessGroup
+	Size int
+	Base int
+}
+
+// Membership resolves a process group for a rank of a world: its
+// communicator and the rank's position in it. Shard and post-forward
+// groups are blocks of Size consecutive ranks; replicate groups take one
+// rank per shard group.
+func Membership(pg schedule.ProcessGroup, size, rank, world int) (Communicator, int, error) {
 	if size < 1 || world%size != 0 {
-		return commKey{}, 0, fmt.Errorf("a collective over %s(%d) cannot tile %d ranks", pg, size, world)
+		return Communicator{}, 0, fmt.Errorf("a collective over %s(%d) cannot tile %d ranks", pg, size, world)
 	}
 	switch pg {
 	case schedule.PGShard, schedule.PGPostForward:
-		return commKey{pg, size, rank / size}, rank % size, nil
+		return Communicator{pg, size, rank / size}, rank % size, nil
 	case schedule.PGReplicate:
 		stride := world / size
-		return commKey{pg, size, rank % stride}, rank / stride, nil
+		return Communicator{pg, size, rank % stride}, rank / stride, nil
 	}
-	return commKey{}, 0, fmt.Errorf("a collective over process group %s", pg)
+	return Communicator{}, 0, fmt.Errorf("a collective over process group %s", pg)
 }
 
-// members lists a communicator's ranks by position.
-func (k commKey) member(pos int, t Topology) int {
-	if k.pg == schedule.PGReplicate {
-		return k.base + pos*(t.World()/k.size)
+// Member is the rank at a position of the communicator.
+func (c Communicator) Member(pos, world int) int {
+	if c.PG == schedule.PGReplicate {
+		return c.Base + pos*(world/c.Size)
 	}
-	return k.base*k.size + pos
+	return c.Base*c.Size + pos
 }
 
 // join adds the stream's collective to its instance; the last member to
@@ -792,7 +794,7 @@ func (st *hostStream) join(it *item) {
 	h.commMu.Lock()
 	inst := h.comms[it.coll]
 	if inst == nil {
-		inst = &collInst{key: it.coll, n: it.coll.size, members: make([]*item, it.coll.size), streams: make([]*hostStream, it.coll.size), done: make(chan struct{})}
+		inst = &collInst{key: it.coll, n: it.coll.Size, members: make([]*item, it.coll.Size), streams: make([]*hostStream, it.coll.Size), done: make(chan struct{})}
 		h.comms[it.coll] = inst
 	}
 	inst.members[it.pos] = it
@@ -825,7 +827,7 @@ func (h *Host) describeColl(inst *collInst) string {
 	defer h.commMu.Unlock()
 	var in, out []string
 	for pos, m := range inst.members {
-		r := inst.key.member(pos, h.t)
+		r := inst.key.Member(pos, h.t.World())
 		if m != nil {
 			in = append(in, fmt.Sprint(r))
 		} else {
@@ -833,5 +835,5 @@ func (h *Host) describeColl(inst *collInst) string {
 		}
 	}
 	return fmt.Sprintf("collective #%d over %s(%d): ranks %s joined, ranks %s never did",
-		inst.key.seq, inst.key.pg, inst.key.size, strings.Join(in, " "), strings.Join(out, " "))
+		inst.key.seq, inst.key.PG, inst.key.Size, strings.Join(in, " "), strings.Join(out, " "))
 }

@@ -635,7 +635,7 @@ func (st *hostStream) runCollective(inst *collInst) {
 			blk(m, ArgDst) == nil || blk(m, ArgDst).Bytes() != blk(m0, ArgDst).Bytes() ||
 			(k.Kind == schedule.OpReduceScatter && (blk(m, ArgSrc) == nil || blk(m, ArgSrc).Bytes() != blk(m0, ArgSrc).Bytes())) {
 			inst.streams[pos].fail(Protocol, m, "collective #%d over %s(%d): rank %d calls %s, rank %d calls %s with other types or sizes",
-				inst.key.seq, inst.key.pg, inst.key.size, inst.key.member(0, st.r.h.t), st.r.h.describe(int(m0.op)), inst.key.member(pos, st.r.h.t), st.r.h.describe(int(m.op)))
+				inst.key.seq, inst.key.PG, inst.key.Size, inst.key.Member(0, st.r.h.t.World()), st.r.h.describe(int(m0.op)), inst.key.Member(pos, st.r.h.t.World()), st.r.h.describe(int(m.op)))
 			return
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // (NCCL): one rank per process, so the other members are other processes
 // and the data check covers what this rank can see: the gathered
 // parameters where compute reads them.
-func (b *Backend) commCollective(c Comm, r *rank, st Stream, k *executor.Kernel, a executor.Args, checked bool) error {
+func (b *Backend) commCollective(c Comm, r *rank, st Stream, k *executor.Kernel, a executor.Args) error {
 	if c.Size() != k.PGSize {
 		return fmt.Errorf("%w: a collective over %s(%d) on a communicator of %d ranks", errProtocol, k.PG, k.PGSize, c.Size())
 	}

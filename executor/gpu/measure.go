@@ -171,14 +171,13 @@ type Figures struct {
 
 // CollectiveFigures sum one kind of collective over the measured step.
 type CollectiveFigures struct {
-	Kind       schedule.OpKind
-	Count      int
-	Bytes      int64
-	Time       float64 // measured, seconds
-	Predicted  float64
-	BusBW      float64 // measured bytes/s, nccl-tests' bus bandwidth
-	PredBusBW  float64
-	GroupSizes []int
+	Kind      schedule.OpKind
+	Count     int
+	Bytes     int64
+	Time      float64 // measured, seconds
+	Predicted float64
+	BusBW     float64 // measured bytes/s, nccl-tests' bus bandwidth
+	PredBusBW float64
 }
 
 // Measurement returns the measured step against the simulator's
@@ -227,7 +226,10 @@ func (b *Backend) Measurement() *Measurement {
 			out.Timings = m.simulation(b.plan, r, lo)
 		}
 	}
+	// The device holds every rank of this process; the prediction is one
+	// rank's reserved memory.
 	out.Measured.PeakMemory = m.used - m.used0
+	out.Predicted.PeakMemory *= int64(out.Ranks)
 	if g, err := b.graphFigures(time.Duration(out.Measured.StepTime * 1e9)); err == nil {
 		out.Graph = g
 	}
@@ -303,7 +305,7 @@ func (x *Measurement) Write(w io.Writer) {
 	row("step time", x.Measured.StepTime, x.Predicted.StepTime, ms)
 	row("compute", x.Measured.ComputeTime, x.Predicted.ComputeTime, ms)
 	row("exposed communication", x.Measured.ExposedComm, x.Predicted.ExposedComm, ms)
-	row("device memory", float64(x.Measured.PeakMemory), float64(x.Predicted.PeakMemory), func(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) })
+	row(fmt.Sprintf("device memory (%d rank(s))", x.Ranks), float64(x.Measured.PeakMemory), float64(x.Predicted.PeakMemory), func(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) })
 	for _, c := range x.Collectives {
 		row(fmt.Sprintf("%s ×%d", c.Kind, c.Count), c.Time, c.Predicted, ms)
 		row("  bus bandwidth", c.BusBW, c.PredBusBW, func(v float64) string { return fmt.Sprintf("%.1f GB/s", v/1e9) })

@@ -27,39 +27,8 @@ import (
 // reduces once, on the first member's stream, into a scratch block that
 // every member then copies from.
 
-// commKey names one communicator: a process group, its size and which
-// block of ranks.
-type commKey struct {
-	pg         schedule.ProcessGroup
-	size, base int
-}
-
-// membership resolves a process group for a rank (the host backend's
-// tiling: shard and post-forward groups are blocks of consecutive ranks,
-// replicate groups take one rank of each shard group).
-func membership(pg schedule.ProcessGroup, size, rank, world int) (commKey, int, error) {
-	if size < 1 || world%size != 0 {
-		return commKey{}, 0, fmt.Errorf("%w: a collective over %s(%d) cannot tile %d ranks", errProtocol, pg, size, world)
-	}
-	switch pg {
-	case schedule.PGShard, schedule.PGPostForward:
-		return commKey{pg, size, rank / size}, rank % size, nil
-	case schedule.PGReplicate:
-		stride := world / size
-		return commKey{pg, size, rank % stride}, rank / stride, nil
-	}
-	return commKey{}, 0, fmt.Errorf("%w: a collective over process group %s", errProtocol, pg)
-}
-
-func (k commKey) member(pos, world int) int {
-	if k.pg == schedule.PGReplicate {
-		return k.base + pos*(world/k.size)
-	}
-	return k.base*k.size + pos
-}
-
 type instKey struct {
-	commKey
+	executor.Communicator
 	seq int
 }
 
@@ -83,7 +52,7 @@ type virtualColls struct {
 	mu      sync.Mutex
 	pending map[instKey]*vcoll
 	seq     map[[2]any]int // (rank, communicator) → collectives issued
-	scratch map[commKey]*scratchBlock
+	scratch map[executor.Communicator]*scratchBlock
 	stop    chan struct{}
 	once    sync.Once
 	// Events for the arrivals and completions, and the all-reduce's
@@ -103,7 +72,7 @@ func (v *virtualColls) init(b *Backend) error {
 	v.b = b
 	v.pending = map[instKey]*vcoll{}
 	v.seq = map[[2]any]int{}
-	v.scratch = map[commKey]*scratchBlock{}
+	v.scratch = map[executor.Communicator]*scratchBlock{}
 	v.stop = make(chan struct{})
 	if b.opt.Comm != nil {
 		return nil
@@ -127,14 +96,14 @@ func (v *virtualColls) abort() { v.once.Do(func() { close(v.stop) }) }
 // when the process has one, else among the virtual ranks.
 func (b *Backend) collective(r *rank, st Stream, s schedule.Stream, k *executor.Kernel, a executor.Args, checked bool) error {
 	if c := b.comms[k.PG]; c != nil {
-		return b.commCollective(c, r, st, k, a, checked)
+		return b.commCollective(c, r, st, k, a)
 	}
 	if k.PGSize <= 1 {
 		return b.selfCollective(st, k, a)
 	}
-	key, pos, err := membership(k.PG, k.PGSize, r.rank, b.t.World())
+	key, pos, err := executor.Membership(k.PG, k.PGSize, r.rank, b.t.World())
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errProtocol, err)
 	}
 	v := &b.virt
 	v.mu.Lock()
@@ -144,12 +113,12 @@ func (b *Backend) collective(r *rank, st Stream, s schedule.Stream, k *executor.
 	ik := instKey{key, seq}
 	inst := v.pending[ik]
 	if inst == nil {
-		inst = &vcoll{key: ik, members: make([]*member, key.size), done: make(chan struct{})}
+		inst = &vcoll{key: ik, members: make([]*member, key.Size), done: make(chan struct{})}
 		v.pending[ik] = inst
 	}
 	inst.members[pos] = &member{r: r, st: st, s: s, k: k, a: a}
 	inst.arrived++
-	last := inst.arrived == key.size
+	last := inst.arrived == key.Size
 	if last {
 		delete(v.pending, ik)
 	}
@@ -192,14 +161,14 @@ func (v *virtualColls) describe(inst *vcoll) string {
 	defer v.mu.Unlock()
 	var in, out []string
 	for pos, m := range inst.members {
-		rk := inst.key.member(pos, v.b.t.World())
+		rk := inst.key.Member(pos, v.b.t.World())
 		if m != nil {
 			in = append(in, fmt.Sprint(rk))
 		} else {
 			out = append(out, fmt.Sprint(rk))
 		}
 	}
-	return fmt.Sprintf("#%d over %s(%d): ranks %s launched it, ranks %s never did", inst.key.seq, inst.key.pg, inst.key.size, strings.Join(in, ","), strings.Join(out, ","))
+	return fmt.Sprintf("#%d over %s(%d): ranks %s launched it, ranks %s never did", inst.key.seq, inst.key.PG, inst.key.Size, strings.Join(in, ","), strings.Join(out, ","))
 }
 
 // enqueue puts a complete collective on its members' streams.
@@ -208,7 +177,7 @@ func (v *virtualColls) enqueue(inst *vcoll) error {
 	m0 := inst.members[0]
 	for _, m := range inst.members {
 		if m.k.Kind != m0.k.Kind || m.k.DType != m0.k.DType || m.k.Reduce != m0.k.Reduce || m.k.Factor != m0.k.Factor {
-			return fmt.Errorf("%w: collective #%d over %s(%d): the members call different collectives (%s and %s)", errProtocol, inst.key.seq, inst.key.pg, inst.key.size, b.describe(m0.k.Op), b.describe(m.k.Op))
+			return fmt.Errorf("%w: collective #%d over %s(%d): the members call different collectives (%s and %s)", errProtocol, inst.key.seq, inst.key.PG, inst.key.Size, b.describe(m0.k.Op), b.describe(m.k.Op))
 		}
 	}
 	arrived, done := make([]Event, len(inst.members)), make([]Event, len(inst.members))
@@ -324,7 +293,7 @@ func (v *virtualColls) work(inst *vcoll, done []Event) error {
 		if err != nil {
 			return err
 		}
-		tmp, err := v.scratchFor(inst.key.commKey, size)
+		tmp, err := v.scratchFor(inst.key.Communicator, size)
 		if err != nil {
 			return err
 		}
@@ -368,7 +337,7 @@ func (v *virtualColls) work(inst *vcoll, done []Event) error {
 // Its reuse is ordered: the next all-reduce on the communicator waits for
 // every member's arrival, which follows every member's wait for the
 // previous one's completion.
-func (v *virtualColls) scratchFor(k commKey, bytes int64) (*scratchBlock, error) {
+func (v *virtualColls) scratchFor(k executor.Communicator, bytes int64) (*scratchBlock, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	s := v.scratch[k]

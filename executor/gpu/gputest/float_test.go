@@ -290,3 +290,29 @@ func TestCastKernel(t *testing.T) {
 		wantErr(t, d.Cast(p, c.dt, p+32, c.st, 4, s), ErrInvalidValue, c.st.String())
 	}
 }
+
+// The scalar conversions the tests above pin, through the device's
+// encodings (the host backend's).
+func bf16FromF32(f float32) uint16 {
+	var b [2]byte
+	encode32(ir.BF16, []float32{f}, b[:])
+	return binary.LittleEndian.Uint16(b[:])
+}
+
+func f32FromBF16(h uint16) float32 {
+	var out [1]float32
+	decode32(ir.BF16, binary.LittleEndian.AppendUint16(nil, h), out[:])
+	return out[0]
+}
+
+func fp16FromF32(f float32) uint16 {
+	var b [2]byte
+	encode32(ir.FP16, []float32{f}, b[:])
+	return binary.LittleEndian.Uint16(b[:])
+}
+
+func f32FromFP16(h uint16) float32 {
+	var out [1]float32
+	decode32(ir.FP16, binary.LittleEndian.AppendUint16(nil, h), out[:])
+	return out[0]
+}
