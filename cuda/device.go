@@ -8,6 +8,11 @@ import (
 	"runtime"
 	"sync"
 
+	// Before cu's init, which exits on a machine without a usable GPU
+	// with no word of why, driverinit's explains and exits (its doc says
+	// why it runs first). Imported here, where cu is, so every binary
+	// linking cu through this package has it.
+	_ "github.com/fsdpc/fsdpc/cuda/driverinit"
 	"github.com/fsdpc/fsdpc/executor/gpu"
 	"gorgonia.org/cu"
 )

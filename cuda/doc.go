@@ -25,6 +25,9 @@
 //   - driver.go: the driver calls cu does not wrap, and its raw handles.
 //   - nccl.go, nccllib.go: the NCCL communicator, and NCCL's dlopen'd
 //     entry points ($FSDPC_NCCL or an argument overrides libnccl.so.2).
+//   - driverinit (imported by device.go): calls cuInit before cu's init
+//     does, and when it fails says why on stderr and exits 1, where cu
+//     would print a bare error name to stdout.
 //   - device_test.go: the kernels against the host's arithmetic, copies,
 //     stand-ins and capture, on a real GPU (go test -tags cuda ./cuda).
 //

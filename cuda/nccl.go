@@ -180,6 +180,33 @@ func ncclDType(dt ir.DType) (int, error) {
 	return 0, fmt.Errorf("reduction of %s: only fp64, fp32, bf16 and fp16 are reduced", dt)
 }
 
+// Split makes the communicator of the members that pass color, ranked by
+// key (ncclCommSplit, NCCL 2.18). Like NewComm it blocks the device's
+// owner thread until every member of c has called it.
+func (c *Comm) Split(color, key int) (gpu.Comm, error) {
+	if color < 0 {
+		return nil, fmt.Errorf("cuda: ncclCommSplit: color %d (every member joins a group here)", color)
+	}
+	sub := &Comm{dev: c.dev, lib: c.lib}
+	err := c.dev.do(func(*state) error {
+		comm := unsafe.Pointer(c.comm.Load())
+		if comm == nil {
+			return errCommClosed
+		}
+		p, n, r, err := c.lib.split(comm, color, key)
+		if err != nil {
+			return err
+		}
+		sub.comm.Store((*byte)(p))
+		sub.nranks, sub.rank = n, r
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
 // Abort stops the communicator's outstanding work (ncclCommAbort). It
 // runs on the caller's thread, not the device's owner, because it is
 // what unblocks a hung collective the owner may be stuck behind; NCCL

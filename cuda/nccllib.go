@@ -35,6 +35,12 @@ static int fsd_nccl_reduce(void* f, CUdeviceptr send, CUdeviceptr recv, size_t c
 static int fsd_nccl_comm(void* f, void* comm) {
 	return ((int (*)(void*))f)(comm);
 }
+static int fsd_nccl_comm_split(void* f, void* comm, int color, int key, void** newcomm) {
+	return ((int (*)(void*, int, int, void**, void*))f)(comm, color, key, newcomm, NULL);
+}
+static int fsd_nccl_comm_int(void* f, void* comm, int* v) {
+	return ((int (*)(void*, int*))f)(comm, v);
+}
 static const char* fsd_nccl_error_string(void* f, int r) {
 	return ((const char* (*)(int))f)(r);
 }
@@ -85,10 +91,10 @@ type ncclLib struct {
 	path    string
 	version int // NCCL_VERSION_CODE: 21805 for 2.18.5; 0 if unknown
 
-	getUniqueID, commInitRank, allGather, reduceScatter, allReduce unsafe.Pointer
-	commAbort, commDestroy, getErrorString                         unsafe.Pointer
+	getUniqueID, commInitRank, allGather, reduceScatter, allReduce  unsafe.Pointer
+	commAbort, commDestroy, getErrorString, commCount, commUserRank unsafe.Pointer
 	// Optional: nil when this NCCL lacks them.
-	preMulSum, redOpDestroy, asyncError unsafe.Pointer
+	preMulSum, redOpDestroy, asyncError, commSplit unsafe.Pointer
 }
 
 var (
@@ -148,6 +154,8 @@ func loadNCCL(path string) (*ncclLib, error) {
 		{"ncclCommAbort", &l.commAbort},
 		{"ncclCommDestroy", &l.commDestroy},
 		{"ncclGetErrorString", &l.getErrorString},
+		{"ncclCommCount", &l.commCount},
+		{"ncclCommUserRank", &l.commUserRank},
 	}
 	for _, r := range required {
 		if *r.p = sym(r.name); *r.p == nil {
@@ -161,6 +169,7 @@ func loadNCCL(path string) (*ncclLib, error) {
 		l.preMulSum = nil // an operator that cannot be destroyed would leak per call
 	}
 	l.asyncError = sym("ncclCommGetAsyncError") // NCCL 2.4
+	l.commSplit = sym("ncclCommSplit")          // NCCL 2.18
 	if f := sym("ncclGetVersion"); f != nil {
 		var v C.int
 		if C.fsd_nccl_get_version(f, &v) == 0 {
@@ -225,6 +234,28 @@ func (l *ncclLib) premulSum(comm unsafe.Pointer, scalar []byte, dt int) (int, er
 
 func (l *ncclLib) destroyOp(comm unsafe.Pointer, op int) error {
 	return l.check("ncclRedOpDestroy", C.fsd_nccl_red_op_destroy(l.redOpDestroy, C.int(op), comm))
+}
+
+// split is ncclCommSplit with the parent's configuration, returning the
+// new communicator, its size and this rank's place in it.
+func (l *ncclLib) split(comm unsafe.Pointer, color, key int) (unsafe.Pointer, int, int, error) {
+	if l.commSplit == nil {
+		return nil, 0, 0, fmt.Errorf("cuda: %s (NCCL version code %d) has no ncclCommSplit, which sub-communicators (HSDP, an intermediate reshard_after_forward) need: use NCCL 2.18 or newer (FSDPC_NCCL names the library)", l.path, l.version)
+	}
+	var sub unsafe.Pointer
+	if err := l.check(fmt.Sprintf("ncclCommSplit (color %d, key %d)", color, key), C.fsd_nccl_comm_split(l.commSplit, comm, C.int(color), C.int(key), &sub)); err != nil {
+		return nil, 0, 0, err
+	}
+	var n, r C.int
+	err := l.check("ncclCommCount", C.fsd_nccl_comm_int(l.commCount, sub, &n))
+	if err == nil {
+		err = l.check("ncclCommUserRank", C.fsd_nccl_comm_int(l.commUserRank, sub, &r))
+	}
+	if err != nil {
+		l.destroy(sub)
+		return nil, 0, 0, err
+	}
+	return sub, int(n), int(r), nil
 }
 
 func (l *ncclLib) abort(comm unsafe.Pointer) error {

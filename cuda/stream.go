@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -135,6 +136,28 @@ func (d *Device) SyncEvent(e gpu.Event) error {
 		return fmt.Errorf("cuda: cuEventSynchronize event %d: %w", e, err)
 	}
 	return nil
+}
+
+// Query reports whether e's latest record has executed (cuEventQuery),
+// on the owner goroutine: it does not block on the device, so the
+// watchdog's polls stay cheap.
+func (d *Device) Query(e gpu.Event) (bool, error) {
+	var done bool
+	err := d.do(func(st *state) error {
+		ce, err := st.event(e)
+		if err != nil {
+			return err
+		}
+		switch err := ce.Query(); {
+		case err == nil:
+			done = true
+		case errors.Is(err, cu.NotReady):
+		default:
+			return fmt.Errorf("cuda: cuEventQuery event %d: %w", e, err)
+		}
+		return nil
+	})
+	return done, err
 }
 
 // Elapsed is the time between two executed records, at the driver's

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/fsdpc/fsdpc/cuda"
 	"github.com/fsdpc/fsdpc/executor/gpu"
 )
@@ -18,5 +20,18 @@ var native = platform{
 	},
 	comm: func(dev gpu.Device, lib string, id [128]byte, n, rank int) (gpu.Comm, error) {
 		return cuda.NewComm(dev.(*cuda.Device), lib, id, n, rank)
+	},
+	// NVML finds the GPU by its bus id: its indexes ignore
+	// CUDA_VISIBLE_DEVICES, so the ordinal could name another board.
+	memory: func(dev gpu.Device) (gpu.MemorySampler, func() error, error) {
+		d, ok := dev.(*cuda.Device)
+		if !ok {
+			return nil, nil, fmt.Errorf("%T is not a CUDA device", dev)
+		}
+		id, err := d.PCIBusID()
+		if err != nil {
+			return nil, nil, err
+		}
+		return nvmlMemory(id)
 	},
 }

@@ -23,6 +23,9 @@ type platform struct {
 	open     func(ordinal int) (gpu.Device, error)
 	uniqueID func(lib string) ([128]byte, error)
 	comm     func(dev gpu.Device, lib string, id [128]byte, n, rank int) (gpu.Comm, error)
+	// memory samples dev's memory during the run (NVML; memory.go);
+	// nil: not sampled.
+	memory func(dev gpu.Device) (gpu.MemorySampler, func() error, error)
 }
 
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string, plat platform) int {
@@ -34,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	virtual := fl.Bool("virtual", false, "run every rank of the plan on one GPU (a rehearsal); otherwise one rank per process, from the launcher's environment")
 	scale := fl.Int("scale", 1, "shrink every tensor dimension by this factor")
 	steps := fl.Int("steps", 3, "training steps: the first is checked, the last measured")
-	timeout := fl.Duration("timeout", time.Minute, "abort a collective that has not started on every rank after this long")
+	timeout := fl.Duration("timeout", time.Minute, "fail the run and abort the communicators when a collective has not finished this long after it was enqueued (NCCL), or its members have not all arrived (--virtual)")
 	linkBW := fl.String("link-bandwidth", "", "pace virtual collectives to this per-rank link bandwidth (e.g. 50GB/s); default: as fast as the device copies")
 	standIn := fl.String("stand-in", "spin", "what compute does: spin (the modelled duration) or burn (real FMAs)")
 	trace := fl.String("trace", "", "write the measured step as a Chrome trace to this file")
@@ -100,9 +103,6 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 			return fail(fmt.Errorf("%s is planned for %d ranks, and the launcher started %d: start one process per rank, or rehearse on one GPU with --virtual", planPath, p.Cluster.WorldSize, env.World))
 		}
 		local = []int{env.Rank}
-		if p.Cluster.Replicate > 1 || usesPostForward(p) {
-			return fail(fmt.Errorf("%s uses HSDP or int reshard_after_forward: over NCCL these need sub-communicators, which the CUDA worker does not create yet; rehearse it with --virtual", planPath))
-		}
 	}
 	ordinal := *device
 	if ordinal < 0 {
@@ -134,18 +134,19 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	}
 	opt := gpu.Options{LinkBandwidth: bw, CheckSteps: *checkSteps, StandIn: si, Graph: *graph,
 		Model: gpu.RehearsalModel(q, figs, bw, ranksHere, si)}
+	stopMemory := sampleMemory(&opt, dev, plat, stderr)
+	defer stopMemory()
 	if !*virtual {
+		opt.Model = gpu.CommModel(q, figs, si)
 		sess, comm, err := join(p, planPath, env, dev, *nccl, *timeout, plat)
 		if err != nil {
 			return fail(err)
 		}
 		defer sess.Close()
-		opt.Comm = func(pg schedule.ProcessGroup) (gpu.Comm, error) {
-			if pg != schedule.PGShard {
-				return nil, fmt.Errorf("process group %s needs a sub-communicator", pg)
-			}
-			return comm, nil
-		}
+		defer comm.Close()
+		// HSDP's shard and replicate groups and an intermediate
+		// reshard_after_forward's groups are split from the world's.
+		opt.Comm = gpu.Subgroups(comm)
 	}
 	b := gpu.New(dev, opt)
 	rep, err := executor.Run(p, b, executor.Options{Scale: *scale, Steps: *steps, Timeout: *timeout, Local: local})
@@ -165,15 +166,6 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 		fmt.Fprintf(stdout, "trace: %s\n", *trace)
 	}
 	return 0
-}
-
-func usesPostForward(p *schedule.Plan) bool {
-	for i := range p.Ops {
-		if p.Ops[i].PG == schedule.PGPostForward && p.Ops[i].PGSize > 1 {
-			return true
-		}
-	}
-	return false
 }
 
 // join meets the other ranks (launch.Rendezvous: the plan must be the

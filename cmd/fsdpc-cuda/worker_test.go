@@ -7,10 +7,16 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/fsdpc/fsdpc/executor/gpu"
 	"github.com/fsdpc/fsdpc/executor/gpu/gputest"
@@ -104,5 +110,97 @@ func TestBench(t *testing.T) {
 	code, out, errOut := runWorker(t, cpu, nil, "bench", "--ranks=4", "--bytes=1MiB", "--repeats=3")
 	if code != 0 || !strings.Contains(out, "% of memory bandwidth") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// fabricPlatform is the worker's platform with NCCL played by a fabric
+// of CPU devices: each worker opens its own device.
+func fabricPlatform(f *gputest.Fabric) platform {
+	return platform{
+		built:    true,
+		open:     func(int) (gpu.Device, error) { return gputest.New(gputest.WithName("cpu test device")), nil },
+		uniqueID: func(string) ([128]byte, error) { return f.UniqueID(), nil },
+		comm: func(dev gpu.Device, _ string, id [128]byte, n, rank int) (gpu.Comm, error) {
+			return f.NewComm(dev.(*gputest.Device), id, n, rank)
+		},
+	}
+}
+
+// meshPlanFile compiles gpt2-124m, two blocks, on a replicate × shard
+// mesh: HSDP, whose groups over NCCL are split from the world's.
+func meshPlanFile(t *testing.T, replicate, shard int) string {
+	t.Helper()
+	src, file, _ := plans.Source("gpt2-124m")
+	text := regexp.MustCompile(`(?m)^repeat = \d+`).ReplaceAllString(string(src), "repeat = 2")
+	text = strings.Replace(text, "world_size = 8\n", fmt.Sprintf("world_size = %d\nmesh = { replicate = %d, shard = %d }\n", replicate*shard, replicate, shard), 1)
+	m, err := ir.Load(file, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "plan.bin")
+	if err := schedule.WriteFile(path, p); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runRanks runs world workers as torchrun would start them, meeting over
+// loopback TCP, and returns each one's exit code, stdout and stderr.
+func runRanks(t *testing.T, plat platform, world int, args ...string) (codes []int, outs, errs []string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	codes, outs, errs = make([]int, world), make([]string, world), make([]string, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		env := map[string]string{"RANK": strconv.Itoa(r), "WORLD_SIZE": strconv.Itoa(world), "LOCAL_RANK": strconv.Itoa(r),
+			"LOCAL_WORLD_SIZE": strconv.Itoa(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+		wg.Go(func() { codes[r], outs[r], errs[r] = runWorker(t, plat, env, args...) })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the workers hung")
+	}
+	return codes, outs, errs
+}
+
+// TestWorkerNCCLMesh: four worker processes (goroutines) meet at rank 0
+// over TCP, make their communicators from rank 0's id and split HSDP's
+// groups from it, and run a 2×2 mesh plan with the data check.
+func TestWorkerNCCLMesh(t *testing.T) {
+	bin := meshPlanFile(t, 2, 2)
+	codes, outs, errs := runRanks(t, fabricPlatform(gputest.NewFabric()), 4, "--scale=16", "--steps=2", "--calibrate-bytes=1MiB", bin)
+	for r := range codes {
+		if codes[r] != 0 {
+			t.Fatalf("rank %d: exit %d\n%s\n%s", r, codes[r], outs[r], errs[r])
+		}
+		if !strings.Contains(outs[r], "data check:") || !strings.Contains(outs[r], "step time") {
+			t.Errorf("rank %d: no report:\n%s", r, outs[r])
+		}
+	}
+}
+
+// TestWorkerWatchdog: a collective that never finishes fails every
+// worker within --timeout, naming it, instead of hanging the job.
+func TestWorkerWatchdog(t *testing.T) {
+	bin := meshPlanFile(t, 1, 2)
+	f := gputest.NewFabric()
+	f.Hang(2)
+	codes, outs, errs := runRanks(t, fabricPlatform(f), 2, "--scale=16", "--steps=2", "--calibrate-bytes=1MiB", "--timeout=300ms", bin)
+	for r := range codes {
+		if codes[r] != 1 || !strings.Contains(errs[r]+outs[r], "watchdog: op ") || !strings.Contains(errs[r]+outs[r], "has not finished within the timeout of 300ms; aborted the communicators") {
+			t.Errorf("rank %d: exit %d, want 1 and the watchdog naming the collective:\n%s\n%s", r, codes[r], outs[r], errs[r])
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -159,14 +161,48 @@ func runCUDA(planPath string, cf cudaFlags, wa workerArgs, stdout, stderr io.Wri
 	} else {
 		fmt.Fprintf(stderr, "fsdpc run: %s on the cuda backend: ranks %d-%d of %d on this node, worker %s\n", p.Header.Model, first, first+nproc-1, world, worker)
 	}
+	workerErr := &spotter{w: stderr, text: []byte(noLibcuda)}
 	err = launch.Launch(ctx, worker, wa.args(abs, cf), nproc, launch.Options{
 		NNodes: cf.nnodes, NodeRank: cf.nodeRank, MasterAddr: cf.masterAddr, MasterPort: cf.masterPort,
-		Stdout: stdout, Stderr: stderr, Watchdog: cf.watchdog,
+		Stdout: stdout, Stderr: workerErr, Watchdog: cf.watchdog,
 	})
 	if err != nil {
-		return reportErr(stderr, fmt.Errorf("fsdpc run %s: %w", planPath, err))
+		err = fmt.Errorf("fsdpc run %s: %w", planPath, err)
+		if workerErr.seen.Load() {
+			err = fmt.Errorf("%w\n%s", err, noLibcudaHelp)
+		}
+		return reportErr(stderr, err)
 	}
 	return 0
+}
+
+// noLibcuda is what the dynamic loader prints, before any of the worker's
+// code runs, when it cannot find libcuda.so.1 to start the worker (which
+// links it, through cgo's -lcuda); it then exits 127. The worker cannot
+// explain that itself, so fsdpc does: its rank-prefixed copy of the line
+// says nothing of what is missing or what to do.
+const noLibcuda = "error while loading shared libraries: libcuda.so.1"
+
+// noLibcudaHelp follows the launch error when a worker printed noLibcuda.
+const noLibcudaHelp = "fsdpc run: the worker could not load libcuda.so.1, the user-space part of the NVIDIA\n" +
+	"driver: this machine has no NVIDIA driver (or its libraries are not where the loader\n" +
+	"looks: ldconfig -p | grep libcuda). Run on a GPU node, or install the driver (nvidia-smi\n" +
+	"and fsdpc devices then list the GPUs). Without a GPU, run the plan with --backend host."
+
+// spotter passes the workers' output through and notes whether it held
+// text. Launch writes whole lines, each Write under one lock, so the text
+// is never split between two writes.
+type spotter struct {
+	w    io.Writer
+	text []byte
+	seen atomic.Bool
+}
+
+func (s *spotter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, s.text) {
+		s.seen.Store(true)
+	}
+	return s.w.Write(p)
 }
 
 // findWorker finds the CUDA worker: --worker if given, else fsdpc-cuda next

@@ -226,4 +226,40 @@ func TestRunCUDAWorkerFails(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %s", d)
 	}
+	if strings.Contains(errOut, "libcuda.so.1") {
+		t.Errorf("a worker's own failure is not a missing driver:\n%s", errOut)
+	}
+}
+
+// A worker the dynamic loader cannot start for want of libcuda.so.1 (no
+// NVIDIA driver) fails the run, and fsdpc says what the loader's line
+// means and what to do.
+func TestRunCUDANoLibcuda(t *testing.T) {
+	bin := tinyPlan(t)
+	worker := filepath.Join(t.TempDir(), "fsdpc-cuda")
+	// What the loader prints, and its exit status, when a library is missing.
+	script := "#!/bin/sh\necho \"$0: error while loading shared libraries: libcuda.so.1: cannot open shared object file: No such file or directory\" >&2\nexit 127\n"
+	if err := os.WriteFile(worker, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("run", "--backend", "cuda", "--worker", worker, bin)
+	if code != 1 || out != "" {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	for _, want := range []string{
+		"[rank 0] " + worker + ": error while loading shared libraries: libcuda.so.1: cannot open shared object file: No such file or directory\n",
+		"fsdpc run " + bin + ": rank ",
+		" failed (exit status 127)",
+		"\nfsdpc run: the worker could not load libcuda.so.1, the user-space part of the NVIDIA\n" +
+			"driver: this machine has no NVIDIA driver (or its libraries are not where the loader\n" +
+			"looks: ldconfig -p | grep libcuda). Run on a GPU node, or install the driver (nvidia-smi\n" +
+			"and fsdpc devices then list the GPUs). Without a GPU, run the plan with --backend host.\n",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if !strings.HasSuffix(errOut, "with --backend host.\n") {
+		t.Errorf("the explanation is not last:\n%s", errOut)
+	}
 }

@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,10 +28,12 @@ const (
 
 // Options configure the backend.
 type Options struct {
-	// Comm returns this process's communicator for a process group of the
-	// plan (NCCL); nil runs every rank in this process as virtual ranks
-	// sharing the device.
-	Comm func(pg schedule.ProcessGroup) (Comm, error)
+	// Comm returns this process's communicator for the groups of size
+	// ranks of process group pg (NCCL; Subgroups makes them from the
+	// world's); nil runs every rank in this process as virtual ranks
+	// sharing the device. Open asks for every (pg, size) the plan's
+	// collectives use, in the same order on every rank.
+	Comm func(pg schedule.ProcessGroup, size int) (Comm, error)
 	// LinkBandwidth paces virtual collectives to the cluster's links, in
 	// bytes per second per rank (0: as fast as the device copies).
 	LinkBandwidth float64
@@ -41,6 +45,12 @@ type Options struct {
 	Model *schedule.Model
 	// Graph captures a step as a CUDA graph and replays it (graph.go).
 	Graph bool
+	// Memory samples device memory from Open to the end of Drain, every
+	// MemoryInterval (default DefaultMemoryInterval); nil: not sampled,
+	// and MemoryOff says why in the report (memory.go).
+	Memory         MemorySampler
+	MemoryInterval time.Duration
+	MemoryOff      string
 }
 
 // Backend runs a program's ranks on a Device; it implements
@@ -53,7 +63,8 @@ type Backend struct {
 	mdl  *schedule.Model
 
 	ranks []*rank // by rank; nil for ranks of other processes
-	comms [numPGs]Comm
+	comms map[commKey]Comm
+	watch watchdog
 
 	virt     virtualColls
 	failed   atomic.Bool
@@ -67,9 +78,9 @@ type Backend struct {
 	// enters[s] is when the first local rank's CPU began step s.
 	enterMu sync.Mutex
 	enters  map[int]time.Time
+	// sampler samples device memory during the run (memory.go).
+	sampler memSampling
 }
-
-const numPGs = 4 // schedule.PGNone … PGPostForward
 
 // rank is one local rank's device state.
 type rank struct {
@@ -115,15 +126,16 @@ func (b *Backend) Open(t executor.Topology) error {
 		if len(local) != 1 {
 			return fmt.Errorf("gpu backend: with a communicator a process runs one rank, not %d", len(local))
 		}
-		for _, pg := range []schedule.ProcessGroup{schedule.PGShard, schedule.PGReplicate, schedule.PGPostForward} {
-			if !usesPG(t.Plan, pg) {
-				continue
-			}
-			c, err := b.opt.Comm(pg)
+		b.comms = map[commKey]Comm{}
+		for _, key := range commKeys(t.Plan) {
+			c, err := b.opt.Comm(key.pg, key.size)
 			if err != nil {
-				return fmt.Errorf("gpu backend: communicator for %s: %w", pg, err)
+				return fmt.Errorf("gpu backend: communicator for %s(%d): %w", key.pg, key.size, err)
 			}
-			b.comms[pg] = c
+			if c.Size() != key.size {
+				return fmt.Errorf("gpu backend: the communicator for %s(%d) has %d ranks", key.pg, key.size, c.Size())
+			}
+			b.comms[key] = c
 		}
 	}
 	least, greatest := b.dev.PriorityRange()
@@ -173,16 +185,31 @@ func (b *Backend) Open(t executor.Topology) error {
 		return err
 	}
 	b.meas = m
+	b.watch.start(b, local[0])
+	b.sampler.start(b.opt.Memory, b.opt.MemoryInterval)
 	return nil
 }
 
-func usesPG(p *schedule.Plan, pg schedule.ProcessGroup) bool {
+// commKey names the communicators of a process group of one size.
+type commKey struct {
+	pg   schedule.ProcessGroup
+	size int
+}
+
+// commKeys lists the communicators the plan's collectives use, in a
+// canonical order, so that every rank makes them in the same order.
+func commKeys(p *schedule.Plan) []commKey {
+	seen := map[commKey]bool{}
+	var keys []commKey
 	for i := range p.Ops {
-		if p.Ops[i].PG == pg && p.Ops[i].PGSize > 1 {
-			return true
+		k := commKey{p.Ops[i].PG, p.Ops[i].PGSize}
+		if k.size > 1 && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
 		}
 	}
-	return false
+	slices.SortFunc(keys, func(a, b commKey) int { return cmp.Or(cmp.Compare(a.pg, b.pg), cmp.Compare(a.size, b.size)) })
+	return keys
 }
 
 // stream is the device stream of a plan stream; the host stream has none.
@@ -248,7 +275,11 @@ const maxFailures = 64
 
 func (b *Backend) Abort(f executor.Failure) {
 	b.failMu.Lock()
-	if len(b.failures) < maxFailures {
+	// Once the watchdog has aborted the communicators, every stream
+	// that waited on them fails too: keep the first such failure, which
+	// shows how the abort surfaced, and count the rest.
+	consequence := b.watch.fired.Load() && len(b.failures) >= 2
+	if len(b.failures) < maxFailures && !consequence {
 		b.failures = append(b.failures, f)
 	} else {
 		b.dropped++
@@ -303,6 +334,8 @@ func (b *Backend) Drain() error {
 			}
 		}
 	}
+	b.watch.final()
+	b.sampler.stop()
 	if !b.Failed() {
 		if err := b.meas.collect(); err != nil {
 			b.Abort(executor.Failure{Kind: executor.Internal, Op: -1, What: "reading the timing events: " + err.Error()})
@@ -332,8 +365,13 @@ func (b *Backend) Stats(rk int) executor.RankStats {
 // Close frees the communicators; the device's memory, streams and events
 // go with the device.
 func (b *Backend) Close() {
-	for _, c := range b.comms {
-		if c != nil {
+	b.watch.stop()
+	b.sampler.stop()
+	if b.plan == nil {
+		return
+	}
+	for _, key := range commKeys(b.plan) {
+		if c := b.comms[key]; c != nil {
 			c.Close()
 		}
 	}

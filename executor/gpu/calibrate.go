@@ -210,6 +210,23 @@ func RehearsalModel(p *schedule.Plan, f DeviceFigures, linkBandwidth float64, ra
 	return m
 }
 
+// CommModel is the cost model of one rank per GPU over NCCL: the
+// device's measured memory bandwidth, launch and issue costs, and the
+// plan's cluster for the links and their latencies, which one GPU cannot
+// measure. A spinning stand-in does not slow down under communication.
+func CommModel(p *schedule.Plan, f DeviceFigures, standIn StandIn) *schedule.Model {
+	m := schedule.NewModel(p)
+	m.HW.HBMBandwidth = f.MemoryBandwidth
+	m.Cal.MemoryEfficiency = 1
+	m.Cal.Launch = f.Launch.Seconds()
+	m.Cal.IssueKernel = f.Issue.Seconds()
+	m.Cal.IssueOther = m.Cal.IssueKernel
+	if standIn == SpinStandIn {
+		m.Cal.Overlap = 0
+	}
+	return m
+}
+
 // Write prints the figures, with the ratios the acceptance checks read.
 func (f DeviceFigures) Write(w io.Writer) {
 	gbs := func(x float64) string { return fmt.Sprintf("%.1f GB/s", x/1e9) }

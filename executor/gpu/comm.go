@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -22,7 +23,39 @@ type Comm interface {
 	ReduceScatter(send, recv Ptr, n int64, dt ir.DType, op schedule.ReduceOp, factor float64, s Stream) error
 	// AllReduce reduces n elements of every member's buf into every buf.
 	AllReduce(buf Ptr, n int64, dt ir.DType, op schedule.ReduceOp, factor float64, s Stream) error
+	// Split makes a communicator of the members that pass the same
+	// color, ranked by key (ncclCommSplit): every member calls it, and
+	// it returns when all have. It is how the sub-groups of HSDP and of
+	// an intermediate reshard_after_forward are made from the world.
+	Split(color, key int) (Comm, error)
 	// Abort stops the communicator's outstanding work (ncclCommAbort).
 	Abort() error
+	// Close releases the communicator; a second Close does nothing.
 	Close() error
+}
+
+// AsyncErrorer is a Comm that can report an asynchronous error of its
+// collectives (ncclCommGetAsyncError): the watchdog polls it.
+type AsyncErrorer interface {
+	AsyncError() error
+}
+
+// Subgroups returns Options.Comm for the process holding world, the
+// communicator of every rank: a group as large as the world is world
+// itself; any other is split from it, colored by the group and keyed by
+// the rank's place in it (executor.Membership), so that its members are
+// ordered as the plan's collectives expect. Every rank must ask for the
+// same groups in the same order, since each Split is a collective over
+// world (Backend.Open asks in the plan's canonical order).
+func Subgroups(world Comm) func(pg schedule.ProcessGroup, size int) (Comm, error) {
+	return func(pg schedule.ProcessGroup, size int) (Comm, error) {
+		g, pos, err := executor.Membership(pg, size, world.Rank(), world.Size())
+		if err != nil {
+			return nil, err
+		}
+		if size == world.Size() && pos == world.Rank() {
+			return world, nil
+		}
+		return world.Split(g.Base, pos)
+	}
 }

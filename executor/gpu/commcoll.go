@@ -10,8 +10,16 @@ import (
 // commCollective runs a collective through this process's communicator
 // (NCCL): one rank per process, so the other members are other processes
 // and the data check covers what this rank can see: the gathered
-// parameters where compute reads them.
-func (b *Backend) commCollective(c Comm, r *rank, st Stream, k *executor.Kernel, a executor.Args) error {
+// parameters where compute reads them. The watchdog (watchdog.go)
+// follows each one.
+func (b *Backend) commCollective(c Comm, r *rank, st Stream, s schedule.Stream, k *executor.Kernel, a executor.Args) error {
+	if err := b.enqueueComm(c, st, k, a); err != nil {
+		return err
+	}
+	return b.watch.watch(r, st, s, k, a.Step, commKey{k.PG, k.PGSize})
+}
+
+func (b *Backend) enqueueComm(c Comm, st Stream, k *executor.Kernel, a executor.Args) error {
 	if c.Size() != k.PGSize {
 		return fmt.Errorf("%w: a collective over %s(%d) on a communicator of %d ranks", errProtocol, k.PG, k.PGSize, c.Size())
 	}

@@ -50,6 +50,10 @@ type Device interface {
 	Wait(s Stream, e Event) error
 	// SyncEvent blocks until e's latest record has executed.
 	SyncEvent(e Event) error
+	// Query reports whether e's latest record has executed, without
+	// blocking (cuEventQuery); true for an event never recorded. A
+	// watchdog polls it.
+	Query(e Event) (bool, error)
 	// Elapsed is the time between two executed records.
 	Elapsed(from, to Event) (time.Duration, error)
 

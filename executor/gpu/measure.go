@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -161,6 +163,14 @@ type Measurement struct {
 	CheckedGathers, CheckedCollectives, CheckedBytes int64
 	// Graph: the replayed steps against the eager one, with --graph.
 	Graph *GraphFigures
+	// AllocatorReserved is the device blocks the caching allocator holds
+	// at the end, over every local rank: what the prediction models.
+	AllocatorReserved int64
+	// Memory is the device memory sampled during the run
+	// (Options.Memory); nil when there was no sampler, and MemoryOff
+	// (Options.MemoryOff) then says why.
+	Memory    *MemoryFigures
+	MemoryOff string
 }
 
 // Figures are one step's headline numbers.
@@ -230,6 +240,17 @@ func (b *Backend) Measurement() *Measurement {
 	// rank's reserved memory.
 	out.Measured.PeakMemory = m.used - m.used0
 	out.Predicted.PeakMemory *= int64(out.Ranks)
+	for _, r := range b.ranks {
+		if r == nil {
+			continue
+		}
+		for p := range r.pools {
+			if schedule.Pool(p) != schedule.PoolHost {
+				out.AllocatorReserved += r.pools[p].stats.Reserved
+			}
+		}
+	}
+	out.Memory, out.MemoryOff = b.sampler.figures(), b.opt.MemoryOff
 	if g, err := b.graphFigures(time.Duration(out.Measured.StepTime * 1e9)); err == nil {
 		out.Graph = g
 	}
@@ -293,19 +314,23 @@ func (m *measurer) simulation(p *schedule.Plan, r int, lo float64) *schedule.Sim
 // Write prints the measurement as a table: measured, predicted, ratio.
 func (x *Measurement) Write(w io.Writer) {
 	fmt.Fprintf(w, "\nmeasured on %s, step %d (%d rank(s) in this process), against the simulator on the same figures\n", x.Device, x.Step, x.Ranks)
-	fmt.Fprintf(w, "  %-22s %12s %12s %8s\n", "", "measured", "predicted", "ratio")
+	// Names are padded by runes, not bytes: "×" and "−" are two and
+	// three bytes of UTF-8 but one column.
+	pad := func(name string) string { return name + strings.Repeat(" ", max(26-utf8.RuneCountInString(name), 0)) }
+	fmt.Fprintf(w, "  %s %12s %12s %8s\n", pad(""), "measured", "predicted", "ratio")
 	row := func(name string, got, want float64, unit func(float64) string) {
 		ratio := "-"
 		if want > 0 {
 			ratio = fmt.Sprintf("%.3f", got/want)
 		}
-		fmt.Fprintf(w, "  %-22s %12s %12s %8s\n", name, unit(got), unit(want), ratio)
+		fmt.Fprintf(w, "  %s %12s %12s %8s\n", pad(name), unit(got), unit(want), ratio)
 	}
 	ms := func(s float64) string { return fmt.Sprintf("%.3f ms", s*1e3) }
 	row("step time", x.Measured.StepTime, x.Predicted.StepTime, ms)
 	row("compute", x.Measured.ComputeTime, x.Predicted.ComputeTime, ms)
 	row("exposed communication", x.Measured.ExposedComm, x.Predicted.ExposedComm, ms)
 	row(fmt.Sprintf("device memory (%d rank(s))", x.Ranks), float64(x.Measured.PeakMemory), float64(x.Predicted.PeakMemory), func(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) })
+	x.writeMemory(w, row)
 	for _, c := range x.Collectives {
 		row(fmt.Sprintf("%s ×%d", c.Kind, c.Count), c.Time, c.Predicted, ms)
 		row("  bus bandwidth", c.BusBW, c.PredBusBW, func(v float64) string { return fmt.Sprintf("%.1f GB/s", v/1e9) })

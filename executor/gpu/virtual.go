@@ -95,8 +95,8 @@ func (v *virtualColls) abort() { v.once.Do(func() { close(v.stop) }) }
 // collective runs a collective of one member: through the communicator
 // when the process has one, else among the virtual ranks.
 func (b *Backend) collective(r *rank, st Stream, s schedule.Stream, k *executor.Kernel, a executor.Args, checked bool) error {
-	if c := b.comms[k.PG]; c != nil {
-		return b.commCollective(c, r, st, k, a)
+	if c := b.comms[commKey{k.PG, k.PGSize}]; c != nil {
+		return b.commCollective(c, r, st, s, k, a)
 	}
 	if k.PGSize <= 1 {
 		return b.selfCollective(st, k, a)

@@ -80,10 +80,11 @@ const (
 	KindSpin
 	KindBurn
 	KindPacedCopy
-	NumKinds // the number of kinds
+	KindCollective // a Fabric communicator's collective
+	NumKinds       // the number of kinds
 )
 
-var kindNames = [NumKinds]string{"Copy", "Memset", "Cast", "Reduce", "Divide", "Add", "Fill", "Spin", "Burn", "PacedCopy"}
+var kindNames = [NumKinds]string{"Copy", "Memset", "Cast", "Reduce", "Divide", "Add", "Fill", "Spin", "Burn", "PacedCopy", "Collective"}
 
 func (k Kind) String() string {
 	if k < NumKinds {

@@ -64,4 +64,10 @@
 //     between them but never reports a false one.
 //   - Priorities are recorded, not used. Burn busy-waits doing fused
 //     multiply-adds for flops / rate (WithBurnRate), at most 50 ms.
+//
+// NCCL. A Fabric plays NCCL between devices, one per rank as one GPU per
+// process: communicators from ids, Split, all-gather, reduce-scatter and
+// all-reduce as kernels on the caller's stream that run once every
+// member's has started (reductions in float32, in member order), Abort,
+// and a collective made to hang (Fabric.Hang) for testing watchdogs.
 package gputest

@@ -15,7 +15,12 @@ type kernel struct {
 	acc  []access
 	// body computes on the accessed bytes, b[i] being acc[i]'s, under the
 	// device's memory lock; nil for none.
-	body   func(b [][]byte)
+	body func(b [][]byte)
+	// exec, for kernels that wait on other devices (a fabric's
+	// collectives), runs instead of body without any lock held; it takes
+	// d.memMu itself around touching b, and its error is the device's
+	// asynchronous error.
+	exec   func(d *Device, b [][]byte) error
 	copied int64         // bytes it copies, for the counters
 	sleep  time.Duration // then it sleeps this long
 	flops  float64       // or burns this many flops
@@ -34,6 +39,14 @@ func (d *Device) runKernel(k *kernel, bufs [][]byte) {
 		d.memMu.Lock()
 		k.body(bufs)
 		d.memMu.Unlock()
+	}
+	if k.exec != nil {
+		if err := k.exec(d, bufs); err != nil {
+			d.mu.Lock()
+			d.fail(err)
+			d.mu.Unlock()
+			return
+		}
 	}
 	d.mu.Lock()
 	d.stats.Launches[k.kind]++

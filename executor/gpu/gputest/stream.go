@@ -210,6 +210,24 @@ func (d *Device) SyncEvent(e gpu.Event) error {
 	return d.sticky(call)
 }
 
+// Query reports whether e's latest record has executed, and the sticky
+// error if there is one. It orders nothing for race detection: the
+// backend's watchdog polls it and touches no memory.
+func (d *Device) Query(e gpu.Event) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	call := fmt.Sprintf("Query(event %d)", e)
+	ev, err := d.event(call, e)
+	if err != nil {
+		return false, err
+	}
+	r := ev.latest
+	if r != nil && r.cap != nil {
+		return false, fmt.Errorf("gputest: %s: the event's latest record was made in a capture: %w", call, ErrCapture)
+	}
+	return r == nil || r.done, d.sticky(call)
+}
+
 // Elapsed is the time from from's latest record to to's, both executed.
 func (d *Device) Elapsed(from, to gpu.Event) (time.Duration, error) {
 	d.mu.Lock()

@@ -138,3 +138,31 @@ func TestElapsed(t *testing.T) {
 	_, err = d.Elapsed(es[0], es[3])
 	wantErr(t, err, ErrNotReady)
 }
+
+func TestQuery(t *testing.T) {
+	d := New()
+	defer d.Close()
+	s, _ := d.NewStream(0)
+	never, _ := d.NewEvent()
+	if done, err := d.Query(never); !done || err != nil {
+		t.Errorf("an event never recorded: done %v, %v; want true, as cuEventQuery", done, err)
+	}
+	gate, _ := d.NewEvent()
+	after, _ := d.NewEvent()
+	other, _ := d.NewStream(0)
+	// The stream waits on a record of gate that has not executed: other
+	// is held behind a spin long enough to query in between.
+	if err := first(d.Spin(time.Hour, other), d.Record(gate, other), d.Wait(s, gate), d.Record(after, s)); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := d.Query(after); done || err != nil {
+		t.Errorf("a record behind an unfinished wait: done %v, %v; want false", done, err)
+	}
+	go d.Close() // ends the spin; a closed device answers with an error
+	for {
+		if _, err := d.Query(after); err != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

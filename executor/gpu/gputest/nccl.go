@@ -1,0 +1,415 @@
+package gputest
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/fsdpc/fsdpc/executor"
+	"github.com/fsdpc/fsdpc/executor/gpu"
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// ErrAborted is the asynchronous error of a collective whose communicator
+// was aborted while it waited: what ncclCommAbort leaves behind.
+var ErrAborted = errors.New("the communicator was aborted")
+
+// Fabric connects CPU devices the way NCCL connects GPUs, so that tests
+// run the one-rank-per-process path of the backend (and the worker's
+// rendezvous and communicator set-up) without a GPU. Each rank owns a
+// Device; a communicator is made from an id as ncclCommInitRank makes
+// one, and its collectives are kernels on the caller's stream that start
+// when every member's has started, like NCCL's.
+//
+// Hang makes a collective never finish, to test watchdogs. A member's
+// Abort ends its own waiting collectives with ErrAborted as a sticky
+// error on its device, so that its streams drain and SyncEvent returns,
+// as after ncclCommAbort; the other members keep waiting, as they would
+// for a peer that left, until their own watchdogs abort them. Members
+// that call different collectives at the same place fail the whole
+// group (real NCCL would hang or corrupt memory).
+type Fabric struct {
+	mu     sync.Mutex
+	nextID uint64
+	groups map[[128]byte]*group
+	hang   int // the collective number, per communicator, that never ends; -1 none
+}
+
+// NewFabric makes a fabric with no communicators.
+func NewFabric() *Fabric {
+	return &Fabric{groups: map[[128]byte]*group{}, hang: -1}
+}
+
+// Hang makes collective number n (from 0, counted per communicator) of
+// every communicator made afterwards wait forever, or until aborted.
+func (f *Fabric) Hang(n int) {
+	f.mu.Lock()
+	f.hang = n
+	f.mu.Unlock()
+}
+
+// UniqueID makes the id of a new group (ncclGetUniqueId).
+func (f *Fabric) UniqueID() [128]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	var id [128]byte
+	copy(id[:], "gputest fabric")
+	binary.BigEndian.PutUint64(id[120:], f.nextID)
+	return id
+}
+
+// group is the state every member of a communicator shares.
+type group struct {
+	f       *Fabric
+	id      [128]byte
+	n       int
+	joined  int
+	ready   chan struct{} // closed when every member has joined
+	aborted chan struct{} // closed when members disagree
+	abort   sync.Once
+	hang    int
+	// insts are the collectives in flight, by sequence number.
+	insts map[int]*instance
+	// splits are the Split calls in flight, by sequence number.
+	splits map[int]*split
+}
+
+// instance is one collective: every member's input, then every member's
+// output.
+type instance struct {
+	kind     string
+	in       [][]byte
+	arrived  int
+	all      chan struct{} // closed when every input is in
+	finished int
+}
+
+type split struct {
+	color, key []int
+	arrived    int
+	all        chan struct{}
+	ids        map[int][128]byte // by color
+}
+
+// group returns the group of id, made for n members. f.mu is held.
+func (f *Fabric) group(id [128]byte, n int) (*group, error) {
+	g := f.groups[id]
+	if g == nil {
+		g = &group{f: f, id: id, n: n, ready: make(chan struct{}), aborted: make(chan struct{}), hang: f.hang,
+			insts: map[int]*instance{}, splits: map[int]*split{}}
+		f.groups[id] = g
+	}
+	if g.n != n {
+		return nil, fmt.Errorf("gputest: a communicator of %d ranks joins a group of %d", n, g.n)
+	}
+	return g, nil
+}
+
+// NewComm joins the group id names as rank of n, on dev; like
+// ncclCommInitRank it returns when every member has joined.
+func (f *Fabric) NewComm(dev *Device, id [128]byte, n, rank int) (*Comm, error) {
+	if n < 1 || rank < 0 || rank >= n {
+		return nil, fmt.Errorf("gputest: communicator rank %d of %d", rank, n)
+	}
+	f.mu.Lock()
+	g, err := f.group(id, n)
+	if err == nil {
+		g.joined++
+		if g.joined == n {
+			close(g.ready)
+		}
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-g.ready:
+	case <-g.aborted:
+		return nil, fmt.Errorf("gputest: joining a communicator: %w", ErrAborted)
+	case <-dev.done:
+		return nil, fmt.Errorf("gputest: joining a communicator: %w", ErrClosed)
+	}
+	return &Comm{g: g, dev: dev, rank: rank, aborted: make(chan struct{})}, nil
+}
+
+// Comm is one member of a fabric group; it implements gpu.Comm.
+type Comm struct {
+	g      *group
+	dev    *Device
+	rank   int
+	seq    int // collectives enqueued
+	splits int // Split calls made
+	closed bool
+	mu     sync.Mutex
+
+	aborted chan struct{} // closed by Abort
+	abort   sync.Once
+}
+
+var _ gpu.Comm = (*Comm)(nil)
+
+func (c *Comm) Size() int { return c.g.n }
+func (c *Comm) Rank() int { return c.rank }
+
+// next numbers the next collective, or fails on a closed communicator.
+func (c *Comm) next(call string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, fmt.Errorf("gputest: %s: %w", call, ErrClosed)
+	}
+	select {
+	case <-c.g.aborted:
+		return 0, fmt.Errorf("gputest: %s: %w", call, ErrAborted)
+	case <-c.aborted:
+		return 0, fmt.Errorf("gputest: %s: %w", call, ErrAborted)
+	default:
+	}
+	seq := c.seq
+	c.seq++
+	return seq, nil
+}
+
+// AllGather: see gpu.Comm.
+func (c *Comm) AllGather(send, recv gpu.Ptr, bytes int64, s gpu.Stream) error {
+	if bytes < 0 {
+		return fmt.Errorf("gputest: AllGather of %d bytes: %w", bytes, ErrInvalidValue)
+	}
+	n := int64(c.g.n)
+	return c.collective("AllGather", s, []access{{send, bytes, false}, {recv, n * bytes, true}}, func(in [][]byte, out []byte) {
+		for j, b := range in {
+			copy(out[int64(j)*bytes:], b)
+		}
+	})
+}
+
+// ReduceScatter: see gpu.Comm. Sums are taken in float32 (fp64 in
+// fp64) in member order, like Device.Reduce; real NCCL's order and
+// precision differ, which is why the backend does not check reductions
+// over a communicator bit for bit.
+func (c *Comm) ReduceScatter(send, recv gpu.Ptr, n int64, dt ir.DType, op schedule.ReduceOp, factor float64, s gpu.Stream) error {
+	scale, err := c.scale("ReduceScatter", dt, n, op, factor)
+	if err != nil {
+		return err
+	}
+	size, rank := int64(dt.Size())*n, int64(c.rank)
+	return c.collective("ReduceScatter", s, []access{{send, int64(c.g.n) * size, false}, {recv, size, true}}, func(in [][]byte, out []byte) {
+		chunks := make([][]byte, len(in))
+		for j, b := range in {
+			chunks[j] = b[rank*size : (rank+1)*size]
+		}
+		reduceInto(out, chunks, dt, scale)
+	})
+}
+
+// AllReduce: see gpu.Comm and ReduceScatter.
+func (c *Comm) AllReduce(buf gpu.Ptr, n int64, dt ir.DType, op schedule.ReduceOp, factor float64, s gpu.Stream) error {
+	scale, err := c.scale("AllReduce", dt, n, op, factor)
+	if err != nil {
+		return err
+	}
+	size := int64(dt.Size()) * n
+	return c.collective("AllReduce", s, []access{{buf, size, false}, {buf, size, true}}, func(in [][]byte, out []byte) {
+		reduceInto(out, in, dt, scale)
+	})
+}
+
+func (c *Comm) scale(call string, dt ir.DType, n int64, op schedule.ReduceOp, factor float64) (float64, error) {
+	if err := checkArgs(call, n, dt); err != nil {
+		return 0, err
+	}
+	switch op {
+	case schedule.ReduceSum:
+		return 1, nil
+	case schedule.ReduceAvg:
+		return 1 / float64(c.g.n), nil
+	case schedule.ReducePremulSum:
+		if factor > 0 {
+			return factor, nil
+		}
+	}
+	return 0, fmt.Errorf("gputest: %s: reduce op %s with factor %v: %w", call, op, factor, ErrInvalidValue)
+}
+
+// reduceInto writes the scaled sum of ins into out.
+func reduceInto(out []byte, ins [][]byte, dt ir.DType, scale float64) {
+	n := int64(len(out)) / int64(dt.Size())
+	if dt == ir.FP64 {
+		for i := range n {
+			var sum float64
+			for _, b := range ins {
+				sum += executor.LoadElement(ir.FP64, b, i) * scale
+			}
+			executor.StoreElement(ir.FP64, out, i, sum)
+		}
+		return
+	}
+	sum, x := make([]float32, n), make([]float32, n)
+	for j, b := range ins {
+		decode32(dt, b, x)
+		for i, v := range x {
+			t := float32(v * float32(scale))
+			if j == 0 {
+				sum[i] = t
+			} else {
+				sum[i] = float32(sum[i] + t)
+			}
+		}
+	}
+	encode32(dt, sum, out)
+}
+
+// collective enqueues this member's part: acc[0] is its input, acc[1]
+// its output; combine computes the output from every member's input.
+func (c *Comm) collective(call string, s gpu.Stream, acc []access, combine func(in [][]byte, out []byte)) error {
+	seq, err := c.next(call)
+	if err != nil {
+		return err
+	}
+	g, rank, aborted := c.g, c.rank, c.aborted
+	label := fmt.Sprintf("%s #%d of rank %d of %d", call, seq, rank, g.n)
+	return c.dev.launch(s, &kernel{kind: KindCollective, acc: acc, exec: func(d *Device, bufs [][]byte) error {
+		inst, err := g.arrive(seq, rank, call, d, bufs[0])
+		if err != nil {
+			return fmt.Errorf("gputest: %s: %w", label, err)
+		}
+		if g.hang == seq {
+			select {
+			case <-aborted:
+				return fmt.Errorf("gputest: %s (made to hang): %w", label, ErrAborted)
+			case <-d.done:
+				return fmt.Errorf("gputest: %s: %w", label, ErrClosed)
+			}
+		}
+		select {
+		case <-inst.all:
+		case <-g.aborted:
+			return fmt.Errorf("gputest: %s: %w", label, ErrAborted)
+		case <-aborted:
+			return fmt.Errorf("gputest: %s: %w", label, ErrAborted)
+		case <-d.done:
+			return fmt.Errorf("gputest: %s: %w", label, ErrClosed)
+		}
+		d.memMu.Lock()
+		combine(inst.in, bufs[1])
+		d.memMu.Unlock()
+		g.f.mu.Lock()
+		if inst.finished++; inst.finished == g.n {
+			delete(g.insts, seq)
+		}
+		g.f.mu.Unlock()
+		return nil
+	}})
+}
+
+// arrive hands in a member's input of collective seq.
+func (g *group) arrive(seq, rank int, kind string, d *Device, in []byte) (*instance, error) {
+	d.memMu.Lock()
+	own := slices.Clone(in)
+	d.memMu.Unlock()
+	g.f.mu.Lock()
+	defer g.f.mu.Unlock()
+	inst := g.insts[seq]
+	if inst == nil {
+		inst = &instance{kind: kind, in: make([][]byte, g.n), all: make(chan struct{})}
+		g.insts[seq] = inst
+	}
+	if inst.kind != kind || (inst.arrived > 0 && len(firstInput(inst)) != len(own)) {
+		// Real NCCL would hang or corrupt memory; failing the group
+		// tells the test which calls disagreed.
+		g.abort.Do(func() { close(g.aborted) })
+		return nil, fmt.Errorf("members disagree: %s of %d bytes here, %s of %d bytes elsewhere: collectives out of order",
+			kind, len(own), inst.kind, len(firstInput(inst)))
+	}
+	inst.in[rank] = own
+	if inst.arrived++; inst.arrived == g.n {
+		close(inst.all)
+	}
+	return inst, nil
+}
+
+func firstInput(inst *instance) []byte {
+	for _, b := range inst.in {
+		if b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// Split makes a communicator of the members that pass the same color,
+// ranked by key (ties by rank), as ncclCommSplit does. Every member calls
+// it; it returns when all have.
+func (c *Comm) Split(color, key int) (gpu.Comm, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("gputest: Split: %w", ErrClosed)
+	}
+	seq := c.splits
+	c.splits++
+	c.mu.Unlock()
+	if color < 0 {
+		return nil, fmt.Errorf("gputest: Split: color %d: %w", color, ErrInvalidValue)
+	}
+	g, f := c.g, c.g.f
+	f.mu.Lock()
+	sp := g.splits[seq]
+	if sp == nil {
+		sp = &split{color: make([]int, g.n), key: make([]int, g.n), all: make(chan struct{})}
+		g.splits[seq] = sp
+	}
+	sp.color[c.rank], sp.key[c.rank] = color, key
+	if sp.arrived++; sp.arrived == g.n {
+		delete(g.splits, seq)
+		sp.ids = map[int][128]byte{}
+		for _, col := range sp.color {
+			if _, ok := sp.ids[col]; !ok {
+				f.nextID++
+				var id [128]byte
+				copy(id[:], "gputest split")
+				binary.BigEndian.PutUint64(id[120:], f.nextID)
+				sp.ids[col] = id
+			}
+		}
+		close(sp.all)
+	}
+	f.mu.Unlock()
+	select {
+	case <-sp.all:
+	case <-g.aborted:
+		return nil, fmt.Errorf("gputest: Split: %w", ErrAborted)
+	case <-c.aborted:
+		return nil, fmt.Errorf("gputest: Split: %w", ErrAborted)
+	case <-c.dev.done:
+		return nil, fmt.Errorf("gputest: Split: %w", ErrClosed)
+	}
+	var members []int
+	for r, col := range sp.color {
+		if col == color {
+			members = append(members, r)
+		}
+	}
+	slices.SortStableFunc(members, func(a, b int) int { return sp.key[a] - sp.key[b] })
+	return f.NewComm(c.dev, sp.ids[color], len(members), slices.Index(members, c.rank))
+}
+
+// Abort ends this member's waiting collectives with ErrAborted; later
+// calls fail.
+func (c *Comm) Abort() error {
+	c.abort.Do(func() { close(c.aborted) })
+	return nil
+}
+
+// Close releases the member; closing twice is harmless.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	return nil
+}
