@@ -1,8 +1,8 @@
 //go:build !cuda
 
 // The worker's logic on the CPU device. Under the cuda tag the binary
-// imports gorgonia.org/cu, whose init exits without a GPU, so these run
-// untagged only.
+// imports gorgonia.org/cu, whose init stops the process without a GPU
+// (after cuda/driverinit says why), so these run untagged only.
 
 package main
 
