@@ -19,7 +19,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	scale := fl.Int("scale", 1, "shrink every tensor dimension by this factor, keeping the plan's structure")
 	steps := fl.Int("steps", 1, "training steps to run")
 	ranks := fl.Int("ranks", 0, "the ranks to run; must be the plan's world size (default: the plan's)")
-	timeout := fl.Duration("timeout", 10*time.Second, "declare a deadlock after this long without progress")
+	timeout := fl.Duration("timeout", 10*time.Second, "declare a deadlock after this long without progress (cuda: the watchdog fails a collective not finished this long after it was enqueued, and aborts NCCL)")
 	var cf cudaFlags
 	cf.register(fl)
 	fl.Usage = func() {
