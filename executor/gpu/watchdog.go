@@ -190,9 +190,16 @@ func (w *watchdog) check() bool {
 			}
 		}
 	}
+	// Recycle only what this check removes: final() may run beside the
+	// goroutine's check, and an event must not be handed out twice.
 	w.mu.Lock()
-	w.pending = slices.DeleteFunc(w.pending, func(p watched) bool { return slices.Contains(finished, p.ev) })
-	w.free = append(w.free, finished...)
+	w.pending = slices.DeleteFunc(w.pending, func(p watched) bool {
+		if slices.Contains(finished, p.ev) {
+			w.free = append(w.free, p.ev)
+			return true
+		}
+		return false
+	})
 	w.mu.Unlock()
 	return false
 }
