@@ -132,12 +132,16 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	if err != nil {
 		return fail(err)
 	}
-	opt := gpu.Options{LinkBandwidth: bw, CheckSteps: *checkSteps, StandIn: si, Graph: *graph,
-		Model: gpu.RehearsalModel(q, figs, bw, ranksHere, si)}
+	// A rehearsal's collectives are device copies, measured here; NCCL's
+	// cross links one GPU cannot measure, so the plan's cluster times them.
+	model := gpu.RehearsalModel(q, figs, bw, ranksHere, si)
+	if !*virtual {
+		model = gpu.CommModel(q, figs, si)
+	}
+	opt := gpu.Options{LinkBandwidth: bw, CheckSteps: *checkSteps, StandIn: si, Graph: *graph, Model: model}
 	stopMemory := sampleMemory(&opt, dev, plat, stderr)
 	defer stopMemory()
 	if !*virtual {
-		opt.Model = gpu.CommModel(q, figs, si)
 		sess, comm, err := join(p, planPath, env, dev, *nccl, *timeout, plat)
 		if err != nil {
 			return fail(err)

@@ -38,6 +38,13 @@ func planFile(t *testing.T, name string) string {
 	if !ok {
 		t.Fatalf("no zoo model %s", name)
 	}
+	return compileTo(t, file, src)
+}
+
+// compileTo plans a model and writes its plan.bin into a temporary
+// directory.
+func compileTo(t *testing.T, file string, src []byte) string {
+	t.Helper()
 	m, err := ir.Load(file, src)
 	if err != nil {
 		t.Fatal(err)
@@ -133,19 +140,7 @@ func meshPlanFile(t *testing.T, replicate, shard int) string {
 	src, file, _ := plans.Source("gpt2-124m")
 	text := regexp.MustCompile(`(?m)^repeat = \d+`).ReplaceAllString(string(src), "repeat = 2")
 	text = strings.Replace(text, "world_size = 8\n", fmt.Sprintf("world_size = %d\nmesh = { replicate = %d, shard = %d }\n", replicate*shard, replicate, shard), 1)
-	m, err := ir.Load(file, []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := planner.Plan(m, planner.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "plan.bin")
-	if err := schedule.WriteFile(path, p); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return compileTo(t, file, []byte(text))
 }
 
 // runRanks runs world workers as torchrun would start them, meeting over

@@ -64,7 +64,9 @@ type Backend struct {
 
 	ranks []*rank // by rank; nil for ranks of other processes
 	comms map[commKey]Comm
-	watch watchdog
+	// commOrder is comms' keys in the order Open made them.
+	commOrder []commKey
+	watch     watchdog
 
 	virt     virtualColls
 	failed   atomic.Bool
@@ -136,6 +138,7 @@ func (b *Backend) Open(t executor.Topology) error {
 				return fmt.Errorf("gpu backend: the communicator for %s(%d) has %d ranks", key.pg, key.size, c.Size())
 			}
 			b.comms[key] = c
+			b.commOrder = append(b.commOrder, key)
 		}
 	}
 	least, greatest := b.dev.PriorityRange()
@@ -367,12 +370,7 @@ func (b *Backend) Stats(rk int) executor.RankStats {
 func (b *Backend) Close() {
 	b.watch.stop()
 	b.sampler.stop()
-	if b.plan == nil {
-		return
-	}
-	for _, key := range commKeys(b.plan) {
-		if c := b.comms[key]; c != nil {
-			c.Close()
-		}
+	for _, key := range b.commOrder {
+		b.comms[key].Close()
 	}
 }

@@ -182,7 +182,7 @@ func (w *watchdog) check() bool {
 			return true
 		}
 	}
-	for _, key := range commKeys(w.b.plan) {
+	for _, key := range w.b.commOrder {
 		if ae, ok := w.b.comms[key].(AsyncErrorer); ok {
 			if err := ae.AsyncError(); err != nil {
 				w.fireAsync(key, err)
@@ -230,9 +230,7 @@ func (w *watchdog) fireAsync(key commKey, err error) {
 }
 
 func (w *watchdog) abortAll() {
-	for _, key := range commKeys(w.b.plan) {
-		if c := w.b.comms[key]; c != nil {
-			c.Abort()
-		}
+	for _, key := range w.b.commOrder {
+		w.b.comms[key].Abort()
 	}
 }

@@ -55,6 +55,11 @@ func (f *Fabric) Hang(n int) {
 func (f *Fabric) UniqueID() [128]byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.newID()
+}
+
+// newID makes an id no group has. f.mu is held.
+func (f *Fabric) newID() [128]byte {
 	f.nextID++
 	var id [128]byte
 	copy(id[:], "gputest fabric")
@@ -370,11 +375,7 @@ func (c *Comm) Split(color, key int) (gpu.Comm, error) {
 		sp.ids = map[int][128]byte{}
 		for _, col := range sp.color {
 			if _, ok := sp.ids[col]; !ok {
-				f.nextID++
-				var id [128]byte
-				copy(id[:], "gputest split")
-				binary.BigEndian.PutUint64(id[120:], f.nextID)
-				sp.ids[col] = id
+				sp.ids[col] = f.newID()
 			}
 		}
 		close(sp.all)

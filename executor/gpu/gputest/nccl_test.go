@@ -47,10 +47,7 @@ func join(t *testing.T, f *Fabric, n int) []*member {
 // upload puts fp32 values on a member's device.
 func (m *member) upload(t *testing.T, vals ...float64) gpu.Ptr {
 	t.Helper()
-	b := make([]byte, 4*len(vals))
-	for i, v := range vals {
-		executor.StoreElement(ir.FP32, b, int64(i), v)
-	}
+	b := m.bytes(vals...)
 	p, err := m.dev.Alloc(int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
