@@ -123,7 +123,11 @@ func Scale(p *schedule.Plan, k int) (q *schedule.Plan, diffs []string, err error
 		}
 		q.Ops[i] = o
 	}
-	q.Prediction = schedule.Simulate(q, schedule.NewModel(q)).Prediction()
+	sim, err := schedule.Simulate(q, schedule.NewModel(q))
+	if err != nil {
+		return nil, nil, err
+	}
+	q.Prediction = sim.Prediction()
 	return q, diffs, nil
 }
 

@@ -59,7 +59,7 @@ func TestComputeBound(t *testing.T) {
 	// FLOPs over the achievable rate.
 	p := stack(t, 4, 8192, 1, 8192)
 	m := schedule.NewModel(p)
-	sim := schedule.Simulate(p, m)
+	sim := mustSimulate(t, p, m)
 	var flops, kernels, busy float64
 	for i, o := range p.Ops {
 		if o.Kind == schedule.OpForward || o.Kind == schedule.OpBackward {
@@ -85,7 +85,7 @@ func TestCommunicationBound(t *testing.T) {
 	p := stack(t, 4, 8192, 8, 1)
 	p.Cluster.GPUsPerNode = 1
 	m := schedule.NewModel(p)
-	sim := schedule.Simulate(p, m)
+	sim := mustSimulate(t, p, m)
 	// Each ring collective: (n-1) steps of latency and (n-1)/n of the
 	// bytes through one link.
 	var comm float64
@@ -116,7 +116,7 @@ func TestLimits(t *testing.T) {
 	inf := *base
 	inf.HW.IntraNodeBandwidth, inf.HW.InterNodeBandwidth = math.Inf(1), math.Inf(1)
 	inf.Cal.AlphaIntra, inf.Cal.AlphaInter, inf.Cal.Overlap = 0, 0, 0
-	s := schedule.Simulate(p, &inf)
+	s := mustSimulate(t, p, &inf)
 	if s.ExposedComm > 0.02*s.StepTime {
 		t.Errorf("infinite bandwidth still exposes %g of %g s", s.ExposedComm, s.StepTime)
 	}
@@ -136,7 +136,7 @@ func TestLimits(t *testing.T) {
 	}
 	zero.HW.HBMBandwidth = math.Inf(1)
 	zero.Cal.Launch = 0
-	z := schedule.Simulate(p, &zero)
+	z := mustSimulate(t, p, &zero)
 	if z.ComputeTime != 0 {
 		t.Errorf("zero compute still computes %g s", z.ComputeTime)
 	}
@@ -155,7 +155,7 @@ func TestLimits(t *testing.T) {
 	for _, bw := range []float64{5e9, 25e9, 50e9, 100e9, 400e9} {
 		mm := *base
 		mm.HW.InterNodeBandwidth = bw
-		st := schedule.Simulate(p, &mm).StepTime
+		st := mustSimulate(t, p, &mm).StepTime
 		if st > prev*(1+1e-9) {
 			t.Errorf("step time rose from %g to %g s as inter-node bandwidth grew to %g", prev, st, bw)
 		}
@@ -196,7 +196,7 @@ func BenchmarkVerifySimulate405B(b *testing.B) {
 		if err := schedule.Verify(p); err != nil {
 			b.Fatal(err)
 		}
-		schedule.Simulate(p, schedule.NewModel(p))
+		mustSimulate(b, p, schedule.NewModel(p))
 	}
 }
 
@@ -209,8 +209,17 @@ func BenchmarkVerifySimulateLayers(b *testing.B) {
 				if err := schedule.Verify(p); err != nil {
 					b.Fatal(err)
 				}
-				schedule.Simulate(p, schedule.NewModel(p))
+				mustSimulate(b, p, schedule.NewModel(p))
 			}
 		})
 	}
+}
+
+func mustSimulate(t testing.TB, p *schedule.Plan, m *schedule.Model) *schedule.Simulation {
+	t.Helper()
+	sim, err := schedule.Simulate(p, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim
 }

@@ -26,7 +26,10 @@ func verifyPlan(s *state) error {
 // whose memory does not fit the budget, saying what would make it fit.
 func predict(s *state) error {
 	p := s.plan
-	sim := schedule.Simulate(p, schedule.NewModel(p))
+	sim, err := schedule.Simulate(p, schedule.NewModel(p))
+	if err != nil {
+		return err
+	}
 	p.Prediction = sim.Prediction()
 	if sim.PeakReserved <= p.Cluster.MemoryBudget {
 		return nil

@@ -18,7 +18,7 @@ func TestZooPlansVerify(t *testing.T) {
 		if err := schedule.Verify(p); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		sim := schedule.Simulate(p, schedule.NewModel(p))
+		sim := mustSimulate(t, p, schedule.NewModel(p))
 		t.Logf("%-16s step %.3fs compute %.3fs exposed %.3fs cpu %.3fs peak %s reserved %s budget %s", name, sim.StepTime, sim.ComputeTime, sim.ExposedComm, sim.CPUTime,
 			ir.FormatBytes(sim.PeakAllocated), ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(p.Cluster.MemoryBudget))
 	}
@@ -26,7 +26,7 @@ func TestZooPlansVerify(t *testing.T) {
 
 func TestPeakBreakdown405(t *testing.T) {
 	p, _ := Plan(loadZoo(t, "llama3.1-405b"), Options{})
-	sim := schedule.Simulate(p, schedule.NewModel(p))
+	sim := mustSimulate(t, p, schedule.NewModel(p))
 	t.Logf("peak at op %d (%s %s)", sim.PeakOp, p.Ops[sim.PeakOp].Kind, p.Ops[sim.PeakOp].Phase)
 	for i, b := range schedule.LiveAt(p, sim.PeakOp) {
 		if i > 25 {

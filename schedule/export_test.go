@@ -28,3 +28,8 @@ func TraceUnchecked(p *Plan) ([]TraceEntry, error) {
 	_, err := encode(p, &tr)
 	return tr, err
 }
+
+// SimulateRounds is Simulate with its tolerance and bound on rounds given.
+func SimulateRounds(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation, int, error) {
+	return simulate(p, m, tolerance, maxRounds)
+}

@@ -1,8 +1,18 @@
 package schedule
 
 import (
+	"fmt"
 	"math"
 	"sort"
+)
+
+// Link sharing is solved to this relative tolerance: the simulation stops
+// when no collective's duration changes by more than linkShareTolerance of
+// itself from one round to the next. maxLinkShareRounds bounds the rounds;
+// a plan that has not settled by then is an error, never a silent guess.
+const (
+	linkShareTolerance = 1e-6
+	maxLinkShareRounds = 400
 )
 
 // Simulate runs the plan's exact program on the cost model: every stream
@@ -10,12 +20,22 @@ import (
 // free and the CPU has issued it, a wait holds its stream until the event's
 // record is reached, and the CPU issues operations in program order, only
 // blocking where the plan says so (a host sync, a host-side optimizer).
-// Compute that overlaps a collective runs slower by the model's Overlap
-// factor: a first pass finds the collectives, a second applies it.
-func Simulate(p *Plan, m *Model) *Simulation {
+// Collectives that run at once on the same links share their bandwidth,
+// solved as a fixed point (see linkShareTolerance). Compute that overlaps
+// a collective runs slower by the model's Overlap factor, applied once the
+// collectives have settled.
+func Simulate(p *Plan, m *Model) (*Simulation, error) {
+	sim, _, err := simulate(p, m, linkShareTolerance, maxLinkShareRounds)
+	return sim, err
+}
+
+// simulate is Simulate with the tolerance and the bound on the rounds of
+// link sharing as arguments; it also says how many rounds it ran.
+func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation, int, error) {
 	base := make([]float64, len(p.Ops))
 	latency := make([]float64, len(p.Ops)) // the part of a collective that does not share links
 	link := make([]int, len(p.Ops))        // 0 none, 1 intra-node, 2 inter-node
+	var shared []int                       // the collectives that use a link
 	for i := range p.Ops {
 		o := &p.Ops[i]
 		base[i] = m.duration(p, o)
@@ -23,21 +43,26 @@ func Simulate(p *Plan, m *Model) *Simulation {
 		case OpAllGather, OpReduceScatter, OpAllReduce:
 			if o.PGSize > 1 {
 				link[i], latency[i] = m.linkClass(o.PGSize, stride(p, o.PG), o.Kind)
+				shared = append(shared, i)
 			}
 		}
 	}
 	// Collectives that run at once on the same links share their
-	// bandwidth: stretch each one's transfer by how many others overlap it
-	// on its link, and iterate to a fixed point (three rounds settle it).
+	// bandwidth: each one's transfer stretches by the mean number of
+	// collectives on its link while it runs. That changes when they run,
+	// which changes the overlaps: iterate, damped, to the fixed point. A
+	// round whose overlaps leave every duration as it was ends the loop
+	// (in particular, a plan whose collectives never overlap runs once).
 	durations := append([]float64(nil), base...)
 	sim := run(p, m, durations)
-	for round := 0; round < 3; round++ {
-		byLink := [3][]interval{}
-		for i := range p.Ops {
-			if link[i] > 0 {
-				if t := sim.Ops[i]; t.End > t.Start {
-					byLink[link[i]] = append(byLink[link[i]], interval{t.Start, t.End})
-				}
+	next := make([]float64, len(p.Ops))
+	rounds := 0
+	step, lastChange := 1.0, math.Inf(1)
+	for {
+		var byLink [3][]interval
+		for _, i := range shared {
+			if t := sim.Ops[i]; t.End > t.Start {
+				byLink[link[i]] = append(byLink[link[i]], interval{t.Start, t.End})
 			}
 		}
 		var longest [3]float64
@@ -47,46 +72,62 @@ func Simulate(p *Plan, m *Model) *Simulation {
 				longest[l] = math.Max(longest[l], iv.end-iv.start)
 			}
 		}
-		next := append([]float64(nil), base...)
-		for i := range p.Ops {
-			if link[i] == 0 {
-				continue
-			}
+		change := 0.0 // the largest relative change a round would make
+		for _, i := range shared {
+			next[i] = durations[i]
 			t := sim.Ops[i]
 			d := t.End - t.Start
 			if d <= 0 {
 				continue
 			}
-			// Sharing: the mean number of collectives on the link while
-			// this one runs (itself included).
 			share := sumOverlap(byLink[link[i]], longest[link[i]], t.Start, t.End) / d
 			share = math.Max(share, 1)
 			next[i] = latency[i] + (base[i]-latency[i])*share
+			if next[i] != durations[i] {
+				change = math.Max(change, math.Abs(next[i]-durations[i])/durations[i])
+			}
 		}
-		// Damp the update so alternating overlaps converge.
-		for i := range next {
-			durations[i] = (durations[i] + next[i]) / 2
+		if change <= tolerance {
+			break
+		}
+		if rounds == maxRounds {
+			return nil, rounds, fmt.Errorf("internal error: link sharing did not settle within %d rounds (collective durations still change by %.2g, tolerance %.0g); please report the model", maxRounds, change, tolerance)
+		}
+		rounds++
+		// Take the whole step while the changes shrink; halve it whenever
+		// they grow, so alternating overlaps settle instead of swinging.
+		if change >= lastChange {
+			step /= 2
+		}
+		lastChange = change
+		for _, i := range shared {
+			durations[i] += step * (next[i] - durations[i])
 		}
 		sim = run(p, m, durations)
 	}
 	// Slow compute by the share of its interval that overlaps collectives.
 	comm := sim.collectiveIntervals(p)
 	adjusted := append([]float64(nil), durations...)
+	slowed := false
 	for i := range p.Ops {
 		if k := p.Ops[i].Kind; k == OpForward || k == OpBackward {
 			t := sim.Ops[i]
 			if d := t.End - t.Start; d > 0 {
 				adjusted[i] = base[i] * (1 + m.Cal.Overlap*overlap(comm, t.Start, t.End)/d)
+				slowed = slowed || adjusted[i] != durations[i]
 			}
 		}
 	}
-	sim = run(p, m, adjusted)
+	if slowed {
+		sim = run(p, m, adjusted)
+	}
 	for i := range p.Ops {
 		if k := p.Ops[i].Kind; k == OpForward || k == OpBackward || k == OpOptimizer && p.Ops[i].Stream == StreamCompute {
 			sim.ComputeTime += base[i]
 		}
 	}
-	return sim
+	sim.LinkShareRounds = rounds
+	return sim, rounds, nil
 }
 
 // sumOverlap adds up, over intervals sorted by start (not merged), how much
@@ -127,8 +168,10 @@ type Simulation struct {
 	ExposedByGroup []float64
 	// CPUTime is when the CPU finished issuing the step.
 	CPUTime float64
-	Ops     []Timing
-	Memory  []MemoryPoint
+	// LinkShareRounds is how many rounds link sharing took to settle.
+	LinkShareRounds int
+	Ops             []Timing
+	Memory          []MemoryPoint
 	// Peak device memory allocated (all device pools together), where in
 	// the program it happens, and each pool's own peak: what the caching
 	// allocator reserves, since blocks freed in one pool do not serve

@@ -31,7 +31,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	sim := schedule.Simulate(p, schedule.NewModel(p))
+	sim, err := schedule.Simulate(p, schedule.NewModel(p))
+	if err != nil {
+		return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
+	}
 	printSim(stdout, p, sim)
 	if *trace != "" {
 		var buf bytes.Buffer
@@ -102,7 +105,10 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	if err := schedule.Verify(p); err != nil {
 		return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
 	}
-	sim := schedule.Simulate(p, schedule.NewModel(p))
+	sim, err := schedule.Simulate(p, schedule.NewModel(p))
+	if err != nil {
+		return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
+	}
 	if sim.PeakReserved > p.Cluster.MemoryBudget {
 		return reportErr(stderr, fmt.Errorf("%s: the plan reserves %s per rank, over its budget of %s", fl.Arg(0), ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(p.Cluster.MemoryBudget)))
 	}

@@ -153,6 +153,9 @@ type Measurement struct {
 	// compute, exposed communication (the compute stream idle within the
 	// step), all in seconds; device memory in bytes.
 	Measured, Predicted Figures
+	// PredictionErr says why Predicted is empty: the simulator could not
+	// settle the plan on the backend's model.
+	PredictionErr error
 	// Collectives per kind: count, bytes (one rank's output), time, and
 	// the bus bandwidth nccl-tests reports.
 	Collectives []CollectiveFigures
@@ -197,9 +200,12 @@ func (b *Backend) Measurement() *Measurement {
 	m := b.meas
 	out := &Measurement{Device: b.dev.Name(), Step: m.step}
 	out.CheckedGathers, out.CheckedCollectives, out.CheckedBytes = b.Checked()
-	sim := schedule.Simulate(b.plan, b.mdl)
-	pred := sim.Prediction()
-	out.Predicted = Figures{StepTime: pred.StepTime, ComputeTime: pred.ComputeTime, ExposedComm: pred.ExposedComm, PeakMemory: pred.PeakReserved}
+	if sim, err := schedule.Simulate(b.plan, b.mdl); err != nil {
+		out.PredictionErr = err
+	} else {
+		pred := sim.Prediction()
+		out.Predicted = Figures{StepTime: pred.StepTime, ComputeTime: pred.ComputeTime, ExposedComm: pred.ExposedComm, PeakMemory: pred.PeakReserved}
+	}
 	first := -1
 	for r := range m.t0 {
 		if m.t0[r] == nil {

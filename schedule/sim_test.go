@@ -1,0 +1,143 @@
+package schedule_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/planner"
+	"github.com/fsdpc/fsdpc/plans"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// convergenceCases are the zoo and synthetic communication-bound plans:
+// a stack of linears whose collectives overlap on one link class, with
+// every rank on its own node (inter-node ring) or eight to a node, HSDP.
+func convergenceCases(t *testing.T) map[string]*schedule.Plan {
+	t.Helper()
+	out := map[string]*schedule.Plan{}
+	for _, name := range plans.Names() {
+		src, file, _ := plans.Source(name)
+		m, err := ir.Load(file, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := planner.Plan(m, planner.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = p
+	}
+	synthetic := []struct {
+		name                 string
+		layers, width, seq   int
+		world, gpusPerNode   int
+		mesh, reshard, rsBuf string
+	}{
+		{"ring-across-nodes", 8, 8192, 1, 8, 1, "", "true", "1"},
+		{"ring-across-nodes-2rs", 8, 8192, 64, 16, 1, "", "true", "2"},
+		{"hsdp-64", 16, 4096, 512, 64, 8, "mesh = { replicate = 8, shard = 8 }\n", "false", "2"},
+		{"fsdp-64-noreshard", 16, 4096, 256, 64, 8, "", "false", "1"},
+	}
+	for _, c := range synthetic {
+		src := fmt.Sprintf(`
+[train]
+micro_batch = 1
+seq_len = %d
+[cluster]
+gpu = "h100-sxm"
+world_size = %d
+gpus_per_node = %d
+%s[policy]
+param_dtype = "bf16"
+reduce_dtype = "fp32"
+reshard_after_forward = %s
+reduce_scatter_buffers = %s
+[[module]]
+name = "layers"
+repeat = %d
+[[module.module]]
+name = "ff"
+kind = "linear"
+in = %d
+out = %d
+`, c.seq, c.world, c.gpusPerNode, c.mesh, c.reshard, c.rsBuf, c.layers, c.width, c.width)
+		m, err := ir.Load(c.name+".toml", []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		p, err := planner.Plan(m, planner.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		out[c.name] = p
+	}
+	return out
+}
+
+// TestLinkSharingConverges: the simulation's figures do not move when link
+// sharing is solved far tighter and given far more rounds.
+func TestLinkSharingConverges(t *testing.T) {
+	for name, p := range convergenceCases(t) {
+		t.Run(name, func(t *testing.T) {
+			m := schedule.NewModel(p)
+			got, rounds, err := schedule.SimulateRounds(p, m, 1e-6, 400)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tight, tightRounds, err := schedule.SimulateRounds(p, m, 1e-12, 100000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("step %.6g s, exposed %.6g s after %d rounds (%d at 1e-12)", got.StepTime, got.ExposedComm, rounds, tightRounds)
+			for _, f := range []struct {
+				what      string
+				got, want float64
+			}{
+				{"step time", got.StepTime, tight.StepTime},
+				{"exposed communication", got.ExposedComm, tight.ExposedComm},
+				{"CPU time", got.CPUTime, tight.CPUTime},
+			} {
+				if math.Abs(f.got-f.want) > 1e-5*math.Max(f.want, 1e-9) {
+					t.Errorf("%s %.9g s at tolerance 1e-6, %.9g s at 1e-12", f.what, f.got, f.want)
+				}
+			}
+			if got.PeakReserved != tight.PeakReserved {
+				t.Errorf("peak %d bytes at 1e-6, %d at 1e-12", got.PeakReserved, tight.PeakReserved)
+			}
+		})
+	}
+}
+
+// TestLinkSharingBound: a plan that needs rounds to settle is an error
+// when it is not given them, never a figure.
+func TestLinkSharingBound(t *testing.T) {
+	p := convergenceCases(t)["ring-across-nodes-2rs"]
+	m := schedule.NewModel(p)
+	_, rounds, err := schedule.SimulateRounds(p, m, 1e-6, 400)
+	if err != nil || rounds < 2 {
+		t.Fatalf("%d rounds, %v: want a plan that needs rounds", rounds, err)
+	}
+	if _, _, err := schedule.SimulateRounds(p, m, 1e-6, 1); err == nil {
+		t.Fatal("one round settled a plan that needs several")
+	}
+}
+
+// TestLinkSharingSkipsIdleRounds: plans whose collectives never share a
+// link settle without a round of sharing, and their figures are those of
+// the plain run.
+func TestLinkSharingSkipsIdleRounds(t *testing.T) {
+	cases := convergenceCases(t)
+	for _, name := range []string{"llama3-8b-lora", "fsdp-64-noreshard"} {
+		p := cases[name]
+		sim, rounds, err := schedule.SimulateRounds(p, schedule.NewModel(p), 1e-6, 0)
+		if err != nil || rounds != 0 {
+			t.Errorf("%s: %d rounds, %v; want none", name, rounds, err)
+			continue
+		}
+		if sim.LinkShareRounds != 0 {
+			t.Errorf("%s: the simulation says %d rounds", name, sim.LinkShareRounds)
+		}
+	}
+}
