@@ -51,6 +51,14 @@ var defaultHostLink = map[string]string{
 	"a100-40gb": "pcie4", "a100-80gb": "pcie4", "l40s": "pcie4", "mi300x": "pcie5",
 }
 
+// defaultInterNode is the NIC each GPU preset's reference system has, one
+// per GPU: DGX/HGX H100 and H200 carry eight ConnectX-7 at 400 Gb/s, DGX
+// A100 eight ConnectX-6 at 200 Gb/s (docs/cost-model.md cites the
+// datasheets).
+var defaultInterNode = map[string]string{
+	"h100-sxm": "ndr400", "h200": "ndr400", "b200": "ndr400", "a100-40gb": "hdr200", "a100-80gb": "hdr200",
+}
+
 // defaultIntraNode is the intra-node link each GPU preset ships with.
 var defaultIntraNode = map[string]string{
 	"h100-sxm": "nvlink4", "h100-pcie": "pcie5", "h200": "nvlink4", "b200": "nvlink5",

@@ -94,7 +94,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		return
 	}
 	t := d.table("cluster", v, "[cluster]", "gpu", "gpus_per_node", "world_size", "nodes", "mesh",
-		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "memory_budget",
+		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "nics_per_node", "memory_budget",
 		"host_link", "host_link_bandwidth")
 
 	preset := ""
@@ -115,6 +115,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	}
 
 	c.GPUsPerNode = int(t.intOr("gpus_per_node", 8, 1, 1024))
+	gpusPerNode := c.GPUsPerNode
 	world, hasWorld := t.integer("world_size", 1, maxWorldSize)
 	nodes, hasNodes := t.integer("nodes", 1, maxWorldSize)
 	switch {
@@ -140,7 +141,18 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	}
 
 	c.IntraNodeBandwidth = d.link(t, "intra_node", defaultIntraNode[preset])
-	c.InterNodeBandwidth = d.link(t, "inter_node", "ndr400")
+	// inter_node is one NIC's line rate; a node has nics_per_node of them
+	// (rail-optimised: one per GPU by default). The plan keeps each GPU's
+	// share of the node's NICs; the cost model knows that a ring through
+	// the node stripes its channels over all of them.
+	interDefault := defaultInterNode[preset]
+	if interDefault == "" {
+		interDefault = "ndr400"
+	}
+	c.InterNodeBandwidth = d.link(t, "inter_node", interDefault)
+	if nics, ok := t.integer("nics_per_node", 1, 1024); ok {
+		c.InterNodeBandwidth *= float64(nics) / float64(gpusPerNode)
+	}
 	hostDefault := defaultHostLink[preset]
 	if hostDefault == "" {
 		hostDefault = "pcie4"

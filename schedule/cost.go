@@ -38,6 +38,9 @@ type Calibration struct {
 	// bandwidth reaches (nccl-tests conventions).
 	AlphaIntra, AlphaInter float64
 	BusEfficiency          float64
+	// NICEfficiency is the fraction of a NIC's line rate NCCL reaches
+	// across nodes.
+	NICEfficiency float64
 	// Overlap is how much slower compute runs while a collective runs
 	// beside it (NCCL kernels take SMs and memory bandwidth).
 	Overlap float64
@@ -59,6 +62,7 @@ var DefaultCalibration = Calibration{
 	AlphaIntra:         3e-6,
 	AlphaInter:         8e-6,
 	BusEfficiency:      0.8,
+	NICEfficiency:      0.92,
 	Overlap:            0.15,
 	IssueKernel:        8e-6,
 	IssueOther:         1e-6,
@@ -117,13 +121,24 @@ func (m *Model) spansNodes(n, stride int) bool {
 	return n*stride > m.HW.GPUsPerNode || stride >= m.HW.GPUsPerNode && n > 1
 }
 
-// link returns the per-GPU bandwidth and per-step latency of a ring over
-// n ranks a stride apart.
+// link returns the bus bandwidth and per-step latency of a ring over n
+// ranks a stride apart. InterNodeBandwidth is each GPU's share of its
+// node's NICs. A group of consecutive ranks that leaves the node holds
+// every GPU of it: NCCL stripes its channels over all the node's NICs, so
+// the ring's inter-node hops run at the node's aggregate NIC bandwidth,
+// bounded by NVLink inside the node. A group whose members sit on
+// different nodes (HSDP's replicate group) is one of GPUsPerNode such
+// groups running at once, each on its share of the NICs.
 func (m *Model) link(n, stride int) (bw, alpha float64) {
-	if m.spansNodes(n, stride) {
-		return m.HW.InterNodeBandwidth * m.Cal.BusEfficiency, m.Cal.AlphaInter
+	intra := m.HW.IntraNodeBandwidth * m.Cal.BusEfficiency
+	if !m.spansNodes(n, stride) {
+		return intra, m.Cal.AlphaIntra
 	}
-	return m.HW.IntraNodeBandwidth * m.Cal.BusEfficiency, m.Cal.AlphaIntra
+	share := m.HW.InterNodeBandwidth * m.Cal.NICEfficiency
+	if stride < m.HW.GPUsPerNode {
+		return math.Min(intra, share*float64(m.HW.GPUsPerNode)), m.Cal.AlphaInter
+	}
+	return share, m.Cal.AlphaInter
 }
 
 // AllGather and ReduceScatter move (n-1)/n of the full buffer through each

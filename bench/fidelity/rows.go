@@ -1,0 +1,199 @@
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// run is one measured training run of the calibration CSV, as fsdpc can
+// express it.
+type run struct {
+	id, source, tier string
+	// Model shape (Llama-family decoder).
+	layers, hidden, heads, kvHeads, ffn, vocab int
+	// Cluster.
+	gpu                string // fsdpc GPU preset
+	gpuLabel           string
+	world, gpusPerNode int
+	shard, replicate   int
+	nodeNetwork        float64 // bytes/s out of a node when the source states it, else 0
+	networkPerGPU      bool    // the source gives the figure per GPU
+	checkpointing      string  // none, full, selective-op, selective-layer
+	compile            bool
+	microBatch, accum  int
+	seq                int
+	// Measured.
+	tokensPerGPU float64 // 0 when not measured (OOM rows)
+	oom          bool
+	memGiB       float64 // 0 when not measured
+	memReserved  bool    // the memory figure is peak reserved (else peak allocated)
+}
+
+// unsupported is a row fsdpc cannot express, with why.
+type unsupported struct {
+	id, why string
+}
+
+// columns the harness reads; a file without one of them is refused.
+var columns = []string{"row_id", "tier", "source_id", "n_layers", "hidden", "n_heads", "n_kv_heads", "ffn_hidden", "vocab",
+	"gpu", "n_gpus", "gpus_per_node", "interconnect", "dp_shard", "dp_replicate", "tp", "pp", "cp", "precision",
+	"activation_checkpointing", "torch_compile", "local_batch_size", "grad_accum", "seq_len", "tps_per_gpu", "tps_total",
+	"mem_peak_value", "mem_peak_unit", "mem_peak_metric", "status"}
+
+// readRuns parses a calibration CSV in the format of
+// ../shared/calibration/published-runs.csv. Errors name the row (by its
+// line and row_id) and the column.
+func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
+	cr := csv.NewReader(r)
+	header, err := cr.Read()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: reading the header: %w", name, err)
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[strings.TrimSpace(h)] = i
+	}
+	for _, c := range columns {
+		if _, ok := col[c]; !ok {
+			return nil, nil, fmt.Errorf("%s: the header has no column %q", name, c)
+		}
+	}
+	var runs []run
+	var skipped []unsupported
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		get := func(c string) string { return strings.TrimSpace(rec[col[c]]) }
+		id := get("row_id")
+		where := func(c string) string { return fmt.Sprintf("%s:%d (row %s), column %s", name, line, id, c) }
+		num := func(c string, def int) (int, error) {
+			s := get(c)
+			if s == "" && def >= 0 {
+				return def, nil
+			}
+			v, err := strconv.Atoi(s)
+			if err != nil || v <= 0 {
+				return 0, fmt.Errorf("%s: %q is not a positive integer", where(c), s)
+			}
+			return v, nil
+		}
+		var x run
+		x.id, x.source, x.tier = id, get("source_id"), get("tier")
+		for _, f := range []struct {
+			c   string
+			def int
+			dst *int
+		}{
+			{"n_layers", -1, &x.layers}, {"hidden", -1, &x.hidden}, {"n_heads", -1, &x.heads}, {"n_kv_heads", -1, &x.kvHeads},
+			{"ffn_hidden", -1, &x.ffn}, {"vocab", -1, &x.vocab}, {"n_gpus", -1, &x.world}, {"gpus_per_node", 8, &x.gpusPerNode},
+			{"dp_shard", -1, &x.shard}, {"dp_replicate", 1, &x.replicate}, {"local_batch_size", -1, &x.microBatch},
+			{"grad_accum", 1, &x.accum}, {"seq_len", -1, &x.seq},
+		} {
+			v, err := num(f.c, f.def)
+			if err != nil {
+				return nil, nil, err
+			}
+			*f.dst = v
+		}
+		skip := func(why string) { skipped = append(skipped, unsupported{id, why}) }
+		if x.shard*x.replicate != x.world {
+			return nil, nil, fmt.Errorf("%s: dp_shard %d × dp_replicate %d is not n_gpus %d", where("dp_shard"), x.shard, x.replicate, x.world)
+		}
+		if t, p, c := get("tp"), get("pp"), get("cp"); t != "1" || p != "1" || c != "1" {
+			skip("tensor, pipeline or context parallelism (fsdpc plans data parallelism only)")
+			continue
+		}
+		x.gpuLabel = get("gpu")
+		switch g := strings.ToUpper(x.gpuLabel); {
+		case strings.HasPrefix(g, "A100"):
+			x.gpu = "a100-80gb"
+		case strings.HasPrefix(g, "H200"):
+			x.gpu = "h200"
+		case strings.HasPrefix(g, "H100"):
+			x.gpu = "h100-sxm"
+		default:
+			skip(fmt.Sprintf("GPU %q has no fsdpc preset", x.gpuLabel))
+			continue
+		}
+		if prec := strings.ToLower(get("precision")); !strings.HasPrefix(prec, "bf16") {
+			skip(fmt.Sprintf("precision %q (fsdpc models bf16 mixed precision; fp8 training is not expressible)", get("precision")))
+			continue
+		}
+		x.nodeNetwork, x.networkPerGPU = parseNetwork(get("interconnect"))
+		ac := strings.ToLower(get("activation_checkpointing"))
+		switch {
+		case ac == "none":
+			x.checkpointing = "none"
+		case ac == "full":
+			x.checkpointing = "full"
+		case strings.Contains(ac, "per-op") || strings.Contains(ac, "selective op"):
+			x.checkpointing = "selective-op"
+		case strings.Contains(ac, "per-layer"):
+			x.checkpointing = "selective-layer"
+		case strings.HasPrefix(ac, "selective"):
+			x.checkpointing = "selective-op"
+		default:
+			return nil, nil, fmt.Errorf("%s: unknown checkpointing %q (none, full, selective per-op, selective per-layer)", where("activation_checkpointing"), get("activation_checkpointing"))
+		}
+		x.compile = strings.HasPrefix(strings.ToLower(get("torch_compile")), "yes")
+		x.oom = strings.EqualFold(get("status"), "OOM")
+		if !x.oom {
+			tps, err := strconv.ParseFloat(get("tps_per_gpu"), 64)
+			if get("tps_per_gpu") == "" {
+				total, err2 := strconv.ParseFloat(get("tps_total"), 64)
+				if err2 != nil {
+					return nil, nil, fmt.Errorf("%s: neither tps_per_gpu nor tps_total is a number", where("tps_total"))
+				}
+				tps, err = total/float64(x.world), nil
+			}
+			if err != nil || tps <= 0 || math.IsInf(tps, 0) {
+				return nil, nil, fmt.Errorf("%s: %q is not a positive number", where("tps_per_gpu"), get("tps_per_gpu"))
+			}
+			x.tokensPerGPU = tps
+		}
+		if v := get("mem_peak_value"); v != "" {
+			m, err := strconv.ParseFloat(v, 64)
+			if err != nil || m <= 0 {
+				return nil, nil, fmt.Errorf("%s: %q is not a positive number", where("mem_peak_value"), v)
+			}
+			if u := get("mem_peak_unit"); !strings.HasPrefix(u, "GiB") {
+				return nil, nil, fmt.Errorf("%s: unknown unit %q (GiB)", where("mem_peak_unit"), u)
+			}
+			metric := strings.ToLower(get("mem_peak_metric"))
+			switch {
+			case strings.Contains(metric, "reserved"):
+				x.memReserved = true
+			case strings.Contains(metric, "allocated"):
+			default:
+				return nil, nil, fmt.Errorf("%s: unknown memory metric %q (peak reserved, peak allocated)", where("mem_peak_metric"), get("mem_peak_metric"))
+			}
+			x.memGiB = m
+		}
+		runs = append(runs, x)
+	}
+	return runs, skipped, nil
+}
+
+var gbps = regexp.MustCompile(`(\d+)\s*Gb(ps|/s)`)
+
+// parseNetwork reads a stated network figure: "400Gb/s ... per GPU" or a
+// node's "800 Gbps". It returns the node's bandwidth out in bytes/s, 0
+// when the source states none.
+func parseNetwork(s string) (float64, bool) {
+	m := gbps.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v * 1e9 / 8, strings.Contains(strings.ToLower(s), "per gpu")
+}

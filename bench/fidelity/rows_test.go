@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/csv"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestReadCalibrationSet: the committed calibration set parses; what fsdpc
+// cannot express is listed with why, not dropped.
+func TestReadCalibrationSet(t *testing.T) {
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	runs, skipped, err := readRuns("published-runs.csv", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs)+len(skipped) != 35 || len(skipped) != 5 {
+		t.Errorf("%d runs and %d skipped, want 30 and 5", len(runs), len(skipped))
+	}
+	oom := 0
+	for _, r := range runs {
+		if r.oom {
+			oom++
+		}
+		if !r.oom && r.tokensPerGPU <= 0 {
+			t.Errorf("%s: no throughput", r.id)
+		}
+	}
+	if oom != 2 {
+		t.Errorf("%d OOM rows, want 2", oom)
+	}
+}
+
+// TestReadErrors: bad input names the row and the column.
+func TestReadErrors(t *testing.T) {
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := recs[0]
+	col := func(name string) int { return slices.Index(header, name) }
+	edit := func(changes map[string]string) string {
+		row := slices.Clone(recs[1])
+		for k, v := range changes {
+			row[col(k)] = v
+		}
+		var b strings.Builder
+		w := csv.NewWriter(&b)
+		w.Write(header)
+		w.Write(row)
+		w.Flush()
+		return b.String()
+	}
+	dropped := slices.Delete(slices.Clone(header), col("seq_len"), col("seq_len")+1)
+	for _, c := range []struct {
+		name, text, want string
+	}{
+		{"missing column", strings.Join(dropped, ",") + "\n", `no column "seq_len"`},
+		{"bad number", edit(map[string]string{"seq_len": "lots"}), "x.csv:2 (row S3-L3-8B-a), column seq_len"},
+		{"unknown unit", edit(map[string]string{"mem_peak_value": "40", "mem_peak_unit": "MB", "mem_peak_metric": "peak reserved"}), "x.csv:2 (row S3-L3-8B-a), column mem_peak_unit"},
+		{"unknown checkpointing", edit(map[string]string{"activation_checkpointing": "sometimes"}), "column activation_checkpointing"},
+	} {
+		_, _, err := readRuns("x.csv", strings.NewReader(c.text))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}

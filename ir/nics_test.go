@@ -1,0 +1,31 @@
+package ir
+
+import "testing"
+
+// TestInterNodeNICs: inter_node is one NIC's line rate; the cluster keeps
+// each GPU's share of the node's NICs.
+func TestInterNodeNICs(t *testing.T) {
+	for _, c := range []struct {
+		name, cluster string
+		want          float64
+	}{
+		{"h100 default: one ndr400 per GPU", `gpu = "h100-sxm"` + "\nworld_size = 16", 50e9},
+		{"a100 default: one hdr200 per GPU", `gpu = "a100-80gb"` + "\nworld_size = 16", 25e9},
+		{"four NICs for eight GPUs", `gpu = "h100-sxm"` + "\nworld_size = 16\nnics_per_node = 4", 25e9},
+		{"one 400 Gb/s NIC per node", `gpu = "h100-sxm"` + "\nworld_size = 16\nnics_per_node = 1\ninter_node_bandwidth = \"400Gb/s\"", 50e9 / 8},
+		{"one node: the intra-node link", `gpu = "h100-sxm"` + "\nworld_size = 8", 450e9},
+	} {
+		src := "[train]\nmicro_batch = 1\nseq_len = 8\n[cluster]\n" + c.cluster + "\n[[module]]\nname = \"l\"\nkind = \"linear\"\nin = 8\nout = 8\n"
+		m, err := Load("nics.toml", []byte(src))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if got := m.Cluster.InterNodeBandwidth; got != c.want {
+			t.Errorf("%s: inter-node share %g B/s, want %g", c.name, got, c.want)
+		}
+	}
+	if _, err := Load("nics.toml", []byte("[train]\nmicro_batch = 1\nseq_len = 8\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 16\nnics_per_node = 0\n[[module]]\nname = \"l\"\nkind = \"linear\"\nin = 8\nout = 8\n")); err == nil {
+		t.Error("nics_per_node = 0 was accepted")
+	}
+}
