@@ -173,11 +173,10 @@ func (k Kind) shape(a attrValues) (kindShape, error) {
 		}
 		var s kindShape
 		if isGated(act) {
-			s.children = []childSpec{
-				linearChild(roleName(a, "gate", "w1"), dim, hidden, bias, tr, r("gate")),
-				linearChild(roleName(a, "up", "w3"), dim, hidden, bias, tr, r("up")),
-				linearChild(roleName(a, "down", "w2"), hidden, dim, bias, tr, r("down")),
-			}
+			gate := linearChild(roleName(a, "gate", "w1"), dim, hidden, bias, tr, r("gate"))
+			up := linearChild(roleName(a, "up", "w3"), dim, hidden, bias, tr, r("up"))
+			down := linearChild(roleName(a, "down", "w2"), hidden, dim, bias, tr, r("down"))
+			s.children = gatedOrder(gate, up, down)
 		} else {
 			if lora["gate"] && rank > 0 && a.strs("lora_targets") != nil {
 				return s, fmt.Errorf("lora_targets names \"gate\", but a %s MLP has no gate projection", act)
@@ -198,6 +197,18 @@ func (k Kind) shape(a attrValues) (kindShape, error) {
 	return kindShape{}, nil
 }
 
+// gatedOrder puts a gated MLP's projections in the order the implementation
+// registers them, which is FSDP2's parameter order: torchtitan's
+// FeedForward and Mixtral's experts register w1, w2, w3 (gate, down, up);
+// Hugging Face's LlamaMLP and its kin register gate_proj, up_proj,
+// down_proj. The numbered names mark the first convention.
+func gatedOrder(gate, up, down childSpec) []childSpec {
+	if gate.name == "w1" && down.name == "w2" && up.name == "w3" {
+		return []childSpec{gate, down, up}
+	}
+	return []childSpec{gate, up, down}
+}
+
 func moeShape(a attrValues) (kindShape, error) {
 	dim, hidden, experts, topK := a.int("dim", 0), a.int("hidden", 0), a.int("experts", 0), a.int("top_k", 0)
 	if topK > experts {
@@ -214,7 +225,7 @@ func moeShape(a attrValues) (kindShape, error) {
 	mlp := func(name string, hidden int64) childSpec {
 		c := childSpec{name: name, kind: KindMLP}
 		if isGated(act) {
-			c.children = []childSpec{linearChild(gate, dim, hidden, bias, false, 0), linearChild(up, dim, hidden, bias, false, 0), linearChild(down, hidden, dim, bias, false, 0)}
+			c.children = gatedOrder(linearChild(gate, dim, hidden, bias, false, 0), linearChild(up, dim, hidden, bias, false, 0), linearChild(down, hidden, dim, bias, false, 0))
 		} else {
 			c.children = []childSpec{linearChild(up, dim, hidden, bias, false, 0), linearChild(down, hidden, dim, bias, false, 0)}
 		}

@@ -237,6 +237,11 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 			l.expand(c, id, inh)
 		}
 		l.blockPath = l.blockPath[:len(l.blockPath)-1]
+		reg := md.register
+		if reg.path == "" {
+			reg = b.register
+		}
+		l.register(id, reg)
 	default:
 		leaf := len(md.children) == 0
 		if leaf && len(md.params) == 0 && !explicitCost {
@@ -251,10 +256,60 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 		for _, c := range md.children {
 			l.expand(c, id, inh)
 		}
+		l.register(id, md.register)
 	}
 	if md.tiedTo != "" {
 		l.tieWeight(id, md)
 	}
+}
+
+// register gives a container its children in registration order: reg must
+// name every child exactly once.
+func (l *lowerer) register(id ModuleID, reg registration) {
+	if reg.path == "" {
+		return
+	}
+	mod := &l.m.Modules[id]
+	byLocal := make(map[string]ModuleID, len(mod.Children))
+	locals := make([]string, 0, len(mod.Children))
+	for _, c := range mod.Children {
+		local := l.m.Modules[c].Name[strings.LastIndexByte(l.m.Modules[c].Name, '.')+1:]
+		byLocal[local] = c
+		locals = append(locals, local)
+	}
+	order := make([]ModuleID, 0, len(reg.names))
+	seen := map[string]bool{}
+	for _, n := range reg.names {
+		c, ok := byLocal[n]
+		switch {
+		case !ok:
+			msg := fmt.Sprintf("register names %q, which is not a child of %s (children: %s)", n, displayModule(mod.Name), strings.Join(locals, ", "))
+			if s := suggest(n, locals); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			l.d.errorf(reg.path, "%s", msg)
+			return
+		case seen[n]:
+			l.d.errorf(reg.path, "register names %q twice", n)
+			return
+		}
+		seen[n] = true
+		order = append(order, c)
+	}
+	for _, n := range locals {
+		if !seen[n] {
+			l.d.errorf(reg.path, "register must name every child of %s once; %q is missing", displayModule(mod.Name), n)
+			return
+		}
+	}
+	mod.Registered = order
+}
+
+func displayModule(name string) string {
+	if name == "" {
+		return "the model"
+	}
+	return fmt.Sprintf("%q", name)
 }
 
 func (l *lowerer) tieWeight(id ModuleID, md *moduleDecl) {

@@ -51,6 +51,12 @@ type Module struct {
 	Kind     Kind
 	Parent   ModuleID
 	Children []ModuleID
+	// Registered is Children in the order PyTorch registers them (the
+	// model's `register` key), when that differs from the declaration
+	// order, which is the order of execution; nil otherwise. FSDP2's
+	// parameter order follows registration (children() and
+	// named_parameters).
+	Registered []ModuleID
 	// Params are the module's own parameters (named_parameters(recurse=False)).
 	Params []ParamID
 
@@ -309,4 +315,12 @@ func (r Reshard) String() string {
 		return "true"
 	}
 	return "false"
+}
+
+// RegisteredChildren returns a module's children in registration order.
+func (m *Model) RegisteredChildren(id ModuleID) []ModuleID {
+	if r := m.Modules[id].Registered; r != nil {
+		return r
+	}
+	return m.Modules[id].Children
 }

@@ -12,9 +12,10 @@ import (
 type blockDecl struct {
 	path    string
 	name    string
-	modules []*moduleDecl
-	params  []*paramDecl
-	used    bool
+	modules  []*moduleDecl
+	params   []*paramDecl
+	register registration
+	used     bool
 }
 
 type moduleDecl struct {
@@ -36,6 +37,18 @@ type moduleDecl struct {
 	actBytes     *int64
 	checkpoint   *bool
 	attrs        attrValues
+	// register is the order the implementation registers the children in
+	// (its __init__), when that differs from the order they run in.
+	register registration
+}
+
+// registration is a `register = [names]` key: the children of a container
+// in the order PyTorch registers them, which fixes FSDP2's parameter order
+// (named_parameters and children() follow it) while the declaration order
+// stays the order of execution.
+type registration struct {
+	names []string
+	path  string
 }
 
 type paramDecl struct {
@@ -104,7 +117,7 @@ const (
 )
 
 var moduleKeys = []string{"name", "kind", "repeat", "block", "module", "param", "inputs",
-	"requires_grad", "dtype", "tied_to", "flops_fwd", "flops_bwd", "activation_bytes", "checkpoint"}
+	"requires_grad", "dtype", "tied_to", "flops_fwd", "flops_bwd", "activation_bytes", "checkpoint", "register"}
 
 var paramKeys = []string{"name", "shape", "dtype", "requires_grad", "tied_to"}
 
@@ -234,6 +247,7 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 	}
 	md.requiresGrad, _ = t.boolean("requires_grad")
 	md.checkpoint, _ = t.boolean("checkpoint")
+	md.register = t.registration()
 	if dt, ok := t.dtype("dtype"); ok {
 		md.dtype = dt
 	}
@@ -261,6 +275,8 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 		d.keyErrorf(t.at("block"), "module %q has both block and [[module]] children; use one", md.name)
 	case md.spec != nil && (t.has("module") || md.block != ""):
 		d.keyErrorf(t.at("kind"), "module %q of kind %s cannot declare child modules: its kind makes them", md.name, kindName)
+	case md.spec != nil && md.register.path != "":
+		d.keyErrorf(t.at("register"), "module %q of kind %s cannot set register: its kind registers its children in the order of the implementation it stands for", md.name, kindName)
 	case md.tiedTo != "" && md.spec == nil:
 		d.keyErrorf(t.at("tied_to"), "tied_to on a module ties its weight, and only modules of a kind have one; tie a [[param]] instead")
 	}
@@ -387,8 +403,8 @@ func (d *decoder) blocks(root *tbl) map[string]*blockDecl {
 			d.keyErrorf(path, "block %v", err)
 			continue
 		}
-		t := d.table(path, bt.m[name], "["+path+"]", "module", "param")
-		b := &blockDecl{path: path, name: name, modules: d.moduleList(t, 1), params: d.paramList(t)}
+		t := d.table(path, bt.m[name], "["+path+"]", "module", "param", "register")
+		b := &blockDecl{path: path, name: name, modules: d.moduleList(t, 1), params: d.paramList(t), register: t.registration()}
 		if len(b.modules) == 0 && len(b.params) == 0 {
 			d.keyErrorf(path, "block %q is empty: give it [[block.%s.module]] or [[block.%s.param]] entries", name, name, name)
 		}
@@ -403,4 +419,12 @@ func (t *tbl) intOr(k string, def, lo, hi int64) int64 {
 		return n
 	}
 	return def
+}
+
+// registration reads an optional register key.
+func (t *tbl) registration() registration {
+	if names, ok := t.strList("register"); ok {
+		return registration{names: names, path: t.at("register")}
+	}
+	return registration{}
 }

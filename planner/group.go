@@ -149,7 +149,7 @@ func collectParams(m *ir.Model, roots []ir.ModuleID, isUnit []bool, aliases map[
 			return
 		}
 		visited[id] = true
-		for _, c := range m.Modules[id].Children {
+		for _, c := range m.RegisteredChildren(id) {
 			if !isUnit[c] {
 				walk(c)
 			}
