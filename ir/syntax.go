@@ -10,8 +10,8 @@ import (
 // path so later errors can point at it.
 
 type blockDecl struct {
-	path    string
-	name    string
+	path     string
+	name     string
 	modules  []*moduleDecl
 	params   []*paramDecl
 	register registration
