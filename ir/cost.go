@@ -6,7 +6,7 @@ import "fmt"
 // a backward depends on what flows into it.
 func (l *lowerer) computeCosts() {
 	m := l.m
-	ctx := costCtx{batch: m.Train.MicroBatch, seq: m.Train.SeqLen, act: m.Train.ActivationDType.Size()}
+	ctx := costCtx{batch: m.Train.MicroBatch, seq: m.Train.SeqLen, act: m.Train.ActivationDType.Size(), compile: m.Train.Compile}
 	ctx.tokens, _ = mulInt64(ctx.batch, ctx.seq)
 	regionSeen := map[ModuleID]bool{}
 	for _, id := range m.Forward {
@@ -32,8 +32,8 @@ func (l *lowerer) computeCosts() {
 		c := l.moduleCost(mod, md, w, trainable)
 		if region, ok := m.region(id); ok && mod.OutputRequiresGrad {
 			mode := m.Train.Checkpointing
-			if mode == CheckpointNone {
-				mode = CheckpointFull // an explicit checkpoint = true region
+			if mode == CheckpointNone || mode == CheckpointSelectiveLayer {
+				mode = CheckpointFull // an explicit checkpoint = true region, or a checkpointed layer
 			}
 			switch mode {
 			case CheckpointFull:
@@ -44,11 +44,18 @@ func (l *lowerer) computeCosts() {
 					c.ActivationBytes = w.inputBytes
 				}
 				c.FlopsRecompute = c.FlopsFwd
+				c.AttnFlopsBwd += c.AttnFlopsFwd
+				c.ElemBytesBwd = satAdd(c.ElemBytesBwd, c.ElemBytesFwd)
 			case CheckpointSelective:
 				if md != nil && md.spec != nil && md.actBytes == nil {
 					m.Modules[region].Cost.RecomputeBytes = satAdd(m.Modules[region].Cost.RecomputeBytes, c.ActivationBytes-w.savedSelective)
 					c.ActivationBytes = w.savedSelective
 					c.FlopsRecompute = w.recomputeSelective
+					for _, mm := range w.mms {
+						if mm.attention {
+							c.AttnFlopsBwd += mm.flops
+						}
+					}
 				}
 			}
 			c.FlopsBwd += c.FlopsRecompute
@@ -105,6 +112,12 @@ func (m *Model) anyTrainable(id ModuleID) bool {
 // the weight gradient of every matmul whose weight trains.
 func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable func(string) bool) Cost {
 	var c Cost
+	c.ElemBytesFwd = w.elemFwd
+	for _, mm := range w.mms {
+		if mm.attention {
+			c.AttnFlopsFwd += mm.flops
+		}
+	}
 	if !mod.OutputRequiresGrad {
 		// Nothing needs a gradient: autograd records no backward here.
 		for _, mm := range w.mms {
@@ -115,10 +128,14 @@ func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable func
 		}
 		return c
 	}
+	c.ElemBytesBwd = satMul2(w.elemFwd)
 	for _, mm := range w.mms {
 		c.FlopsFwd += mm.flops
 		if !mm.readsInput || mod.InputsRequireGrad {
 			c.FlopsBwd += mm.flops * mm.dxFactor
+			if mm.attention {
+				c.AttnFlopsBwd += mm.flops * mm.dxFactor
+			}
 		}
 		for _, wt := range mm.weights {
 			if trainable(wt) {

@@ -367,7 +367,7 @@ hidden = 16
 		}
 		return m
 	}
-	none, full, sel := load("none"), load("full"), load("selective")
+	none, full, sel := load("none"), load("full"), load("selective-op")
 	const T, b = 16, 4 // fp32 activations: no param_dtype
 	layer := func(m *Model) Cost { return m.Modules[mustID(t, m, "layers.0")].Cost }
 

@@ -24,6 +24,9 @@ type matmul struct {
 	// linear, 2.5 for FlashAttention's backward (5 matmuls against 2), 2 for
 	// unfused attention.
 	dxFactor float64
+	// attention: the attention core, charged at FlashAttention's
+	// efficiency rather than a GEMM's.
+	attention bool
 }
 
 type work struct {
@@ -36,11 +39,15 @@ type work struct {
 	// inputBytes is the size of the module's input, what a full
 	// checkpoint region keeps of its first module.
 	inputBytes int64
+	// elemFwd is the HBM traffic of the module's memory-bound forward
+	// kernels (see elementwise.go); backward moves twice as much.
+	elemFwd int64
 }
 
 type costCtx struct {
 	batch, seq, tokens int64
 	act                int64 // activation element size
+	compile            bool  // torch.compile fuses element-wise kernels
 }
 
 // sizer multiplies sizes, remembering the first overflow.
@@ -114,6 +121,7 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		// A gather: no FLOPs; backward keeps the int64 token ids.
 		w.inputBytes = z.mul(T, 8)
 		w.saved, w.savedSelective = w.inputBytes, w.inputBytes
+		w.elemFwd = z.mul(T, a.int("dim", 0), 2*b) // read the rows, write the output
 
 	case KindNorm:
 		dim := a.int("dim", 0)
@@ -121,6 +129,7 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		stats := z.mul(T, 4) // fp32 rstd (and mean) per token
 		w.saved = z.add(w.inputBytes, stats)
 		w.savedSelective = stats
+		w.elemFwd = z.mul(T, dim, normPasses(b, c.compile))
 
 	case KindAttention:
 		return attentionWork(a, c)
@@ -148,6 +157,7 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		}
 		w.inputBytes = z.mul(T, dim, b)
 		w.saved, w.savedSelective = mlpSaved(&z, T, dim, hidden, b, act)
+		w.elemFwd = z.mul(T, hidden, activationPasses(act, b, c.compile))
 
 	case KindMoE:
 		return moeWork(a, c)
@@ -223,7 +233,7 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 		pairs = f(c.seq) * float64(c.seq+1) / 2
 	}
 	flash := a.bool("flash", true)
-	core := matmul{flops: 4 * float64(c.batch) * pairs * f(d.heads, d.headDim), dxFactor: 2.5}
+	core := matmul{flops: 4 * float64(c.batch) * pairs * f(d.heads, d.headDim), dxFactor: 2.5, attention: true}
 	if !flash {
 		core.dxFactor = 2
 	}
@@ -246,6 +256,9 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	if !flash {
 		w.saved = z.add(w.saved, z.mul(c.batch, d.heads, c.seq, kvSeq, b))
 	}
+	// Element-wise: RoPE on q and k, and the layout copy of the core's
+	// output back to (tokens, heads·head_dim).
+	w.elemFwd = z.add(z.mul(T, d.qOut+d.kvOut, ropePasses(b, c.compile)), z.mul(T, d.qOut, 2*b))
 	// Selective checkpointing recomputes the core from q, k, v.
 	w.savedSelective = z.add(w.inputBytes, src, q, kv, kv)
 	w.recomputeSelective = core.flops
@@ -286,6 +299,7 @@ func moeWork(a attrValues, c costCtx) (work, error) {
 		}
 	}
 	w.inputBytes = z.mul(T, dim, b)
+	w.elemFwd = z.mul(topK, T, hidden, activationPasses(act, b, c.compile))
 	logits := z.mul(T, experts, 4)
 	dispatched, dispatchedSel := mlpSaved(&z, z.mul(topK, T), dim, hidden, b, act)
 	w.saved = z.add(w.inputBytes, logits, dispatched)

@@ -194,6 +194,10 @@ func (l *lowerer) pendInputs(id ModuleID, md *moduleDecl) {
 // fill gives a module its parameters and children from its declaration.
 func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool) {
 	region := l.isRegion(md, instance, inh)
+	if region && instance && md.checkpoint == nil && l.m.Train.Checkpointing == CheckpointSelectiveLayer {
+		// torchtitan counts blocks from 1 and wraps every interval-th.
+		region = int64(l.m.Modules[id].Instance+1)%max(l.m.Train.CheckpointInterval, 1) == 0
+	}
 	l.m.Modules[id].Checkpoint = region
 	inh.inRegion = inh.inRegion || region
 

@@ -104,12 +104,25 @@ type Cost struct {
 	// transiently while the region's backward runs; for a module holding
 	// regions, the largest of theirs.
 	RecomputeBytes int64
+	// AttnFlopsFwd and AttnFlopsBwd are the parts of FlopsFwd and FlopsBwd
+	// spent in the attention core (QKᵀ and PV), which runs at
+	// FlashAttention's efficiency, not a GEMM's.
+	AttnFlopsFwd, AttnFlopsBwd float64
+	// ElemBytesFwd and ElemBytesBwd are the HBM traffic of the
+	// memory-bound, element-wise kernels (norms, activations, RoPE,
+	// residual adds, layout copies) in forward and in backward (with
+	// recomputation).
+	ElemBytesFwd, ElemBytesBwd int64
 }
 
 func (c *Cost) add(o Cost) {
 	c.FlopsFwd += o.FlopsFwd
 	c.FlopsBwd += o.FlopsBwd
 	c.FlopsRecompute += o.FlopsRecompute
+	c.AttnFlopsFwd += o.AttnFlopsFwd
+	c.AttnFlopsBwd += o.AttnFlopsBwd
+	c.ElemBytesFwd = satAdd(c.ElemBytesFwd, o.ElemBytesFwd)
+	c.ElemBytesBwd = satAdd(c.ElemBytesBwd, o.ElemBytesBwd)
 	c.ActivationBytes = satAdd(c.ActivationBytes, o.ActivationBytes)
 	// Regions recompute one at a time: above them the figure is the largest.
 	c.RecomputeBytes = max(c.RecomputeBytes, o.RecomputeBytes)
@@ -139,14 +152,24 @@ func (p *Param) Bytes() int64 { return p.Numel * p.DType.Size() }
 // Checkpointing is the activation-checkpointing mode of training.
 type Checkpointing uint8
 
+// The modes are named as torchtitan names them (activation_checkpoint.mode
+// and selective_ac_option): full recomputes every block; selective-op keeps
+// each block's matmul inputs and recomputes the attention core and the
+// element-wise work; selective-layer fully checkpoints every
+// CheckpointInterval-th block and keeps everything of the others.
 const (
 	CheckpointNone Checkpointing = iota
 	CheckpointFull
 	CheckpointSelective
+	CheckpointSelectiveLayer
 )
 
+// CheckpointingModes maps the model format's names to the modes.
+var CheckpointingModes = map[string]Checkpointing{"none": CheckpointNone, "full": CheckpointFull,
+	"selective-op": CheckpointSelective, "selective-layer": CheckpointSelectiveLayer}
+
 func (c Checkpointing) String() string {
-	return [...]string{"none", "full", "selective"}[c]
+	return [...]string{"none", "full", "selective-op", "selective-layer"}[c]
 }
 
 // Train is the training setup; sizes are per rank.
@@ -160,6 +183,9 @@ type Train struct {
 	// reduce-scatters and sharded gradients accumulate (FSDP2's default).
 	AccumulateUnsharded bool
 	Checkpointing       Checkpointing
+	// CheckpointInterval: under selective-layer, every this-many-th block
+	// (the 2nd, 4th, … with 2) is checkpointed.
+	CheckpointInterval int64
 	// CheckpointingSet is true when the file chose checkpointing; the
 	// autotuner only decides it otherwise.
 	CheckpointingSet bool
@@ -168,6 +194,10 @@ type Train struct {
 	OptimizerStateBytes int64
 	// ActivationDType is the dtype activations are held in.
 	ActivationDType DType
+	// Compile: the model runs under torch.compile, which fuses the
+	// element-wise work around the matmuls (norms, activations, RoPE,
+	// residual adds) into fewer passes over memory.
+	Compile bool
 }
 
 // Tokens is the number of tokens in one micro-batch on one rank.

@@ -51,7 +51,7 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		return
 	}
 	t := d.table("train", v, "[train]", "micro_batch", "seq_len", "grad_accum", "accumulate", "checkpointing",
-		"optimizer", "optimizer_state_bytes", "activation_dtype")
+		"optimizer", "optimizer_state_bytes", "activation_dtype", "compile", "checkpoint_interval")
 	tr.MicroBatch = t.intOr("micro_batch", 1, 1, 1<<20)
 	if n, ok := t.integer("seq_len", 1, 1<<30); ok {
 		tr.SeqLen = n
@@ -59,12 +59,26 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		d.keyErrorf("train", "[train] needs seq_len (tokens per sequence; for a ViT, patches plus class tokens)")
 	}
 	tr.GradAccum = t.intOr("grad_accum", 1, 1, 1<<20)
+	if b, _ := t.boolean("compile"); b != nil {
+		tr.Compile = *b
+	}
 	if s, ok := t.enum("accumulate", "sharded", "unsharded"); ok {
 		tr.AccumulateUnsharded = s == "unsharded"
 	}
 	tr.CheckpointingSet = t.has("checkpointing")
-	if s, ok := t.enum("checkpointing", "none", "full", "selective"); ok {
-		tr.Checkpointing = map[string]Checkpointing{"none": CheckpointNone, "full": CheckpointFull, "selective": CheckpointSelective}[s]
+	if s, ok := t.enum("checkpointing", "none", "full", "selective", "selective-op", "selective-layer"); ok {
+		if s == "selective" {
+			d.warnf(t.at("checkpointing"), "checkpointing \"selective\" is now called \"selective-op\" (torchtitan's name); \"selective-layer\" checkpoints every checkpoint_interval-th block")
+			s = "selective-op"
+		}
+		tr.Checkpointing = CheckpointingModes[s]
+	}
+	tr.CheckpointInterval = 2 // torchtitan's default selective_ac_option
+	if n, ok := t.integer("checkpoint_interval", 1, 1<<20); ok {
+		if tr.Checkpointing != CheckpointSelectiveLayer {
+			d.errorf(t.at("checkpoint_interval"), "checkpoint_interval applies to checkpointing = \"selective-layer\" only")
+		}
+		tr.CheckpointInterval = n
 	}
 	if s, ok := t.enum("optimizer", sortedKeys(optimizerStateBytes)...); ok {
 		tr.Optimizer = s

@@ -102,6 +102,10 @@ type segment struct {
 	paramNumel     int64 // parameters the segment's modules compute with
 	fwd, bwd       float64
 	act, recompute int64
+	// The attention core's share of fwd and bwd, and the element-wise
+	// kernels' HBM traffic (ir.Cost).
+	attnFwd, attnBwd float64
+	elemFwd, elemBwd int64
 }
 
 func newEmitter(s *state) *emitter {
@@ -152,6 +156,10 @@ func (e *emitter) buildSegments() {
 		seg.fwd += mod.Cost.FlopsFwd
 		seg.bwd += mod.Cost.FlopsBwd
 		seg.act += mod.Cost.ActivationBytes
+		seg.attnFwd += mod.Cost.AttnFlopsFwd
+		seg.attnBwd += mod.Cost.AttnFlopsBwd
+		seg.elemFwd += mod.Cost.ElemBytesFwd
+		seg.elemBwd += mod.Cost.ElemBytesBwd
 		seg.grad = seg.grad || mod.OutputRequiresGrad
 		seg.paramNumel += subtree[id]
 		if inRegion && firstInRegion(m, id, region) {
@@ -434,6 +442,7 @@ func (e *emitter) forward() {
 		o.Source, o.Buffer = e.unsharded[seg.group], e.segAct[si]
 		o.DType = e.computeDType(seg.group)
 		o.Bytes = seg.paramNumel*o.DType.Size() + seg.act
+		o.AttnFLOPs, o.ElemBytes = seg.attnFwd, seg.elemFwd
 		e.op(o)
 		for _, g := range closing[seg.end] {
 			e.postForward(g)

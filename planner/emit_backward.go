@@ -49,6 +49,7 @@ func (e *emitter) backward(sync bool) {
 		}
 		o.DType = e.computeDType(g)
 		o.Bytes = 2*seg.paramNumel*o.DType.Size() + 2*seg.act + seg.recompute
+		o.AttnFLOPs, o.ElemBytes = seg.attnBwd, seg.elemBwd
 		e.op(o)
 		e.free(rc)
 		e.free(e.segAct[si])

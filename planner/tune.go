@@ -180,7 +180,7 @@ func (t *tuner) dimensions() []dimension {
 	blocks := m.Policy.UnitsMode == ir.UnitsBlocks || m.Policy.UnitsMode == ir.UnitsAuto
 	if !m.Train.CheckpointingSet {
 		d := dimension{name: "checkpointing", memory: true}
-		for _, c := range []string{"full", "selective", "none"} {
+		for _, c := range []string{"full", "selective-op", "selective-layer", "none"} {
 			c := c
 			d.values = append(d.values, func(k *knobs) { k.checkpointing = c })
 			d.labels = append(d.labels, c)
@@ -418,7 +418,7 @@ func (t *tuner) model(k knobs) (*ir.Model, error) {
 		pol.Overrides = append([]ir.Override(nil), pol.Overrides...)
 		d := &pol.Default
 		if k.checkpointing != "" {
-			m.Train.Checkpointing = map[string]ir.Checkpointing{"none": ir.CheckpointNone, "full": ir.CheckpointFull, "selective": ir.CheckpointSelective}[k.checkpointing]
+			m.Train.Checkpointing = ir.CheckpointingModes[k.checkpointing]
 		}
 		switch k.reshard {
 		case "true":

@@ -28,6 +28,10 @@ type Calibration struct {
 	// fill the GPU).
 	MaxEfficiency      float64
 	HalfEfficiencyTime float64
+	// AttentionForward and AttentionBackward are the fractions of peak
+	// FLOP/s the fused attention core (FlashAttention-class kernels)
+	// reaches in forward and backward.
+	AttentionForward, AttentionBackward float64
 	// MemoryEfficiency is the fraction of HBM bandwidth copies and
 	// memory-bound kernels reach.
 	MemoryEfficiency float64
@@ -57,6 +61,8 @@ type Calibration struct {
 var DefaultCalibration = Calibration{
 	MaxEfficiency:      0.75,
 	HalfEfficiencyTime: 10e-6,
+	AttentionForward:   0.35,
+	AttentionBackward:  0.30,
 	MemoryEfficiency:   0.8,
 	Launch:             4e-6,
 	AlphaIntra:         3e-6,
@@ -75,9 +81,31 @@ type Model struct {
 	Cal Calibration
 }
 
-// NewModel builds the cost model for a plan's cluster.
+// NewModel builds the cost model for a plan's cluster: the default
+// calibration with the GPU's fitted profile, if it has one.
 func NewModel(p *Plan) *Model {
-	return &Model{HW: p.Cluster.hardware(), Cal: DefaultCalibration}
+	return &Model{HW: p.Cluster.hardware(), Cal: CalibrationFor(p.Cluster.GPU)}
+}
+
+// Kernel is the time of a forward or backward segment: its GEMMs at an
+// efficiency that grows with size (or its weight and activation traffic,
+// if slower), its attention core at FlashAttention's efficiency, and its
+// element-wise kernels at HBM speed, one after the other.
+func (m *Model) Kernel(o *Op) float64 {
+	t := m.Compute(o.FLOPs-o.AttnFLOPs, o.Bytes, o.DType)
+	if o.AttnFLOPs > 0 {
+		eff := m.Cal.AttentionForward
+		if o.Kind == OpBackward {
+			eff = m.Cal.AttentionBackward
+		}
+		if peak := m.HW.peak(o.DType); peak > 0 && eff > 0 && !math.IsInf(peak, 1) {
+			t += o.AttnFLOPs / (peak * eff)
+		}
+	}
+	if o.ElemBytes > 0 {
+		t += float64(o.ElemBytes) / (m.HW.HBMBandwidth * m.Cal.MemoryEfficiency)
+	}
+	return t
 }
 
 // Compute is the time of a kernel doing flops of work in dtype dt while

@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) with the single-group-per-module path of torch 2.6 to 2.12
@@ -327,6 +327,12 @@ type Op struct {
 	Factor float64 // divide factor, or PREMUL_SUM factor
 	Bytes  int64
 	FLOPs  float64
+	// AttnFLOPs is the part of a forward's or backward's FLOPs spent in
+	// the attention core; ElemBytes the HBM traffic of its element-wise
+	// kernels (norms, activations, RoPE, residual adds), which run at
+	// memory speed between the matmuls.
+	AttnFLOPs float64
+	ElemBytes int64
 	// Uses are further buffers the op reads: a backward reads its
 	// activations and recomputes into a scratch buffer besides reading the
 	// unsharded parameters (Source) and writing gradients (Buffer).

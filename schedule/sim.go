@@ -190,7 +190,7 @@ func (m *Model) OpDuration(p *Plan, o *Op) float64 { return m.duration(p, o) }
 func (m *Model) duration(p *Plan, o *Op) float64 {
 	switch o.Kind {
 	case OpForward, OpBackward:
-		return m.Compute(o.FLOPs, o.Bytes, o.DType)
+		return m.Kernel(o)
 	case OpOptimizer:
 		if o.Stream == StreamHost {
 			return float64(o.Bytes) / m.Cal.HostOptimizer

@@ -141,3 +141,23 @@ func TestLinkSharingSkipsIdleRounds(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelByKind: a compute op's GEMMs, attention core and element-wise
+// traffic are charged at their own rates, one after the other.
+func TestKernelByKind(t *testing.T) {
+	m := &schedule.Model{Cal: schedule.DefaultCalibration}
+	m.Cal.Launch, m.Cal.HalfEfficiencyTime = 0, 0
+	m.HW.PeakFLOPS = make([]float64, int(ir.BF16)+1)
+	m.HW.PeakFLOPS[ir.BF16] = 1e15
+	m.HW.HBMBandwidth = 2e12
+	o := schedule.Op{Kind: schedule.OpForward, DType: ir.BF16, FLOPs: 3e12, AttnFLOPs: 1e12, ElemBytes: 4e9}
+	want := 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionForward) + 4e9/(2e12*m.Cal.MemoryEfficiency)
+	if got := m.Kernel(&o); math.Abs(got-want) > 1e-12 {
+		t.Errorf("forward %g s, want %g", got, want)
+	}
+	o.Kind = schedule.OpBackward
+	want = 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionBackward) + 4e9/(2e12*m.Cal.MemoryEfficiency)
+	if got := m.Kernel(&o); math.Abs(got-want) > 1e-12 {
+		t.Errorf("backward %g s, want %g", got, want)
+	}
+}

@@ -2,7 +2,7 @@
 // its bytes; docs/plan-format.md is the same specification with examples
 // and the reasons. testdata/tiny.plan.hex pins it byte by byte.
 //
-// Layout (format version 1). All integers are little-endian.
+// Layout (format version 2). All integers are little-endian.
 //
 //	offset     what
 //	0          magic, 4 bytes: 89 46 53 50 ("\x89FSP")
@@ -61,6 +61,7 @@
 //	            index Buffer (into Buffers), index Source (into Buffers),
 //	            index Event (below Events), enum PG, int PGSize, enum DType,
 //	            enum Reduce, float Factor, int Bytes, float FLOPs,
+//	            float AttnFLOPs, int ElemBytes,
 //	            list of index Uses (into Buffers)
 //	Prediction  float StepTime, float ComputeTime, float ExposedComm,
 //	            float CPUTime, list of float ExposedByGroup, int PeakAllocated,
@@ -287,7 +288,7 @@ type traceEntry struct {
 // encode lays the plan out, validating enums, indices and the event count
 // (not Check). With trace set it also records where each field starts.
 func encode(p *Plan, trace *[]traceEntry) ([]byte, error) {
-	c := &codec{enc: true, check: true, strIndex: make(map[string]int),
+	c := &codec{version: FormatVersion, enc: true, check: true, strIndex: make(map[string]int),
 		buf: make([]byte, 0, 256+24*len(p.Ops)+8*len(p.Buffers)+32*len(p.EventNames))}
 	if trace != nil {
 		c.trace = []traceEntry{}
@@ -348,7 +349,8 @@ func decode(b []byte) (*Plan, error) {
 	if len(b) < 8 {
 		return nil, &FormatError{len(b), "version", ErrTruncated, fmt.Sprintf("the file ends after %d bytes, inside its header", len(b))}
 	}
-	switch v := binary.LittleEndian.Uint32(b[4:]); {
+	version := binary.LittleEndian.Uint32(b[4:])
+	switch v := version; {
 	case v > FormatVersion:
 		return nil, &VersionError{v, FormatVersion}
 	case v == 0:
@@ -378,7 +380,7 @@ func decode(b []byte) (*Plan, error) {
 		}
 		return nil, &FormatError{len(b) - trailerSize, "checksum", ErrChecksum, msg}
 	}
-	c := &codec{buf: b, off: headerSize, end: len(b) - trailerSize}
+	c := &codec{buf: b, off: headerSize, end: len(b) - trailerSize, version: version}
 	c.strings()
 	p := new(Plan)
 	c.plan(p)
@@ -491,10 +493,13 @@ var (
 	minParam  = minSize(func(c *codec) { c.param(new(GroupParam)) })
 	minBuffer = minSize(func(c *codec) { c.buffer(new(Buffer), 0) })
 	minOp     = minSize(func(c *codec) { c.op(new(Op), new(Plan)) })
+	minOpV1   = minSizeAt(1, func(c *codec) { c.op(new(Op), new(Plan)) })
 )
 
-func minSize(f func(*codec)) int {
-	c := &codec{enc: true, strIndex: map[string]int{}}
+func minSize(f func(*codec)) int { return minSizeAt(FormatVersion, f) }
+
+func minSizeAt(version uint32, f func(*codec)) int {
+	c := &codec{version: version, enc: true, strIndex: map[string]int{}}
 	f(c)
 	return len(c.buf)
 }
@@ -505,9 +510,12 @@ func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 // methods below, and the same calls write or read each field, so the two
 // directions cannot drift apart.
 type codec struct {
-	enc   bool // encoding; else decoding
-	check bool // encoding: validate enums, indices and counts
-	buf   []byte
+	// version is the format version read (decoding) or written
+	// (encoding, always FormatVersion).
+	version uint32
+	enc     bool // encoding; else decoding
+	check   bool // encoding: validate enums, indices and counts
+	buf     []byte
 
 	// Decoding: the next byte, the end of the sections, and the bytes the
 	// elements of lists already counted but not read yet need at least.
@@ -883,7 +891,11 @@ func (c *codec) plan(p *Plan) {
 	if c.check && p.Events > len(p.Ops) {
 		c.fail(0, "Events", ErrLength, "%d events but only %d ops: every event needs an op that records it", p.Events, len(p.Ops))
 	}
-	list(c, &p.Ops, minOp, "Ops", func(o *Op) { c.op(o, p) })
+	opSize := minOp
+	if c.version < 2 {
+		opSize = minOpV1
+	}
+	list(c, &p.Ops, opSize, "Ops", func(o *Op) { c.op(o, p) })
 	if !c.enc && c.err == nil && p.Events > len(p.Ops) {
 		// Checked after the ops, before Check allocates per event.
 		c.fail(eventsAt, "Events", ErrLength, "%d events but only %d ops: every event needs an op that records it", p.Events, len(p.Ops))
@@ -975,5 +987,9 @@ func (c *codec) op(o *Op, p *Plan) {
 	c.float(&o.Factor, "Factor")
 	sint(c, &o.Bytes, "Bytes")
 	c.float(&o.FLOPs, "FLOPs")
+	if c.version >= 2 {
+		c.float(&o.AttnFLOPs, "AttnFLOPs")
+		sint(c, &o.ElemBytes, "ElemBytes")
+	}
 	list(c, &o.Uses, 1, "Uses", func(u *int) { c.index(u, len(p.Buffers), "", "buffers") })
 }

@@ -706,8 +706,8 @@ func TestRefusals(t *testing.T) {
 			ErrMalformed, 16, "never used"},
 		{"bytes after the sections", reseal(append(append(bytes.Clone(b[:len(b)-4]), 0), b[len(b)-4:]...)), ErrTrailingBytes,
 			len(b) - 4, "the sections end 1 byte before the checksum"},
-		{"sections end early", reseal(append(bytes.Clone(b[:off("Ops[10].Bytes")]), b[len(b)-4:]...)), ErrTruncated,
-			off("Ops[10].Bytes"), "(Ops[10].Bytes): the sections end"},
+		{"sections end early", reseal(append(bytes.Clone(b[:off("Ops[10].ElemBytes")]), b[len(b)-4:]...)), ErrTruncated,
+			off("Ops[10].ElemBytes"), "(Ops[10].ElemBytes): the sections end"},
 		{"fails Check", replace(t, b, tr, "Cluster.WorldSize", sv(3)), ErrInvalidPlan, -1, "cluster 3 = 1 × 2 is inconsistent"},
 		{"frees twice", replace(t, b, tr, "Ops[10].Kind", []byte{byte(OpFree)}), ErrInvalidPlan, -1, "op 10"},
 	}
@@ -1156,4 +1156,24 @@ func BenchmarkEncodeDecode405B(b *testing.B) {
 	b.ReportMetric(float64(dec.Microseconds())/float64(n), "decode-µs/op")
 	b.ReportMetric(float64(len(z.bin)), "plan.bin-bytes")
 	b.SetBytes(int64(len(z.bin)))
+}
+
+// TestFixtureV1: a version-1 plan (before ops carried AttnFLOPs and
+// ElemBytes) still decodes, to the same plan with those fields zero.
+func TestFixtureV1(t *testing.T) {
+	text, err := os.ReadFile("testdata/tiny-v1.plan.hex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(parseHexFixture(t, string(text)))
+	if err != nil {
+		t.Fatalf("decoding the version-1 fixture: %v", err)
+	}
+	want := tinyPlan()
+	for i := range want.Ops {
+		want.Ops[i].AttnFLOPs, want.Ops[i].ElemBytes = 0, 0
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Error("the version-1 fixture decodes to a different plan")
+	}
 }

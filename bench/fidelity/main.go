@@ -67,8 +67,8 @@ func modelFile(r run) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s (%s)\n[model]\nname = %q\ndtype = \"fp32\"\n\n", r.id, r.source, r.id)
 	ac := r.checkpointing
-	fmt.Fprintf(&b, "[train]\nmicro_batch = %d\nseq_len = %d\ngrad_accum = %d\ncheckpointing = %q\noptimizer = \"adamw\"\n\n",
-		r.microBatch, r.seq, r.accum, checkpointingName(ac))
+	fmt.Fprintf(&b, "[train]\nmicro_batch = %d\nseq_len = %d\ngrad_accum = %d\ncheckpointing = %q\noptimizer = \"adamw\"\ncompile = %t\n\n",
+		r.microBatch, r.seq, r.accum, checkpointingName(ac), r.compile)
 	fmt.Fprintf(&b, "[cluster]\ngpu = %q\ngpus_per_node = %d\nworld_size = %d\n", r.gpu, r.gpusPerNode, r.world)
 	if r.replicate > 1 {
 		fmt.Fprintf(&b, "mesh = { replicate = %d, shard = %d }\n", r.replicate, r.shard)
@@ -91,13 +91,10 @@ func modelFile(r run) string {
 	return b.String()
 }
 
-// checkpointingName maps torchtitan's modes to the model format's.
-func checkpointingName(ac string) string {
-	if strings.HasPrefix(ac, "selective") {
-		return "selective"
-	}
-	return ac
-}
+// checkpointingName is the model format's name for the run's mode; the
+// sources do not state selective-layer's interval, so it is torchtitan's
+// default, 2.
+func checkpointingName(ac string) string { return ac }
 
 // networkPerGPU is the stated inter-node bandwidth per GPU, 0 when the
 // source states none (the preset's default applies).

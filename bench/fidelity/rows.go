@@ -141,7 +141,9 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		case strings.Contains(ac, "per-layer"):
 			x.checkpointing = "selective-layer"
 		case strings.HasPrefix(ac, "selective"):
-			x.checkpointing = "selective-op"
+			// fms-fsdp's selective checkpointing wraps every k-th block
+			// (apply_fsdp_checkpointing's every_xth_item).
+			x.checkpointing = "selective-layer"
 		default:
 			return nil, nil, fmt.Errorf("%s: unknown checkpointing %q (none, full, selective per-op, selective per-layer)", where("activation_checkpointing"), get("activation_checkpointing"))
 		}

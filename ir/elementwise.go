@@ -1,0 +1,50 @@
+package ir
+
+// The memory-bound kernels around the matmuls, as HBM bytes per element of
+// the tensor they run over (b is the activation element size). Eager
+// PyTorch runs each operation as its own kernel, reading and writing the
+// whole tensor; torch.compile (Inductor) fuses a chain of them into one
+// kernel that reads its inputs once and writes its output once. The eager
+// counts follow torchtitan's Llama code; docs/cost-model.md lists the
+// kernels behind each figure.
+
+// normPasses is an RMSNorm with the residual add before it. Eager:
+// the add (read 2b, write b), x.float() (b, 4), x.pow(2).mean (4, 4),
+// rsqrt and x·rsqrt (4+4, 4), .type_as(x) (4, b), ·weight (b, b).
+// Compiled: read the two addends, write the sum and the normed output.
+func normPasses(b int64, compile bool) int64 {
+	if compile {
+		return 4 * b
+	}
+	return 3*b + (b + 4) + 8 + 12 + (4 + b) + 2*b
+}
+
+// activationPasses is a gated activation over the hidden width (SwiGLU:
+// silu(gate) read b write b; silu·up read 2b write b) or an ungated one
+// (read b, write b). Compiled: one kernel reading its inputs and writing
+// the product.
+func activationPasses(act string, b int64, compile bool) int64 {
+	if isGated(act) {
+		if compile {
+			return 3 * b
+		}
+		return 5 * b
+	}
+	return 2 * b
+}
+
+// ropePasses is rotary embedding on q and k as torchtitan writes it:
+// view_as_complex of the float upcast (read b, write 4), the complex
+// multiply (read 4 and the table, write 4), view_as_real and type_as (read
+// 4, write b). Compiled: read b, write b.
+func ropePasses(b int64, compile bool) int64 {
+	if compile {
+		return 2 * b
+	}
+	return 2*b + 16
+}
+
+// satMul2 doubles a byte count, saturating: backward's element-wise
+// kernels read the saved input and the output gradient and write the input
+// gradient, twice forward's traffic.
+func satMul2(x int64) int64 { return satAdd(x, x) }

@@ -1,0 +1,109 @@
+package ir
+
+import (
+	"strings"
+	"testing"
+)
+
+const modesBody = `
+[[module]]
+name = "layers"
+repeat = 4
+[[module.module]]
+name = "norm"
+kind = "norm"
+dim = 8
+[[module.module]]
+name = "attn"
+kind = "attention"
+dim = 8
+heads = 2
+[[module.module]]
+name = "mlp"
+kind = "mlp"
+dim = 8
+hidden = 16
+`
+
+func loadTrain(t *testing.T, train string) (*Model, error) {
+	t.Helper()
+	return Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+modesBody))
+}
+
+// TestSelectiveLayer: torchtitan's selective-layer checkpoints every
+// interval-th block, counting from 1; the others keep everything.
+func TestSelectiveLayer(t *testing.T) {
+	for _, c := range []struct {
+		train string
+		want  []bool
+	}{
+		{`checkpointing = "selective-layer"`, []bool{false, true, false, true}},
+		{"checkpointing = \"selective-layer\"\ncheckpoint_interval = 3", []bool{false, false, true, false}},
+		{"checkpointing = \"selective-layer\"\ncheckpoint_interval = 1", []bool{true, true, true, true}},
+		{`checkpointing = "full"`, []bool{true, true, true, true}},
+	} {
+		m, err := loadTrain(t, c.train)
+		if err != nil {
+			t.Fatalf("%s: %v", c.train, err)
+		}
+		for i, want := range c.want {
+			id := mustID(t, m, "layers."+string(rune('0'+i)))
+			if got := m.Modules[id].Checkpoint; got != want {
+				t.Errorf("%q: layers.%d checkpointed = %v, want %v", c.train, i, got, want)
+			}
+		}
+	}
+	if _, err := loadTrain(t, "checkpointing = \"full\"\ncheckpoint_interval = 2"); err == nil || !strings.Contains(err.Error(), "checkpoint_interval applies to") {
+		t.Errorf("checkpoint_interval with full: %v", err)
+	}
+}
+
+// TestSelectiveRenamed: the old name still loads, as selective-op, with a
+// warning.
+func TestSelectiveRenamed(t *testing.T) {
+	old, err := loadTrain(t, `checkpointing = "selective"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Train.Checkpointing != CheckpointSelective || old.Train.Checkpointing.String() != "selective-op" {
+		t.Errorf("selective loads as %v", old.Train.Checkpointing)
+	}
+	if len(old.Warnings) == 0 || !strings.Contains(old.Warnings.Error(), "selective-op") {
+		t.Errorf("no warning for the old name: %v", old.Warnings)
+	}
+	renamed, err := loadTrain(t, `checkpointing = "selective-op"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if renamed.Modules[0].Cost != old.Modules[0].Cost {
+		t.Error("selective and selective-op cost differently")
+	}
+}
+
+// TestCompileFusesElementwise: torch.compile leaves the matmuls and the
+// attention core alone and cuts the element-wise traffic.
+func TestCompileFusesElementwise(t *testing.T) {
+	eager, err := loadTrain(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled, err := loadTrain(t, "compile = true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, c := eager.Modules[0].Cost, compiled.Modules[0].Cost
+	if e.FlopsFwd != c.FlopsFwd || e.AttnFlopsFwd != c.AttnFlopsFwd || e.AttnFlopsFwd <= 0 {
+		t.Errorf("compile changed the FLOPs: %+v vs %+v", e, c)
+	}
+	if !(c.ElemBytesFwd > 0 && c.ElemBytesFwd < e.ElemBytesFwd && c.ElemBytesBwd < e.ElemBytesBwd) {
+		t.Errorf("element-wise bytes eager %d/%d, compiled %d/%d", e.ElemBytesFwd, e.ElemBytesBwd, c.ElemBytesFwd, c.ElemBytesBwd)
+	}
+	// Per layer, eager: norm T·8·(7b+28) with b = 4 (fp32 activations),
+	// RoPE on q and k T·16·(2b+16), the core's output copy T·8·2b, SwiGLU
+	// T·16·5b; T = 16 tokens.
+	const T, b = 16, 4
+	want := int64(T*8*(7*b+28) + T*16*(2*b+16) + T*8*2*b + T*16*5*b)
+	if got := eager.Modules[mustID(t, eager, "layers.0")].Cost.ElemBytesFwd; got != want {
+		t.Errorf("eager layer element-wise bytes %d, want %d", got, want)
+	}
+}
