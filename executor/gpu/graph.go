@@ -144,6 +144,26 @@ func (b *Backend) streams() []Stream {
 
 func (b *Backend) beginCapture() error {
 	g := &b.graph
+	// Putting a stream into capture severs its dependency on the work
+	// enqueued before, and a graph launch waits only for its own stream's
+	// earlier work: so, before the capture begins, the origin waits for
+	// the eager step's work on every other stream. Every replay is
+	// launched on the origin, so the first is ordered after all of it.
+	for _, s := range b.streams() {
+		if s == g.origin {
+			continue
+		}
+		e, err := b.dev.NewEvent()
+		if err != nil {
+			return err
+		}
+		if err := b.dev.Record(e, s); err != nil {
+			return err
+		}
+		if err := b.dev.Wait(g.origin, e); err != nil {
+			return fmt.Errorf("ordering the capture after the eager step: %w", err)
+		}
+	}
 	if err := b.dev.BeginCapture(g.origin); err != nil {
 		return fmt.Errorf("beginning the capture: %w", err)
 	}
