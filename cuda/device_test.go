@@ -117,7 +117,7 @@ func TestKernelsMatchHost(t *testing.T) {
 			a, b = a1, b1
 		}
 		upload := func(p gpu.Ptr, data []byte) {
-			if err := d.Upload(p, data); err != nil {
+			if err := d.Upload(p, data, s); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -227,7 +227,7 @@ func TestMemoryAndCopies(t *testing.T) {
 	}
 	data := make([]byte, n)
 	rand.New(rand.NewSource(2)).Read(data)
-	if err := d.Upload(host, data); err != nil {
+	if err := d.Upload(host, data, s); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Copy(dev, host, n, s); err != nil {

@@ -19,8 +19,13 @@ package cuda
 // fsd_memcpy_host copies between Go memory and any unified address: with
 // unified addressing cuMemcpy infers the direction from the pointers, so
 // one call serves device memory and pinned host memory alike.
-static CUresult fsd_memcpy_to(CUdeviceptr dst, const void* src, size_t n) {
-	return cuMemcpy(dst, (CUdeviceptr)(uintptr_t)src, n);
+// fsd_memcpy_to_async enqueues the copy of Go memory on a stream: from
+// pageable memory the driver stages the bytes before it returns (the
+// CUDA documentation's "API synchronization behavior"), so Go's memory
+// is not referenced after the call, while the copy to dst stays in the
+// stream's order, where the readers' streams can wait for it.
+static CUresult fsd_memcpy_to_async(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+	return cuMemcpyAsync(dst, (CUdeviceptr)(uintptr_t)src, n, s);
 }
 static CUresult fsd_memcpy_from(void* dst, CUdeviceptr src, size_t n) {
 	return cuMemcpy((CUdeviceptr)(uintptr_t)dst, src, n);
@@ -98,8 +103,8 @@ func allocHost(bytes int64) (unsafe.Pointer, error) {
 
 func freeHost(p unsafe.Pointer) error { return check(C.cuMemFreeHost(p)) }
 
-func memcpyTo(dst uint64, src []byte) error {
-	return check(C.fsd_memcpy_to(C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src))))
+func memcpyToAsync(dst uint64, src []byte, s cu.Stream) error {
+	return check(C.fsd_memcpy_to_async(C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), rawStream(s)))
 }
 
 func memcpyFrom(dst []byte, src uint64) error {

@@ -188,16 +188,21 @@ func (d *Device) Memset(dst gpu.Ptr, value byte, bytes int64, s gpu.Stream) erro
 	})
 }
 
-// Upload copies data to dst synchronously, outside every stream's order
-// (cuMemcpy on the legacy default stream, which the backend's
-// non-blocking streams do not wait for).
-func (d *Device) Upload(dst gpu.Ptr, data []byte) error {
+// Upload copies data to dst in s's order (cuMemcpyAsync). A synchronous
+// cuMemcpy would run on the legacy default stream, which the backend's
+// non-blocking streams are not ordered after, and from pageable memory
+// it returns before the DMA has finished.
+func (d *Device) Upload(dst gpu.Ptr, data []byte, s gpu.Stream) error {
 	if len(data) == 0 {
 		return nil
 	}
-	return d.do(func(*state) error {
-		if err := memcpyTo(uint64(dst), data); err != nil {
-			return fmt.Errorf("cuda: cuMemcpy %d bytes to %#x: %w", len(data), uint64(dst), err)
+	return d.do(func(st *state) error {
+		cs, err := st.stream(s)
+		if err != nil {
+			return err
+		}
+		if err := memcpyToAsync(uint64(dst), data, cs); err != nil {
+			return fmt.Errorf("cuda: cuMemcpyAsync %d bytes to %#x on stream %d: %w", len(data), uint64(dst), s, err)
 		}
 		return nil
 	})

@@ -91,6 +91,7 @@ type rank struct {
 	streams              [5]Stream // the plan's device streams
 	events               []Event   // the plan's events
 	checkEv              Event     // the data check's synchronisation
+	uploadEv             Event     // after an Upload: the other streams wait for it
 	pools                [5]pool
 }
 
@@ -168,6 +169,9 @@ func (b *Backend) Open(t executor.Topology) error {
 			r.events[i] = ev
 		}
 		if r.checkEv, err = b.dev.NewEvent(); err != nil {
+			return fmt.Errorf("gpu backend: rank %d: %w", rk, err)
+		}
+		if r.uploadEv, err = b.dev.NewEvent(); err != nil {
 			return fmt.Errorf("gpu backend: rank %d: %w", rk, err)
 		}
 		b.ranks[rk] = r
@@ -303,7 +307,25 @@ func (b *Backend) Upload(rk int, m executor.Mem, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	return b.dev.Upload(mm.ptr, data)
+	// The copy runs on the compute stream; every other stream of the rank
+	// waits for it, so no reader depends on which stream the plan reads
+	// the block from first.
+	r := b.ranks[rk]
+	on := r.streams[schedule.StreamCompute]
+	if err := b.dev.Upload(mm.ptr, data, on); err != nil {
+		return err
+	}
+	if err := b.dev.Record(r.uploadEv, on); err != nil {
+		return err
+	}
+	for _, s := range r.streams {
+		if s != on {
+			if err := b.dev.Wait(s, r.uploadEv); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (b *Backend) Download(rk int, m executor.Mem) ([]byte, error) {

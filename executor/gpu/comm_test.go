@@ -134,6 +134,23 @@ func TestCommWatchdog(t *testing.T) {
 	}
 }
 
+// TestCommWatchdogTwoHungCommunicators: with HSDP, collectives hang on
+// the shard and the replicate communicators at once; ncclCommAbort of
+// one blocks while the other's kernel hangs, so the watchdog must abort
+// them together, not one after another.
+func TestCommWatchdogTwoHungCommunicators(t *testing.T) {
+	p := plan(t, "llama3-8b", 1, 2, 2)
+	f := gputest.NewFabric()
+	f.HangKind("AllReduce", 0)     // on the replicate communicator
+	f.HangKind("ReduceScatter", 1) // on the shard communicator, while the other hangs
+	runs := runComm(t, f, p, 64, 300*time.Millisecond, nil)
+	for r, run := range runs {
+		if run.err == nil || !strings.Contains(run.err.Error(), "aborted the communicators") {
+			t.Errorf("rank %d: %v, want the watchdog's failure", r, run.err)
+		}
+	}
+}
+
 // asyncFailing reports an asynchronous error once it has enqueued n
 // collectives, as ncclCommGetAsyncError does after a remote failure.
 type asyncFailing struct {

@@ -61,10 +61,13 @@ type Device interface {
 	// them. Neither needs any alignment.
 	Copy(dst, src Ptr, bytes int64, s Stream) error
 	Memset(dst Ptr, value byte, bytes int64, s Stream) error
-	// Upload and Download copy synchronously between Go memory and the
-	// device, outside any stream's order (the caller makes sure no stream
-	// touches the memory).
-	Upload(dst Ptr, data []byte) error
+	// Upload copies data to dst in s's order (cuMemcpyHtoDAsync): data
+	// is taken before it returns, so the caller may reuse it, but the
+	// device's bytes are written only when s reaches the copy; work on
+	// other streams must wait for an event recorded on s after it.
+	// Download copies synchronously to Go memory, outside any stream's
+	// order (the caller makes sure no stream is writing the memory).
+	Upload(dst Ptr, data []byte, s Stream) error
 	Download(dst []byte, src Ptr) error
 
 	// Cast converts n elements from src's dtype to dst's, rounding to

@@ -229,8 +229,15 @@ func (w *watchdog) fireAsync(key commKey, err error) {
 	w.abortAll()
 }
 
+// abortAll aborts every communicator at once: ncclCommAbort synchronises
+// the device while it frees, so it can block while another
+// communicator's kernel hangs, and aborting them one after another would
+// wait on the very hang the next abort is to end.
 func (w *watchdog) abortAll() {
+	var wg sync.WaitGroup
 	for _, key := range w.b.commOrder {
-		w.b.comms[key].Abort()
+		c := w.b.comms[key]
+		wg.Go(func() { c.Abort() })
 	}
+	wg.Wait()
 }

@@ -61,6 +61,11 @@ type Device struct {
 
 	stats Stats
 	sink  atomic.Uint64 // Burn's result, so its work is not dead code
+
+	// running counts, per fabric group, the collectives of this device
+	// that have started and not ended: a communicator's Abort waits for
+	// those of every other group (nccl.go).
+	running map[*group]int
 }
 
 var _ gpu.Device = (*Device)(nil)
@@ -81,10 +86,11 @@ const (
 	KindBurn
 	KindPacedCopy
 	KindCollective // a Fabric communicator's collective
+	KindUpload     // an Upload's copy from the host
 	NumKinds       // the number of kinds
 )
 
-var kindNames = [NumKinds]string{"Copy", "Memset", "Cast", "Reduce", "Divide", "Add", "Fill", "Spin", "Burn", "PacedCopy", "Collective"}
+var kindNames = [NumKinds]string{"Copy", "Memset", "Cast", "Reduce", "Divide", "Add", "Fill", "Spin", "Burn", "PacedCopy", "Collective", "Upload"}
 
 func (k Kind) String() string {
 	if k < NumKinds {

@@ -10,7 +10,7 @@
 // allocation. New memory holds 0xff bytes, a NaN in every float format.
 // A kernel that touches memory outside a live allocation records an
 // error naming the address; like CUDA's sticky errors it surfaces from
-// the next SyncEvent, Upload, Download or Close, and the device runs no
+// the next SyncEvent, Download or Close, and the device runs no
 // more kernels (records still complete, so nothing waits forever).
 //
 // Streams. Each stream is a goroutine running its queue in order. Record
@@ -44,9 +44,12 @@
 // the backend:
 //   - Free waits until no queued work uses the allocation (cuMemFree's
 //     implicit synchronisation), then frees it for good.
-//   - Upload and Download fail with ErrHazard when queued work touches the
-//     bytes they access; with race detection, also when the host is not
-//     ordered after the last conflicting access by a SyncEvent.
+//   - Upload is asynchronous, in its stream's order (cuMemcpyHtoDAsync):
+//     a kernel on another stream that is not ordered after it by an
+//     event races with it.
+//   - Download fails with ErrHazard when queued work touches the bytes it
+//     reads; with race detection, also when the host is not ordered
+//     after the last conflicting write by a SyncEvent.
 //   - Enqueueing calls check their arguments and fail synchronously on
 //     bad handles or values, but report bad addresses asynchronously;
 //     they never return an earlier asynchronous error.

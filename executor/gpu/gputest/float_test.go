@@ -274,7 +274,7 @@ func TestCastKernel(t *testing.T) {
 			s := must(d.NewStream(0))
 			src := must(d.Alloc(int64(len(c.src))))
 			dst := must(d.Alloc(int64(len(c.want))))
-			ok(t, d.Upload(src, c.src))
+			ok(t, d.Upload(src, c.src, s))
 			ok(t, d.Cast(dst, c.dt, src, c.st, int64(len(c.src))/c.st.Size(), s))
 			ok(t, drain(t, d, s))
 			if got := download(t, d, dst, len(c.want)); !bytes.Equal(got, c.want) {

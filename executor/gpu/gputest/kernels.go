@@ -20,10 +20,11 @@ type kernel struct {
 	// collectives), runs instead of body without any lock held; it takes
 	// d.memMu itself around touching b, and its error is the device's
 	// asynchronous error.
-	exec   func(d *Device, b [][]byte) error
-	copied int64         // bytes it copies, for the counters
-	sleep  time.Duration // then it sleeps this long
-	flops  float64       // or burns this many flops
+	exec     func(d *Device, b [][]byte) error
+	copied   int64         // bytes it copies, for the counters
+	uploaded int64         // bytes it uploads from the host, for the counters
+	sleep    time.Duration // then it sleeps this long
+	flops    float64       // or burns this many flops
 }
 
 // access is bytes [p, p+n) read or written.
@@ -51,6 +52,7 @@ func (d *Device) runKernel(k *kernel, bufs [][]byte) {
 	d.mu.Lock()
 	d.stats.Launches[k.kind]++
 	d.stats.BytesCopied += k.copied
+	d.stats.BytesUploaded += k.uploaded
 	d.mu.Unlock()
 	d.sleep(k.sleep)
 	if k.flops > 0 {

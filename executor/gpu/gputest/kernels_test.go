@@ -71,7 +71,7 @@ func TestReduce(t *testing.T) {
 			var srcs []gpu.Ptr
 			for _, v := range c.srcs {
 				p := must(d.Alloc(n * c.dt.Size()))
-				ok(t, d.Upload(p, enc(c.dt, v...)))
+				ok(t, d.Upload(p, enc(c.dt, v...), s))
 				srcs = append(srcs, p)
 			}
 			dst := srcs[0]
@@ -126,17 +126,17 @@ func TestDivideAndAdd(t *testing.T) {
 			fp64Bytes(1.0 / 3)},
 		{"add fp32 into bf16 in float32", ir.BF16, []float32{1},
 			func(d *Device, p, q gpu.Ptr, s gpu.Stream) error {
-				return first(d.Upload(q, f32Bytes(0x1p-8+0x1p-20)), d.Add(p, ir.BF16, q, ir.FP32, 1, s))
+				return first(d.Upload(q, f32Bytes(0x1p-8+0x1p-20), s), d.Add(p, ir.BF16, q, ir.FP32, 1, s))
 			},
 			[]byte{0x81, 0x3f}},
 		{"add fp64 into fp32, rounding once", ir.FP32, []float32{1},
 			func(d *Device, p, q gpu.Ptr, s gpu.Stream) error {
-				return first(d.Upload(q, fp64Bytes(0x1p-24+0x1p-50)), d.Add(p, ir.FP32, q, ir.FP64, 1, s))
+				return first(d.Upload(q, fp64Bytes(0x1p-24+0x1p-50), s), d.Add(p, ir.FP32, q, ir.FP64, 1, s))
 			},
 			f32Bytes(1 + 0x1p-23)},
 		{"add fp32 into fp64 in fp64", ir.FP64, []float32{1},
 			func(d *Device, p, q gpu.Ptr, s gpu.Stream) error {
-				return first(d.Upload(q, f32Bytes(0x1p-30)), d.Add(p, ir.FP64, q, ir.FP32, 1, s))
+				return first(d.Upload(q, f32Bytes(0x1p-30), s), d.Add(p, ir.FP64, q, ir.FP32, 1, s))
 			},
 			fp64Bytes(1 + 0x1p-30)},
 	} {
@@ -145,7 +145,7 @@ func TestDivideAndAdd(t *testing.T) {
 			s := must(d.NewStream(0))
 			p := must(d.Alloc(int64(len(c.want))))
 			q := must(d.Alloc(64))
-			ok(t, d.Upload(p, enc(c.dt, c.x...)))
+			ok(t, d.Upload(p, enc(c.dt, c.x...), s))
 			ok(t, c.run(d, p, q, s))
 			ok(t, drain(t, d, s))
 			if got := download(t, d, p, len(c.want)); string(got) != string(c.want) {
@@ -165,7 +165,7 @@ func TestCounters(t *testing.T) {
 	d := newDevice(t)
 	ss := newStreams(t, d, 2)
 	a, b := must(d.Alloc(400)), must(d.AllocHost(400))
-	ok(t, d.Upload(a, make([]byte, 400)))
+	ok(t, d.Upload(a, make([]byte, 400), ss[0]))
 	ok(t, d.Copy(b, a, 100, ss[0]))
 	ok(t, d.PacedCopy(a, b, 50, 1e9, ss[0]))
 	ok(t, d.Fill(a, ir.FP32, 10, 1, ss[0]))
@@ -187,6 +187,7 @@ func TestCounters(t *testing.T) {
 	want.Launches[KindCast] = 2
 	want.Launches[KindSpin] = 1
 	want.Launches[KindBurn] = 1
+	want.Launches[KindUpload] = 1
 	if got != want {
 		t.Errorf("Stats() = %+v\nwant %+v", got, want)
 	}

@@ -1,6 +1,7 @@
 package gputest
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 
@@ -212,22 +213,26 @@ func (d *Device) MemInfo() (free, total int64, err error) {
 	return d.cfg.capacity - d.stats.LiveBytes, d.cfg.capacity, nil
 }
 
-// Upload copies data to dst, synchronously.
-func (d *Device) Upload(dst gpu.Ptr, data []byte) error {
-	call := fmt.Sprintf("Upload(%#x, %d bytes)", uint64(dst), len(data))
-	return d.hostCopy(call, dst, int64(len(data)), true, func(b []byte) { copy(b, data) })
+// Upload copies data to dst in s's order, as cuMemcpyHtoDAsync from
+// pageable memory does: data is taken at once, the bytes land when s
+// reaches the copy, and only work ordered after it on s sees them.
+func (d *Device) Upload(dst gpu.Ptr, data []byte, s gpu.Stream) error {
+	buf := bytes.Clone(data)
+	n := int64(len(buf))
+	return d.launch(s, &kernel{kind: KindUpload, acc: []access{{dst, n, true}}, uploaded: n,
+		body: func(b [][]byte) { copy(b[0], buf) }})
 }
 
 // Download copies from src to dst, synchronously.
 func (d *Device) Download(dst []byte, src gpu.Ptr) error {
 	call := fmt.Sprintf("Download(%d bytes, %#x)", len(dst), uint64(src))
-	return d.hostCopy(call, src, int64(len(dst)), false, func(b []byte) { copy(dst, b) })
+	return d.hostCopy(call, src, int64(len(dst)), func(b []byte) { copy(dst, b) })
 }
 
-// hostCopy runs an Upload (write) or Download of bytes [p, p+n) on the
+// hostCopy runs a Download of bytes [p, p+n) on the
 // host: it fails on the sticky error, a bad address, queued work on the
 // bytes, or (race detection) an access the host is not ordered after.
-func (d *Device) hostCopy(call string, p gpu.Ptr, n int64, write bool, move func([]byte)) error {
+func (d *Device) hostCopy(call string, p gpu.Ptr, n int64, move func([]byte)) error {
 	d.mu.Lock()
 	if err := d.open(call); err != nil {
 		d.mu.Unlock()
@@ -248,7 +253,7 @@ func (d *Device) hostCopy(call string, p gpu.Ptr, n int64, write bool, move func
 	}
 	if d.cfg.race {
 		d.host = d.host.tick(0)
-		if err := hazard(a, a.sh, off, n, write, 0, d.host, liveName); err != nil {
+		if err := hazard(a, a.sh, off, n, false, 0, d.host, liveName); err != nil {
 			d.mu.Unlock()
 			return fmt.Errorf("gputest: %s: %w", call, err)
 		}
@@ -270,11 +275,7 @@ func (d *Device) hostCopy(call string, p gpu.Ptr, n int64, write bool, move func
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(a.pins, q)
-	if write {
-		d.stats.BytesUploaded += n
-	} else {
-		d.stats.BytesDownloaded += n
-	}
+	d.stats.BytesDownloaded += n
 	d.cond.Broadcast()
 	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/fsdpc/fsdpc/executor"
@@ -24,18 +26,37 @@ var ErrAborted = errors.New("the communicator was aborted")
 // one, and its collectives are kernels on the caller's stream that start
 // when every member's has started, like NCCL's.
 //
+// It behaves as NCCL does where that can go wrong on a GPU:
+//   - ncclCommInitRank (NewComm), ncclCommSplit and a communicator's
+//     first collective (NCCL connects lazily) block the caller until
+//     every member has made the same call;
+//   - a communicator's collectives run one after another in the order
+//     they were enqueued, whatever streams they are on (NCCL serialises
+//     a communicator's kernels), so a plan that waits on a later one
+//     before an earlier one can start deadlocks here too;
+//   - members that call different collectives at the same place, or the
+//     same one with different sizes, dtypes or reduce ops, fail the
+//     whole group (real NCCL would hang or corrupt memory);
+//   - Abort blocks until no other communicator on the device has a
+//     collective in flight (ncclCommAbort synchronises the device while
+//     it frees), so aborting communicators one after another, when
+//     several have hung collectives, hangs; and Abort while another
+//     goroutine is inside a call on the same communicator frees it under
+//     that call: the device records the use after free.
+//
 // Hang makes a collective never finish, to test watchdogs. A member's
 // Abort ends its own waiting collectives with ErrAborted as a sticky
 // error on its device, so that its streams drain and SyncEvent returns,
 // as after ncclCommAbort; the other members keep waiting, as they would
-// for a peer that left, until their own watchdogs abort them. Members
-// that call different collectives at the same place fail the whole
-// group (real NCCL would hang or corrupt memory).
+// for a peer that left, until their own watchdogs abort them.
 type Fabric struct {
 	mu     sync.Mutex
 	nextID uint64
 	groups map[[128]byte]*group
 	hang   int // the collective number, per communicator, that never ends; -1 none
+	// hangKind: collective number n of a kind (by name: "AllGather",
+	// "ReduceScatter", "AllReduce"), per communicator, never ends.
+	hangKind map[string]int
 }
 
 // NewFabric makes a fabric with no communicators.
@@ -49,6 +70,20 @@ func (f *Fabric) Hang(n int) {
 	f.mu.Lock()
 	f.hang = n
 	f.mu.Unlock()
+}
+
+// HangKind makes collective number n (from 0, counted per communicator)
+// of the given kind ("AllGather", "ReduceScatter", "AllReduce") of every
+// communicator made afterwards wait forever, or until aborted; with
+// several kinds, collectives of different communicators can hang at the
+// same time.
+func (f *Fabric) HangKind(kind string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hangKind == nil {
+		f.hangKind = map[string]int{}
+	}
+	f.hangKind[kind] = n
 }
 
 // UniqueID makes the id of a new group (ncclGetUniqueId).
@@ -69,18 +104,23 @@ func (f *Fabric) newID() [128]byte {
 
 // group is the state every member of a communicator shares.
 type group struct {
-	f       *Fabric
-	id      [128]byte
-	n       int
-	joined  int
-	ready   chan struct{} // closed when every member has joined
-	aborted chan struct{} // closed when members disagree
-	abort   sync.Once
-	hang    int
+	f        *Fabric
+	id       [128]byte
+	n        int
+	joined   int
+	ready    chan struct{} // closed when every member has joined
+	aborted  chan struct{} // closed when members disagree
+	abort    sync.Once
+	hang     int
+	hangKind map[string]int
 	// insts are the collectives in flight, by sequence number.
 	insts map[int]*instance
 	// splits are the Split calls in flight, by sequence number.
 	splits map[int]*split
+	// connected is closed when every member has called its first
+	// collective; firsts counts those that have.
+	connected chan struct{}
+	firsts    int
 }
 
 // instance is one collective: every member's input, then every member's
@@ -104,8 +144,8 @@ type split struct {
 func (f *Fabric) group(id [128]byte, n int) (*group, error) {
 	g := f.groups[id]
 	if g == nil {
-		g = &group{f: f, id: id, n: n, ready: make(chan struct{}), aborted: make(chan struct{}), hang: f.hang,
-			insts: map[int]*instance{}, splits: map[int]*split{}}
+		g = &group{f: f, id: id, n: n, ready: make(chan struct{}), aborted: make(chan struct{}), hang: f.hang, hangKind: maps.Clone(f.hangKind),
+			insts: map[int]*instance{}, splits: map[int]*split{}, connected: make(chan struct{})}
 		f.groups[id] = g
 	}
 	if g.n != n {
@@ -139,7 +179,9 @@ func (f *Fabric) NewComm(dev *Device, id [128]byte, n, rank int) (*Comm, error) 
 	case <-dev.done:
 		return nil, fmt.Errorf("gputest: joining a communicator: %w", ErrClosed)
 	}
-	return &Comm{g: g, dev: dev, rank: rank, aborted: make(chan struct{})}, nil
+	done := make(chan struct{})
+	close(done)
+	return &Comm{g: g, dev: dev, rank: rank, aborted: make(chan struct{}), last: done}, nil
 }
 
 // Comm is one member of a fabric group; it implements gpu.Comm.
@@ -147,10 +189,16 @@ type Comm struct {
 	g      *group
 	dev    *Device
 	rank   int
-	seq    int // collectives enqueued
-	splits int // Split calls made
+	seq    int            // collectives enqueued
+	kinds  map[string]int // collectives enqueued, by kind
+	splits int            // Split calls made
 	closed bool
 	mu     sync.Mutex
+	// last is closed when the collective enqueued last has ended.
+	last chan struct{}
+	// calls are the blocking calls under way on the communicator (a
+	// Split, a first collective), by name.
+	calls []string
 
 	aborted chan struct{} // closed by Abort
 	abort   sync.Once
@@ -161,23 +209,71 @@ var _ gpu.Comm = (*Comm)(nil)
 func (c *Comm) Size() int { return c.g.n }
 func (c *Comm) Rank() int { return c.rank }
 
-// next numbers the next collective, or fails on a closed communicator.
-func (c *Comm) next(call string) (int, error) {
+// next numbers the next collective and links it behind the one before,
+// or fails on a closed communicator: prev is closed when the collective
+// before has ended, end must be closed when this one does.
+func (c *Comm) next(call string) (seq int, hang bool, prev, end chan struct{}, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return 0, fmt.Errorf("gputest: %s: %w", call, ErrClosed)
+		return 0, false, nil, nil, fmt.Errorf("gputest: %s: %w", call, ErrClosed)
 	}
 	select {
 	case <-c.g.aborted:
-		return 0, fmt.Errorf("gputest: %s: %w", call, ErrAborted)
+		return 0, false, nil, nil, fmt.Errorf("gputest: %s: %w", call, ErrAborted)
 	case <-c.aborted:
-		return 0, fmt.Errorf("gputest: %s: %w", call, ErrAborted)
+		return 0, false, nil, nil, fmt.Errorf("gputest: %s: %w", call, ErrAborted)
 	default:
 	}
-	seq := c.seq
+	seq = c.seq
 	c.seq++
-	return seq, nil
+	if c.kinds == nil {
+		c.kinds = map[string]int{}
+	}
+	if n, ok := c.g.hangKind[call]; ok && n == c.kinds[call] {
+		hang = true
+	}
+	c.kinds[call]++
+	prev, end = c.last, make(chan struct{})
+	c.last = end
+	return seq, hang, prev, end, nil
+}
+
+// enter and exit bracket a blocking call on the communicator.
+func (c *Comm) enter(call string) {
+	c.mu.Lock()
+	c.calls = append(c.calls, call)
+	c.mu.Unlock()
+}
+
+func (c *Comm) exit(call string) {
+	c.mu.Lock()
+	if i := slices.Index(c.calls, call); i >= 0 {
+		c.calls = slices.Delete(c.calls, i, i+1)
+	}
+	c.mu.Unlock()
+}
+
+// connect is a member's first collective: like NCCL's lazy connection
+// set-up it blocks until every member has made its first.
+func (c *Comm) connect(call string) error {
+	c.enter(call)
+	defer c.exit(call)
+	g := c.g
+	g.f.mu.Lock()
+	if g.firsts++; g.firsts == g.n {
+		close(g.connected)
+	}
+	g.f.mu.Unlock()
+	select {
+	case <-g.connected:
+		return nil
+	case <-g.aborted:
+	case <-c.aborted:
+	case <-c.dev.done:
+		return fmt.Errorf("gputest: %s (connecting): %w", call, ErrClosed)
+	}
+	return fmt.Errorf("gputest: %s (connecting): %w", call, ErrAborted)
 }
 
 // AllGather: see gpu.Comm.
@@ -186,7 +282,7 @@ func (c *Comm) AllGather(send, recv gpu.Ptr, bytes int64, s gpu.Stream) error {
 		return fmt.Errorf("gputest: AllGather of %d bytes: %w", bytes, ErrInvalidValue)
 	}
 	n := int64(c.g.n)
-	return c.collective("AllGather", s, []access{{send, bytes, false}, {recv, n * bytes, true}}, func(in [][]byte, out []byte) {
+	return c.collective("AllGather", "AllGather", s, []access{{send, bytes, false}, {recv, n * bytes, true}}, func(in [][]byte, out []byte) {
 		for j, b := range in {
 			copy(out[int64(j)*bytes:], b)
 		}
@@ -203,7 +299,7 @@ func (c *Comm) ReduceScatter(send, recv gpu.Ptr, n int64, dt ir.DType, op schedu
 		return err
 	}
 	size, rank := int64(dt.Size())*n, int64(c.rank)
-	return c.collective("ReduceScatter", s, []access{{send, int64(c.g.n) * size, false}, {recv, size, true}}, func(in [][]byte, out []byte) {
+	return c.collective("ReduceScatter", signature("ReduceScatter", dt, op, scale), s, []access{{send, int64(c.g.n) * size, false}, {recv, size, true}}, func(in [][]byte, out []byte) {
 		chunks := make([][]byte, len(in))
 		for j, b := range in {
 			chunks[j] = b[rank*size : (rank+1)*size]
@@ -219,7 +315,7 @@ func (c *Comm) AllReduce(buf gpu.Ptr, n int64, dt ir.DType, op schedule.ReduceOp
 		return err
 	}
 	size := int64(dt.Size()) * n
-	return c.collective("AllReduce", s, []access{{buf, size, false}, {buf, size, true}}, func(in [][]byte, out []byte) {
+	return c.collective("AllReduce", signature("AllReduce", dt, op, scale), s, []access{{buf, size, false}, {buf, size, true}}, func(in [][]byte, out []byte) {
 		reduceInto(out, in, dt, scale)
 	})
 }
@@ -239,6 +335,13 @@ func (c *Comm) scale(call string, dt ir.DType, n int64, op schedule.ReduceOp, fa
 		}
 	}
 	return 0, fmt.Errorf("gputest: %s: reduce op %s with factor %v: %w", call, op, factor, ErrInvalidValue)
+}
+
+// signature names a reduction as its members must agree on it: NCCL
+// checks none of this, and members that agree on the byte count but not
+// on the dtype or the operator reduce garbage.
+func signature(call string, dt ir.DType, op schedule.ReduceOp, scale float64) string {
+	return fmt.Sprintf("%s of %s, %s × %v", call, dt, op, scale)
 }
 
 // reduceInto writes the scaled sum of ins into out.
@@ -271,19 +374,51 @@ func reduceInto(out []byte, ins [][]byte, dt ir.DType, scale float64) {
 
 // collective enqueues this member's part: acc[0] is its input, acc[1]
 // its output; combine computes the output from every member's input.
-func (c *Comm) collective(call string, s gpu.Stream, acc []access, combine func(in [][]byte, out []byte)) error {
-	seq, err := c.next(call)
+// sig is what every member must agree on besides the size.
+func (c *Comm) collective(call, sig string, s gpu.Stream, acc []access, combine func(in [][]byte, out []byte)) error {
+	seq, hang, prev, end, err := c.next(call)
 	if err != nil {
 		return err
 	}
+	if seq == 0 {
+		if err := c.connect(call); err != nil {
+			close(end)
+			return err
+		}
+	}
 	g, rank, aborted := c.g, c.rank, c.aborted
 	label := fmt.Sprintf("%s #%d of rank %d of %d", call, seq, rank, g.n)
-	return c.dev.launch(s, &kernel{kind: KindCollective, acc: acc, exec: func(d *Device, bufs [][]byte) error {
-		inst, err := g.arrive(seq, rank, call, d, bufs[0])
+	err = c.dev.launch(s, &kernel{kind: KindCollective, acc: acc, exec: func(d *Device, bufs [][]byte) error {
+		defer close(end)
+		d.mu.Lock()
+		if d.running == nil {
+			d.running = map[*group]int{}
+		}
+		d.running[g]++
+		d.mu.Unlock()
+		defer func() {
+			d.mu.Lock()
+			if d.running[g]--; d.running[g] == 0 {
+				delete(d.running, g)
+			}
+			d.cond.Broadcast()
+			d.mu.Unlock()
+		}()
+		// NCCL runs a communicator's collectives in the order enqueued.
+		select {
+		case <-prev:
+		case <-g.aborted:
+			return fmt.Errorf("gputest: %s: %w", label, ErrAborted)
+		case <-aborted:
+			return fmt.Errorf("gputest: %s: %w", label, ErrAborted)
+		case <-d.done:
+			return fmt.Errorf("gputest: %s: %w", label, ErrClosed)
+		}
+		inst, err := g.arrive(seq, rank, sig, d, bufs[0])
 		if err != nil {
 			return fmt.Errorf("gputest: %s: %w", label, err)
 		}
-		if g.hang == seq {
+		if hang || g.hang == seq {
 			select {
 			case <-aborted:
 				return fmt.Errorf("gputest: %s (made to hang): %w", label, ErrAborted)
@@ -310,6 +445,10 @@ func (c *Comm) collective(call string, s gpu.Stream, acc []access, combine func(
 		g.f.mu.Unlock()
 		return nil
 	}})
+	if err != nil {
+		close(end)
+	}
+	return err
 }
 
 // arrive hands in a member's input of collective seq.
@@ -362,6 +501,8 @@ func (c *Comm) Split(color, key int) (gpu.Comm, error) {
 	if color < 0 {
 		return nil, fmt.Errorf("gputest: Split: color %d: %w", color, ErrInvalidValue)
 	}
+	c.enter("Split")
+	defer c.exit("Split")
 	g, f := c.g, c.g.f
 	f.mu.Lock()
 	sp := g.splits[seq]
@@ -401,11 +542,39 @@ func (c *Comm) Split(color, key int) (gpu.Comm, error) {
 }
 
 // Abort ends this member's waiting collectives with ErrAborted; later
-// calls fail.
+// calls fail. Like ncclCommAbort it then waits for the device, i.e. for
+// every other communicator's collectives in flight on it. Called while
+// another goroutine is inside a blocking call on the communicator, it
+// frees the communicator under that call: the device records it.
 func (c *Comm) Abort() error {
+	c.mu.Lock()
+	calls := slices.Clone(c.calls)
+	c.mu.Unlock()
+	d := c.dev
+	if len(calls) > 0 {
+		d.mu.Lock()
+		d.fail(fmt.Errorf("gputest: Abort of communicator rank %d of %d freed it while %s was inside it: a use after free: %w",
+			c.rank, c.g.n, strings.Join(calls, ", "), ErrAbortInCall))
+		d.mu.Unlock()
+	}
 	c.abort.Do(func() { close(c.aborted) })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for !d.closed {
+		others := false
+		for g := range d.running {
+			others = others || g != c.g
+		}
+		if !others {
+			break
+		}
+		d.cond.Wait()
+	}
 	return nil
 }
+
+// ErrAbortInCall: a communicator aborted while a call was inside it.
+var ErrAbortInCall = errors.New("communicator aborted during a call")
 
 // Close releases the member; closing twice is harmless.
 func (c *Comm) Close() error {

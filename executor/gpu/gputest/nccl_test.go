@@ -52,7 +52,7 @@ func (m *member) upload(t *testing.T, vals ...float64) gpu.Ptr {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.dev.Upload(p, b); err != nil {
+	if err := m.dev.Upload(p, b, m.st); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -81,29 +81,42 @@ func (m *member) read(t *testing.T, p gpu.Ptr, n int) []float64 {
 	return out
 }
 
+// parallel runs f for every member at once, as the members' processes
+// would: a communicator's first collective blocks until every member has
+// called it.
+func parallel(t *testing.T, ms []*member, f func(r int, m *member) error) {
+	t.Helper()
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for r, m := range ms {
+		wg.Go(func() { errs[r] = f(r, m) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestFabricCollectives(t *testing.T) {
 	f := NewFabric()
 	ms := join(t, f, 3)
-	var gathered, scattered, reduced [3]gpu.Ptr
+	var gathered, scattered, reduced, in [3]gpu.Ptr
 	for r, m := range ms {
 		x := float64(r + 1)
 		gathered[r] = m.upload(t, 0, 0, 0, 0, 0, 0)
-		if err := m.dev.Upload(gathered[r]+gpu.Ptr(8*r), m.bytes(x, 10*x)); err != nil {
+		if err := m.dev.Upload(gathered[r]+gpu.Ptr(8*r), m.bytes(x, 10*x), m.st); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.comm.AllGather(gathered[r]+gpu.Ptr(8*r), gathered[r], 8, m.st); err != nil {
-			t.Fatal(err)
-		}
-		in := m.upload(t, x, 2*x, 3*x)
+		in[r] = m.upload(t, x, 2*x, 3*x)
 		scattered[r] = m.upload(t, 0)
-		if err := m.comm.ReduceScatter(in, scattered[r], 1, ir.FP32, schedule.ReduceAvg, 0, m.st); err != nil {
-			t.Fatal(err)
-		}
 		reduced[r] = m.upload(t, x, -x)
-		if err := m.comm.AllReduce(reduced[r], 2, ir.FP32, schedule.ReducePremulSum, 0.5, m.st); err != nil {
-			t.Fatal(err)
-		}
 	}
+	parallel(t, ms, func(r int, m *member) error {
+		return errors.Join(
+			m.comm.AllGather(gathered[r]+gpu.Ptr(8*r), gathered[r], 8, m.st),
+			m.comm.ReduceScatter(in[r], scattered[r], 1, ir.FP32, schedule.ReduceAvg, 0, m.st),
+			m.comm.AllReduce(reduced[r], 2, ir.FP32, schedule.ReducePremulSum, 0.5, m.st))
+	})
 	for r, m := range ms {
 		if got, want := m.read(t, gathered[r], 6), []float64{1, 10, 2, 20, 3, 30}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("rank %d all-gather: %v, want %v", r, got, want)
@@ -149,10 +162,10 @@ func TestFabricSplit(t *testing.T) {
 			t.Errorf("rank %d: member %d of %d, want %d of 2", r, subs[r].Rank(), subs[r].Size(), wantRank[r])
 		}
 		bufs[r] = m.upload(t, float64(r))
-		if err := subs[r].AllReduce(bufs[r], 1, ir.FP32, schedule.ReduceSum, 0, m.st); err != nil {
-			t.Fatal(err)
-		}
 	}
+	parallel(t, ms, func(r int, m *member) error {
+		return subs[r].AllReduce(bufs[r], 1, ir.FP32, schedule.ReduceSum, 0, m.st)
+	})
 	for r, m := range ms {
 		want := []float64{2, 4}[r%2] // 0+2, 1+3
 		if got := m.read(t, bufs[r], 1)[0]; got != want {
@@ -165,14 +178,12 @@ func TestFabricHangAndAbort(t *testing.T) {
 	f := NewFabric()
 	f.Hang(1)
 	ms := join(t, f, 2)
-	for _, m := range ms {
-		p := m.upload(t, 1, 2)
-		for range 2 {
-			if err := m.comm.AllReduce(p, 2, ir.FP32, schedule.ReduceSum, 0, m.st); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	ps := []gpu.Ptr{ms[0].upload(t, 1, 2), ms[1].upload(t, 1, 2)}
+	parallel(t, ms, func(r int, m *member) error {
+		return errors.Join(
+			m.comm.AllReduce(ps[r], 2, ir.FP32, schedule.ReduceSum, 0, m.st),
+			m.comm.AllReduce(ps[r], 2, ir.FP32, schedule.ReduceSum, 0, m.st))
+	})
 	done := make(chan error, 1)
 	go func() { done <- ms[0].sync() }()
 	select {
@@ -203,17 +214,153 @@ func TestFabricHangAndAbort(t *testing.T) {
 	}
 }
 
-func TestFabricOutOfOrder(t *testing.T) {
-	f := NewFabric()
-	ms := join(t, f, 2)
-	p0, p1 := ms[0].upload(t, 1, 2), ms[1].upload(t, 1, 2, 3, 4)
-	ms[0].comm.AllReduce(p0, 2, ir.FP32, schedule.ReduceSum, 0, ms[0].st)
-	ms[1].comm.AllGather(p1, p1, 8, ms[1].st)
-	errs := []error{ms[0].sync(), ms[1].sync()}
-	if errs[0] == nil || errs[1] == nil {
-		t.Fatalf("mismatched collectives ran: %v", errs)
+// TestFabricMismatch: members whose collectives at one place differ in
+// kind, or agree on the bytes but not on the dtype or the operator, fail
+// the group instead of reducing garbage.
+func TestFabricMismatch(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		call func(r int, m *member, p gpu.Ptr) error
+		want string
+	}{
+		{"kinds", func(r int, m *member, p gpu.Ptr) error {
+			if r == 0 {
+				return m.comm.AllReduce(p, 2, ir.FP32, schedule.ReduceSum, 0, m.st)
+			}
+			return m.comm.AllGather(p, p, 8, m.st)
+		}, "AllGather of 8 bytes"},
+		{"dtypes of the same size", func(r int, m *member, p gpu.Ptr) error {
+			return m.comm.AllReduce(p, 4, []ir.DType{ir.BF16, ir.FP16}[r], schedule.ReduceSum, 0, m.st)
+		}, "AllReduce of fp16"},
+		{"reduce ops", func(r int, m *member, p gpu.Ptr) error {
+			return m.comm.AllReduce(p, 2, ir.FP32, []schedule.ReduceOp{schedule.ReduceSum, schedule.ReduceAvg}[r], 0, m.st)
+		}, "AllReduce of fp32, avg"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ms := join(t, NewFabric(), 2)
+			ps := []gpu.Ptr{ms[0].upload(t, 1, 2, 3, 4), ms[1].upload(t, 1, 2, 3, 4)}
+			parallel(t, ms, func(r int, m *member) error { return c.call(r, m, ps[r]) })
+			errs := []error{ms[0].sync(), ms[1].sync()}
+			if errs[0] == nil || errs[1] == nil {
+				t.Fatalf("mismatched collectives ran: %v", errs)
+			}
+			if err := errors.Join(errs...); !strings.Contains(err.Error(), "collectives out of order") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("the error does not say what went wrong (want %q): %v", c.want, err)
+			}
+		})
 	}
-	if err := errors.Join(errs...); !strings.Contains(err.Error(), "collectives out of order") {
-		t.Errorf("the error does not say what went wrong: %v", err)
+}
+
+// TestFabricFirstCollectiveBlocks: like NCCL's lazy connection, a
+// member's first collective returns only when every member has called
+// its own; later ones return at once.
+func TestFabricFirstCollectiveBlocks(t *testing.T) {
+	ms := join(t, NewFabric(), 2)
+	ps := []gpu.Ptr{ms[0].upload(t, 1), ms[1].upload(t, 2)}
+	done := make(chan error, 1)
+	go func() { done <- ms[0].comm.AllReduce(ps[0], 1, ir.FP32, schedule.ReduceSum, 0, ms[0].st) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the first collective returned before the peer called it: %v", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	if err := ms[1].comm.AllReduce(ps[1], 1, ir.FP32, schedule.ReduceSum, 0, ms[1].st); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The second is enqueued without waiting for the peer.
+	if err := ms[0].comm.AllReduce(ps[0], 1, ir.FP32, schedule.ReduceSum, 0, ms[0].st); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFabricEnqueueOrder: a communicator's collectives complete in the
+// order they were enqueued even on different streams: the second, on a
+// stream free to run, waits for the first, which waits behind a spin.
+func TestFabricEnqueueOrder(t *testing.T) {
+	ms := join(t, NewFabric(), 2)
+	var ps, qs [2]gpu.Ptr
+	var other [2]gpu.Stream
+	for r, m := range ms {
+		ps[r], qs[r] = m.upload(t, 1), m.upload(t, 10)
+		other[r] = must(m.dev.NewStream(0))
+		ok(t, m.dev.Record(m.ev, m.st))
+		ok(t, m.dev.Wait(other[r], m.ev))
+		ok(t, m.dev.Spin(100*time.Millisecond, m.st))
+	}
+	parallel(t, ms, func(r int, m *member) error {
+		return errors.Join(
+			m.comm.AllReduce(ps[r], 1, ir.FP32, schedule.ReduceSum, 0, m.st),
+			m.comm.AllReduce(qs[r], 1, ir.FP32, schedule.ReduceSum, 0, other[r]))
+	})
+	start := time.Now()
+	ev := must(ms[0].dev.NewEvent())
+	ok(t, ms[0].dev.Record(ev, other[0]))
+	ok(t, ms[0].dev.SyncEvent(ev))
+	if el := time.Since(start); el < 50*time.Millisecond {
+		t.Errorf("the second collective finished after %v, before the first (behind a 100ms spin) could", el)
+	}
+}
+
+// TestFabricAbortWaitsForOtherCommunicators: like ncclCommAbort, Abort
+// returns only when no other communicator of the device has a collective
+// in flight: with two hung communicators, aborting one after the other
+// hangs, aborting both at once does not.
+func TestFabricAbortWaitsForOtherCommunicators(t *testing.T) {
+	f := NewFabric()
+	f.Hang(0)
+	ms := join(t, f, 2)
+	subs := make([]gpu.Comm, 2)
+	parallel(t, ms, func(r int, m *member) (err error) {
+		subs[r], err = m.comm.Split(0, r)
+		return err
+	})
+	var ps, qs [2]gpu.Ptr
+	var other [2]gpu.Stream
+	for r, m := range ms {
+		ps[r], qs[r] = m.upload(t, 1), m.upload(t, 10)
+		other[r] = must(m.dev.NewStream(0))
+		ok(t, m.dev.Record(m.ev, m.st))
+		ok(t, m.dev.Wait(other[r], m.ev))
+	}
+	parallel(t, ms, func(r int, m *member) error {
+		return errors.Join(
+			m.comm.AllReduce(ps[r], 1, ir.FP32, schedule.ReduceSum, 0, m.st),
+			subs[r].AllReduce(qs[r], 1, ir.FP32, schedule.ReduceSum, 0, other[r]))
+	})
+	time.Sleep(20 * time.Millisecond) // both collectives are running
+	done := make(chan error, 1)
+	go func() { done <- ms[0].comm.Abort() }()
+	select {
+	case err := <-done:
+		t.Fatalf("Abort returned while another communicator's collective hung: %v (device: %v)", err, ms[0].dev.Errors())
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := subs[0].Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFabricAbortDuringCall: an Abort while the owner is inside a
+// blocking call on the communicator frees it under the call, which the
+// device records.
+func TestFabricAbortDuringCall(t *testing.T) {
+	ms := join(t, NewFabric(), 2)
+	p := ms[0].upload(t, 1)
+	done := make(chan error, 1)
+	go func() { done <- ms[0].comm.AllReduce(p, 1, ir.FP32, schedule.ReduceSum, 0, ms[0].st) }()
+	time.Sleep(20 * time.Millisecond) // inside its first collective, waiting for the peer
+	ok(t, ms[0].comm.Abort())
+	if err := <-done; !errors.Is(err, ErrAborted) {
+		t.Errorf("the call under the Abort returned %v, want ErrAborted", err)
+	}
+	errs := ms[0].dev.Errors()
+	if len(errs) == 0 || !errors.Is(errs[0], ErrAbortInCall) || !strings.Contains(errs[0].Error(), "while AllReduce was inside it") {
+		t.Errorf("the device saw %v, want the use after free", errs)
 	}
 }

@@ -97,14 +97,21 @@ func TestRaceDetection(t *testing.T) {
 			return x.d.Download(make([]byte, 4), x.p+4)
 		}, ErrHazard, []string{"Download(4 bytes, 0x1000000004)", "the host reads bytes [0x1000000004, 0x1000000008)", "which stream 1 wrote",
 			"no SyncEvent orders the host after stream 1"}},
-		{"Upload under an unsynchronised read", func(t *testing.T, x env) error {
+		{"Upload on another stream under a read", func(t *testing.T, x env) error {
 			ok(t, x.d.Copy(x.q, x.p, 4*n, x.ss[0]))
-			return x.d.Upload(x.p, make([]byte, 4))
-		}, ErrHazard, []string{"the host writes", "which stream 1 read"}},
-		{"Upload after SyncEvent, then a kernel", func(t *testing.T, x env) error {
+			ok(t, x.d.Upload(x.p, make([]byte, 4), x.ss[1]))
+			return drainAll(t, x.d, x.ss)
+		}, ErrHazard, []string{"Upload on stream 2", "which stream 1 read"}},
+		{"a kernel on another stream reads an Upload not ordered before it", func(t *testing.T, x env) error {
+			ok(t, x.d.Upload(x.p, make([]byte, 4*n), x.ss[0]))
+			ok(t, x.d.Copy(x.q, x.p, 4*n, x.ss[1]))
+			return drainAll(t, x.d, x.ss)
+		}, ErrHazard, []string{"Copy on stream 2", "which stream 1 wrote"}},
+		{"Upload, an event, then a kernel on another stream", func(t *testing.T, x env) error {
 			ok(t, x.d.Copy(x.q, x.p, 4*n, x.ss[0]))
-			ok(t, drain(t, x.d, x.ss[0]))
-			ok(t, x.d.Upload(x.p, make([]byte, 4*n)))
+			ok(t, x.d.Upload(x.p, make([]byte, 4*n), x.ss[0]))
+			ok(t, x.d.Record(x.es[0], x.ss[0]))
+			ok(t, x.d.Wait(x.ss[1], x.es[0]))
 			ok(t, x.d.Copy(x.q, x.p, 4*n, x.ss[1]))
 			return drainAll(t, x.d, x.ss)
 		}, nil, nil},
