@@ -112,7 +112,7 @@ func (m *Model) anyTrainable(id ModuleID) bool {
 // the weight gradient of every matmul whose weight trains.
 func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable func(string) bool) Cost {
 	var c Cost
-	c.ElemBytesFwd = w.elemFwd
+	c.ElemBytesFwd, c.ScratchBwd = w.elemFwd, w.scratchBwd
 	for _, mm := range w.mms {
 		if mm.attention {
 			c.AttnFlopsFwd += mm.flops

@@ -16,9 +16,13 @@ const (
 	KindMLP
 	KindMoE
 	KindConv
+	// KindLoss is the cross-entropy over the logits, upcast to fp32 as
+	// torchtitan does: no parameters, no FLOPs, but the largest
+	// activations of a large-vocabulary model.
+	KindLoss
 )
 
-var kindNames = [...]string{"container", "custom", "linear", "embedding", "norm", "attention", "mlp", "moe", "conv"}
+var kindNames = [...]string{"container", "custom", "linear", "embedding", "norm", "attention", "mlp", "moe", "conv", "loss"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -115,6 +119,10 @@ var kindSpecs = map[string]kindSpec{
 		{key: "shared_experts", typ: attrCount},
 		{key: "grouped", typ: attrBool},
 		{key: "names", typ: attrNames, roles: []string{"router", "experts", "shared", "gate", "up", "down"}},
+	}},
+	"loss": {KindLoss, []attrSpec{
+		{key: "vocab", typ: attrInt, required: true},
+		{key: "upcast", typ: attrBool},
 	}},
 	"conv": {KindConv, []attrSpec{
 		{key: "in", typ: attrInt, required: true},

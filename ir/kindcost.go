@@ -42,6 +42,9 @@ type work struct {
 	// elemFwd is the HBM traffic of the module's memory-bound forward
 	// kernels (see elementwise.go); backward moves twice as much.
 	elemFwd int64
+	// scratchBwd is memory the module's backward holds only while it runs
+	// (the loss's logit gradients).
+	scratchBwd int64
 }
 
 type costCtx struct {
@@ -161,6 +164,23 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 
 	case KindMoE:
 		return moeWork(a, c)
+
+	case KindLoss:
+		// torchtitan: cross_entropy(logits.float(), labels). The upcast
+		// logits feed log_softmax, whose fp32 output is what backward
+		// keeps; backward writes the fp32 gradient of the logits and its
+		// cast back to the activation dtype.
+		vocab, u := a.int("vocab", 0), int64(4)
+		if !a.bool("upcast", true) {
+			u = b
+		}
+		w.inputBytes = z.mul(T, vocab, b)
+		w.saved = z.mul(T, vocab, u)
+		w.savedSelective = w.saved
+		// Upcast (read b, write u), log_softmax's max, sum and output passes
+		// (read u three times, write u).
+		w.elemFwd = z.mul(T, vocab, b+5*u)
+		w.scratchBwd = z.mul(T, vocab, u+b)
 
 	case KindConv:
 		in, out, groups := a.int("in", 0), a.int("out", 0), a.int("groups", 1)

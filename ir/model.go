@@ -113,6 +113,9 @@ type Cost struct {
 	// residual adds, layout copies) in forward and in backward (with
 	// recomputation).
 	ElemBytesFwd, ElemBytesBwd int64
+	// ScratchBwd is memory the module's backward allocates and frees
+	// while it runs (the loss's logit gradients).
+	ScratchBwd int64
 }
 
 func (c *Cost) add(o Cost) {
@@ -123,6 +126,7 @@ func (c *Cost) add(o Cost) {
 	c.AttnFlopsBwd += o.AttnFlopsBwd
 	c.ElemBytesFwd = satAdd(c.ElemBytesFwd, o.ElemBytesFwd)
 	c.ElemBytesBwd = satAdd(c.ElemBytesBwd, o.ElemBytesBwd)
+	c.ScratchBwd = max(c.ScratchBwd, o.ScratchBwd)
 	c.ActivationBytes = satAdd(c.ActivationBytes, o.ActivationBytes)
 	// Regions recompute one at a time: above them the figure is the largest.
 	c.RecomputeBytes = max(c.RecomputeBytes, o.RecomputeBytes)

@@ -107,3 +107,43 @@ func TestCompileFusesElementwise(t *testing.T) {
 		t.Errorf("eager layer element-wise bytes %d, want %d", got, want)
 	}
 }
+
+// TestLossKind: the loss keeps torchtitan's fp32 log-probabilities for
+// backward and holds the logits' fp32 gradient and its cast while its
+// backward runs; without the upcast everything stays in the activation
+// dtype.
+func TestLossKind(t *testing.T) {
+	const T, V = 16, 1000
+	for _, c := range []struct {
+		upcast         string
+		saved, scratch int64
+	}{
+		{"", T * V * 4, T * V * (4 + 4)}, // fp32 activations: b = 4
+		{"upcast = false", T * V * 4, T * V * (4 + 4)},
+	} {
+		src := "[train]\nmicro_batch = 2\nseq_len = 8\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n" +
+			"[[module]]\nname = \"output\"\nkind = \"linear\"\nin = 8\nout = 1000\n" +
+			"[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = 1000\n" + c.upcast + "\n"
+		m, err := Load("loss.toml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cost := m.Modules[mustID(t, m, "loss")].Cost
+		if cost.ActivationBytes != c.saved || cost.ScratchBwd != c.scratch || cost.FlopsFwd != 0 || cost.ElemBytesFwd == 0 {
+			t.Errorf("%q: saved %d, scratch %d, flops %g, element-wise %d; want saved %d, scratch %d, no FLOPs",
+				c.upcast, cost.ActivationBytes, cost.ScratchBwd, cost.FlopsFwd, cost.ElemBytesFwd, c.saved, c.scratch)
+		}
+	}
+	bf16 := "[train]\nmicro_batch = 2\nseq_len = 8\nactivation_dtype = \"bf16\"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n" +
+		"[[module]]\nname = \"output\"\nkind = \"linear\"\nin = 8\nout = 1000\n" +
+		"[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = 1000\n"
+	for upcast, want := range map[string]int64{"": T * 1000 * 4, "upcast = false\n": T * 1000 * 2} {
+		m, err := Load("loss.toml", []byte(bf16+upcast))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Modules[mustID(t, m, "loss")].Cost.ActivationBytes; got != want {
+			t.Errorf("bf16 %q: saved %d, want %d", upcast, got, want)
+		}
+	}
+}

@@ -176,8 +176,15 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		c.InterNodeBandwidth = c.IntraNodeBandwidth
 	}
 
-	c.MemoryBudget = c.GPU.HBMBytes / 10 * 9
-	if c.MemoryBudget == 0 {
+	// By default the caching allocator may reserve the whole card but
+	// what the process holds outside it: the CUDA context and NCCL's
+	// buffers, one set per communicator (docs/cost-model.md, "Memory").
+	communicators := int64(1)
+	if c.Mesh != nil && c.Mesh.Replicate > 1 {
+		communicators = 2
+	}
+	c.MemoryBudget = c.GPU.HBMBytes - CUDAContextBytes - communicators*NCCLBytesPerCommunicator
+	if c.MemoryBudget <= c.GPU.HBMBytes/2 {
 		c.MemoryBudget = c.GPU.HBMBytes // a toy GPU of a few bytes
 	}
 	if b, ok := t.bytes("memory_budget"); ok {

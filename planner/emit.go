@@ -162,6 +162,7 @@ func (e *emitter) buildSegments() {
 		seg.elemBwd += mod.Cost.ElemBytesBwd
 		seg.grad = seg.grad || mod.OutputRequiresGrad
 		seg.paramNumel += subtree[id]
+		seg.recompute = max(seg.recompute, mod.Cost.ScratchBwd)
 		if inRegion && firstInRegion(m, id, region) {
 			seg.recompute = max(seg.recompute, m.Modules[region].Cost.RecomputeBytes)
 		}

@@ -28,11 +28,29 @@ import (
 // and CPU offload is tried only when nothing else fits.
 
 // TuneOptions control the search.
+// DefaultHeadroom is the share of the memory budget the tuner keeps free:
+// the model's memory error on measured runs (docs/cost-model.md,
+// "Fidelity") and the allocator's fragmentation, which the plan's
+// reserved peak does not see.
+const DefaultHeadroom = 0.10
+
+// Uncertainty is the model's error on the ratio of two measured runs that
+// differ in one decision (checkpointing mode, compile), the tuner's kind
+// of comparison: 6–20% on the calibration set's pairs, median about 10%
+// (docs/cost-model.md, "Fidelity"). A gain below it is reported as not
+// significant.
+const Uncertainty = 0.10
+
 type TuneOptions struct {
-	// Margin is the share of the budget kept free for fragmentation.
+	// Margin is the share of the budget kept free (headroom); 0 means
+	// DefaultHeadroom.
 	Margin float64
 	// Progress, if set, is called after each candidate.
 	Progress func(evaluated int)
+	// FsdpcKnobs lets the search choose decisions FSDP2 cannot express
+	// (reduce_scatter_buffers); without it every decision is one
+	// fully_shard can be told.
+	FsdpcKnobs bool
 	// Exhaustive evaluates every combination of the knobs instead of
 	// descending coordinate by coordinate (for tests on small models).
 	Exhaustive bool
@@ -64,6 +82,18 @@ type Tuning struct {
 	Elapsed   time.Duration
 	Usable    int64 // the budget less the margin
 }
+
+// Gain is the tuned plan's step-time saving over the file's own plan, as
+// a fraction of the latter.
+func (t *Tuning) Gain() float64 {
+	if t.Baseline.StepTime <= 0 {
+		return 0
+	}
+	return (t.Baseline.StepTime - t.Best.StepTime) / t.Baseline.StepTime
+}
+
+// Significant reports whether the gain exceeds the model's uncertainty.
+func (t *Tuning) Significant() bool { return t.Gain() > Uncertainty }
 
 // knobs is one point of the search space. Zero values mean "as the file
 // says".
@@ -97,7 +127,7 @@ type dimension struct {
 func Tune(m *ir.Model, opts TuneOptions) (*Tuning, error) {
 	start := time.Now()
 	if opts.Margin == 0 {
-		opts.Margin = 0.05
+		opts.Margin = DefaultHeadroom
 	}
 	t := &tuner{m: m, opts: opts, cache: map[string]*Candidate{}}
 	t.usable = int64(float64(m.Cluster.MemoryBudget) * (1 - opts.Margin))
@@ -255,7 +285,8 @@ func (t *tuner) dimensions() []dimension {
 			dims = append(dims, d)
 		}
 	}
-	{
+	if t.opts.FsdpcKnobs {
+		// fsdpc-only: FSDP2 keeps one reduce-scatter in flight.
 		d := dimension{name: "reduce_scatter_buffers"}
 		for _, b := range []int{1, 2} {
 			b := b

@@ -76,13 +76,15 @@ func modelFile(r run) string {
 	if bw := networkPerGPU(r); bw > 0 {
 		fmt.Fprintf(&b, "inter_node_bandwidth = \"%.4gGB/s\"\n", bw/1e9)
 	}
-	// The whole card: whether the run fits is the question.
-	fmt.Fprintf(&b, "memory_budget = \"%dMiB\"\n\n", hbmMiB(r.gpu))
+	// The default budget: the card less the CUDA context and NCCL's
+	// buffers. Whether the run fits is the question.
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "[policy]\nunits = \"blocks\"\nparam_dtype = \"bf16\"\nreduce_dtype = \"fp32\"\n\n")
 	fmt.Fprintf(&b, "[[module]]\nname = \"tok_embeddings\"\nkind = \"embedding\"\nnum = %d\ndim = %d\n\n", r.vocab, r.hidden)
 	fmt.Fprintf(&b, "[[module]]\nname = \"layers\"\nrepeat = %d\nblock = \"decoder\"\n\n", r.layers)
 	fmt.Fprintf(&b, "[[module]]\nname = \"norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
 	fmt.Fprintf(&b, "[[module]]\nname = \"output\"\nkind = \"linear\"\nin = %d\nout = %d\n\n", r.hidden, r.vocab)
+	fmt.Fprintf(&b, "[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = %d\nupcast = %t\n\n", r.vocab, r.lossUpcast)
 	fmt.Fprintf(&b, "[block.decoder]\n\n")
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention\"\nkind = \"attention\"\ndim = %d\nheads = %d\nkv_heads = %d\n\n", r.hidden, r.heads, r.kvHeads)
@@ -106,10 +108,6 @@ func networkPerGPU(r run) float64 {
 		return r.nodeNetwork
 	}
 	return r.nodeNetwork / float64(r.gpusPerNode)
-}
-
-func hbmMiB(gpu string) int64 {
-	return map[string]int64{"a100-80gb": 81920, "h100-sxm": 81559, "h200": 143771}[gpu]
 }
 
 func predict(r run, verbose bool) (result, error) {

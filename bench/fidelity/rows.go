@@ -25,6 +25,7 @@ type run struct {
 	networkPerGPU      bool    // the source gives the figure per GPU
 	checkpointing      string  // none, full, selective-op, selective-layer
 	compile            bool
+	lossUpcast         bool // the trainer upcasts the logits to fp32 for the loss
 	microBatch, accum  int
 	seq                int
 	// Measured.
@@ -40,7 +41,7 @@ type unsupported struct {
 }
 
 // columns the harness reads; a file without one of them is refused.
-var columns = []string{"row_id", "tier", "source_id", "n_layers", "hidden", "n_heads", "n_kv_heads", "ffn_hidden", "vocab",
+var columns = []string{"row_id", "tier", "source_id", "framework", "n_layers", "hidden", "n_heads", "n_kv_heads", "ffn_hidden", "vocab",
 	"gpu", "n_gpus", "gpus_per_node", "interconnect", "dp_shard", "dp_replicate", "tp", "pp", "cp", "precision",
 	"activation_checkpointing", "torch_compile", "local_batch_size", "grad_accum", "seq_len", "tps_per_gpu", "tps_total",
 	"mem_peak_value", "mem_peak_unit", "mem_peak_metric", "status"}
@@ -148,6 +149,10 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			return nil, nil, fmt.Errorf("%s: unknown checkpointing %q (none, full, selective per-op, selective per-layer)", where("activation_checkpointing"), get("activation_checkpointing"))
 		}
 		x.compile = strings.HasPrefix(strings.ToLower(get("torch_compile")), "yes")
+		// torchtitan computes cross_entropy(pred.flatten(0, 1).float(), …);
+		// fms-fsdp calls CrossEntropyLoss on the bf16 output; the others do
+		// not say, and get the bf16 loss.
+		x.lossUpcast = strings.HasPrefix(get("framework"), "torchtitan")
 		x.oom = strings.EqualFold(get("status"), "OOM")
 		if !x.oom {
 			tps, err := strconv.ParseFloat(get("tps_per_gpu"), 64)

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -21,6 +22,8 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	dump := fl.String("d", "", "print the planner state after this pass (\"help\" lists the passes, \"all\" dumps after each)")
 	check := fl.Bool("check", false, "check the plan after every pass, not only at the end")
 	tune := fl.Bool("tune", false, "search the decisions the policy leaves open for the fastest plan that fits")
+	fsdpcKnobs := fl.Bool("fsdpc-knobs", false, "with -tune: also try decisions only fsdpc's executor can run (reduce_scatter_buffers)")
+	headroom := fl.Float64("headroom", planner.DefaultHeadroom*100, "with -tune: the percentage of the memory budget to keep free")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nCompiles the model into an FSDP plan, writes plan.bin and prints a summary.")
@@ -65,7 +68,10 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		if isTerminal(stderr) {
 			progress = func(n int) { fmt.Fprintf(stderr, "\rtuning: %d candidates evaluated", n) }
 		}
-		tuning, err = planner.Tune(m, planner.TuneOptions{Progress: progress})
+		if *headroom < 0 || *headroom >= 100 || math.IsNaN(*headroom) {
+			return reportErr(stderr, fmt.Errorf("-headroom %g: give a percentage from 0 to below 100", *headroom))
+		}
+		tuning, err = planner.Tune(m, planner.TuneOptions{Progress: progress, Margin: max(*headroom/100, 1e-9), FsdpcKnobs: *fsdpcKnobs})
 		if isTerminal(stderr) {
 			fmt.Fprintln(stderr)
 		}
@@ -106,12 +112,16 @@ func printTuning(w io.Writer, t *planner.Tuning) {
 	line("baseline", b)
 	line("tuned", best)
 	if b.StepTime > 0 {
-		fmt.Fprintf(w, "  gain      %.1f%% faster than the file's own (FSDP2-default) plan\n", 100*(b.StepTime-best.StepTime)/b.StepTime)
+		fmt.Fprintf(w, "  gain      %.1f%% faster than the file's own (FSDP2-default) plan", 100*t.Gain())
+		if !t.Significant() {
+			fmt.Fprintf(w, ", within the model's ±%.0f%% uncertainty: not a reliable improvement", 100*planner.Uncertainty)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "  binding   %s", t.Binding)
 	switch t.Binding {
 	case "memory":
-		fmt.Fprintf(w, ": a faster candidate does not fit in the %s usable (the budget less a margin for fragmentation, or the file's own plan's peak if that is larger)", ir.FormatBytes(t.Usable))
+		fmt.Fprintf(w, ": a faster candidate does not fit in the %s usable (the budget less the headroom, or the file's own plan's peak if that is larger)", ir.FormatBytes(t.Usable))
 	case "communication":
 		fmt.Fprintf(w, ": %s of communication stays exposed", seconds(best.ExposedComm))
 	}
