@@ -191,25 +191,60 @@ func BenchmarkVerifySimulate405B(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(len(p.Ops)), "ops")
 	for b.Loop() {
 		if err := schedule.Verify(p); err != nil {
 			b.Fatal(err)
 		}
 		mustSimulate(b, p, schedule.NewModel(p))
 	}
+	// After the loop: b.Loop clears metrics reported before it.
+	b.ReportMetric(float64(len(p.Ops)), "ops")
 }
 
 func BenchmarkVerifySimulateLayers(b *testing.B) {
 	for _, layers := range []int{32, 128, 1024} {
 		p := stack(b, layers, 1024, 64, 2048)
 		b.Run(fmt.Sprintf("layers=%d", layers), func(b *testing.B) {
-			b.ReportMetric(float64(len(p.Ops)), "ops")
 			for b.Loop() {
 				if err := schedule.Verify(p); err != nil {
 					b.Fatal(err)
 				}
 				mustSimulate(b, p, schedule.NewModel(p))
+			}
+			b.ReportMetric(float64(len(p.Ops)), "ops")
+		})
+	}
+}
+
+// BenchmarkPlanDepth plans the stack model at growing depth with explicit
+// prefetch (2 groups ahead in both directions): the planner must stay
+// linear in depth (bench/planperf fits the exponent).
+func BenchmarkPlanDepth(b *testing.B) {
+	for _, layers := range []int{512, 2048, 8192} {
+		file, text := stackText(layers, 64, 2)(b)
+		m := mustLoadText(b, file, text)
+		b.Run(fmt.Sprintf("layers=%d", layers), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Plan(m, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPlanWorld plans llama3-8b at growing world size.
+func BenchmarkPlanWorld(b *testing.B) {
+	for _, world := range []int{8, 128, 2048} {
+		file, text := zooText("llama3-8b", "world_size = 8", fmt.Sprintf("world_size = %d", world))(b)
+		m := mustLoadText(b, file, text)
+		b.Run(fmt.Sprintf("world=%d", world), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Plan(m, Options{}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

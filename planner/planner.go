@@ -32,6 +32,10 @@ type Options struct {
 	// skipVerify leaves out the happens-before verifier: the autotuner
 	// plans many candidates and verifies the one it returns.
 	skipVerify bool
+	// scoreOnly plans a tuner candidate: only its prediction is read, so
+	// buffers and events go unnamed and the simulator keeps no memory
+	// timeline. The tuner re-plans its winner in full.
+	scoreOnly bool
 }
 
 // state is what the passes read and write.

@@ -26,7 +26,11 @@ func verifyPlan(s *state) error {
 // whose memory does not fit the budget, saying what would make it fit.
 func predict(s *state) error {
 	p := s.plan
-	sim, err := schedule.Simulate(p, schedule.NewModel(p))
+	simulate := schedule.Simulate
+	if s.opts.scoreOnly {
+		simulate = schedule.SimulateScore
+	}
+	sim, err := simulate(p, schedule.NewModel(p))
 	if err != nil {
 		return err
 	}

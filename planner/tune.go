@@ -64,7 +64,6 @@ type Candidate struct {
 	PeakReserved int64
 	Fits         bool
 	knobs        knobs
-	plan         *schedule.Plan
 }
 
 // Tuning is the autotuner's answer.
@@ -171,7 +170,6 @@ func Tune(m *ir.Model, opts TuneOptions) (*Tuning, error) {
 		return nil, err
 	}
 	tu := &Tuning{Plan: final, Baseline: *baseline, Best: *best, Evaluated: len(t.cache), Usable: t.usable}
-	tu.Best.plan, tu.Baseline.plan = nil, nil
 	tu.Alternatives = t.alternatives(best)
 	tu.Binding = t.binding(best)
 	tu.Elapsed = time.Since(start)
@@ -405,7 +403,6 @@ func (t *tuner) eval(k knobs) (*Candidate, error) {
 	pr := p.Prediction
 	c.StepTime, c.ExposedComm, c.PeakReserved = pr.StepTime, pr.ExposedComm, pr.PeakReserved
 	c.Fits = pr.PeakReserved <= t.usable
-	c.plan = p
 	t.cache[k.key()] = c
 	if t.opts.Progress != nil {
 		t.opts.Progress(len(t.cache))
@@ -427,7 +424,7 @@ func (t *tuner) plan(k knobs, skipVerify bool) (*schedule.Plan, error) {
 	// Plan without the budget check: the tuner applies its own margin.
 	saved := m.Cluster.MemoryBudget
 	m.Cluster.MemoryBudget = 1 << 62
-	p, err := Plan(m, Options{skipVerify: skipVerify})
+	p, err := Plan(m, Options{skipVerify: skipVerify, scoreOnly: skipVerify})
 	if p != nil {
 		p.Cluster.MemoryBudget = saved
 	}
@@ -612,9 +609,7 @@ func (t *tuner) alternatives(best *Candidate) []Candidate {
 			continue
 		}
 		seen[o] = true
-		cc := *c
-		cc.plan = nil
-		out = append(out, cc)
+		out = append(out, *c)
 		if len(out) == 3 {
 			break
 		}

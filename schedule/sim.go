@@ -26,7 +26,53 @@ const (
 // collectives have settled.
 func Simulate(p *Plan, m *Model) (*Simulation, error) {
 	sim, _, err := simulate(p, m, linkShareTolerance, maxLinkShareRounds)
+	if err != nil {
+		return nil, err
+	}
+	sim.Memory = memoryTimeline(p, sim)
+	return sim, nil
+}
+
+// SimulateScore is Simulate without the memory timeline (Simulation.Memory
+// stays nil): the same prediction, for a search that compares candidates
+// by it and never draws their traces.
+func SimulateScore(p *Plan, m *Model) (*Simulation, error) {
+	sim, _, err := simulate(p, m, linkShareTolerance, maxLinkShareRounds)
 	return sim, err
+}
+
+// memoryTimeline is the memory allocated per pool after every allocation
+// and free of the simulated step, at the CPU time it happened (the caching
+// allocator acts when the CPU asks, which run records as the op's start).
+// It is built once from the final pass instead of on every pass of link
+// sharing.
+func memoryTimeline(p *Plan, sim *Simulation) []MemoryPoint {
+	n := 0
+	for i := range p.Ops {
+		if k := p.Ops[i].Kind; k == OpAlloc || k == OpFree {
+			n++
+		}
+	}
+	out := make([]MemoryPoint, 0, n)
+	var live [numPools]int64
+	for _, b := range p.Buffers {
+		if b.Persistent {
+			live[b.Pool] += b.Bytes
+		}
+	}
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		switch o.Kind {
+		case OpAlloc:
+			live[p.Buffers[o.Buffer].Pool] += p.Buffers[o.Buffer].Bytes
+		case OpFree:
+			live[p.Buffers[o.Buffer].Pool] -= p.Buffers[o.Buffer].Bytes
+		default:
+			continue
+		}
+		out = append(out, MemoryPoint{Time: sim.Ops[i].Start, Bytes: live})
+	}
+	return out
 }
 
 // simulate is Simulate with the tolerance and the bound on the rounds of
@@ -171,7 +217,9 @@ type Simulation struct {
 	// LinkShareRounds is how many rounds link sharing took to settle.
 	LinkShareRounds int
 	Ops             []Timing
-	Memory          []MemoryPoint
+	// Memory is the timeline of allocated memory per pool, for traces;
+	// nil from SimulateScore.
+	Memory []MemoryPoint
 	// Peak device memory allocated (all device pools together), where in
 	// the program it happens, and each pool's own peak: what the caching
 	// allocator reserves, since blocks freed in one pool do not serve
@@ -280,7 +328,6 @@ func run(p *Plan, m *Model, dur []float64) *Simulation {
 			} else {
 				live[p.Buffers[o.Buffer].Pool] -= p.Buffers[o.Buffer].Bytes
 			}
-			sim.Memory = append(sim.Memory, MemoryPoint{Time: issued, Bytes: live})
 			sim.notePeak(live, i)
 			sim.Ops[i] = Timing{issued, issued}
 			continue

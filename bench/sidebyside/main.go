@@ -1,0 +1,160 @@
+// Command sidebyside runs the same go test benchmarks from two test
+// binaries (before and after a change), alternating between them so both
+// see the same load, and prints each benchmark's median time, bytes and
+// allocations per op, and the ratio before/after. On a shared machine the
+// alternation matters more than the count: a burst of load hits both.
+//
+//	go test -c -o /tmp/before.test ./planner   # at the old commit
+//	go test -c -o /tmp/after.test ./planner    # at the new one
+//	go run ./bench/sidebyside -bench 'Plan405B$|Tune405B' -count 7 /tmp/before.test /tmp/after.test
+//
+// With one binary it prints medians alone (the table in docs/performance.md).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	bench := flag.String("bench", ".", "benchmark regexp (go test -bench)")
+	count := flag.Int("count", 5, "runs per binary, alternated")
+	benchtime := flag.String("benchtime", "", "go test -benchtime, if set")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: sidebyside [-bench re] [-count n] before.test [after.test]\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	bins := flag.Args()
+	if len(bins) < 1 || len(bins) > 2 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	// results[bin][benchmark][metric] = samples
+	results := make([]map[string]map[string][]float64, len(bins))
+	var order []string
+	seen := map[string]bool{}
+	for i := range results {
+		results[i] = map[string]map[string][]float64{}
+	}
+	for run := 0; run < *count; run++ {
+		for i, bin := range bins {
+			args := []string{"-test.run", "^$", "-test.bench", *bench, "-test.benchmem", "-test.count", "1"}
+			if *benchtime != "" {
+				args = append(args, "-test.benchtime", *benchtime)
+			}
+			cmd := exec.Command(bin, args...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintf(os.Stderr, "sidebyside: %s: %v\n%s", bin, err, out.String())
+				os.Exit(1)
+			}
+			sc := bufio.NewScanner(&out)
+			for sc.Scan() {
+				name, metrics, ok := parse(sc.Text())
+				if !ok {
+					continue
+				}
+				if !seen[name] {
+					seen[name] = true
+					order = append(order, name)
+				}
+				if results[i][name] == nil {
+					results[i][name] = map[string][]float64{}
+				}
+				for unit, v := range metrics {
+					results[i][name][unit] = append(results[i][name][unit], v)
+				}
+			}
+		}
+	}
+	fmt.Printf("medians of %d runs", *count)
+	if len(bins) == 2 {
+		fmt.Printf(", alternated; ratio = before/after (>1: after is better)")
+	}
+	fmt.Println()
+	for _, name := range order {
+		for _, unit := range []string{"ns/op", "B/op", "allocs/op"} {
+			a := median(results[0][name][unit])
+			line := fmt.Sprintf("%-44s %-10s %14s", name, unit, human(a, unit))
+			if len(bins) == 2 {
+				b := median(results[1][name][unit])
+				ratio := "-"
+				if b > 0 {
+					ratio = fmt.Sprintf("%.2fx", a/b)
+				}
+				line += fmt.Sprintf(" %14s %8s", human(b, unit), ratio)
+			}
+			fmt.Println(line)
+		}
+	}
+}
+
+// parse reads one benchmark result line: name, iterations, then value-unit
+// pairs.
+func parse(line string) (string, map[string]float64, bool) {
+	f := strings.Fields(line)
+	if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+		return "", nil, false
+	}
+	name := f[0]
+	if i := strings.LastIndex(name, "-"); i > 0 {
+		if _, err := strconv.Atoi(name[i+1:]); err == nil {
+			name = name[:i] // the GOMAXPROCS suffix
+		}
+	}
+	m := map[string]float64{}
+	for i := 2; i+1 < len(f); i += 2 {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return "", nil, false
+		}
+		m[f[i+1]] = v
+	}
+	return name, m, true
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+func human(v float64, unit string) string {
+	switch unit {
+	case "ns/op":
+		switch {
+		case v >= 1e9:
+			return fmt.Sprintf("%.3f s", v/1e9)
+		case v >= 1e6:
+			return fmt.Sprintf("%.2f ms", v/1e6)
+		case v >= 1e3:
+			return fmt.Sprintf("%.1f µs", v/1e3)
+		}
+		return fmt.Sprintf("%.0f ns", v)
+	case "B/op":
+		switch {
+		case v >= 1<<20:
+			return fmt.Sprintf("%.1f MiB", v/(1<<20))
+		case v >= 1<<10:
+			return fmt.Sprintf("%.1f KiB", v/(1<<10))
+		}
+		return fmt.Sprintf("%.0f B", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
