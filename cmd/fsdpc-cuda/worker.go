@@ -205,7 +205,7 @@ func writeTrace(path string, q *schedule.Plan, sim *schedule.Simulation) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if err := schedule.WriteTrace(tmp, q, sim); err != nil {
+	if err := schedule.WriteTrace(tmp, q, sim, schedule.TraceOptions{}); err != nil {
 		tmp.Close()
 		return err
 	}

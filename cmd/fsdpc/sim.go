@@ -15,12 +15,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	trace := fl.String("trace", "", "write a Chrome trace (open it in Perfetto) to this file")
+	traceRanks := fl.String("trace-ranks", "", "ranks the trace draws: all, or a list like 0,3,8-15 (default: all of up to 8 ranks, else the first node)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc sim [-trace trace.json] plan.bin")
+		fmt.Fprintln(stderr, "usage: fsdpc sim [-trace trace.json [-trace-ranks all|0,3,8-15]] plan.bin")
 		fmt.Fprintln(stderr, "\nSimulates one training step of the plan on its target: step time, exposed communication per group, memory.")
 		fl.PrintDefaults()
 	}
-	if err := fl.Parse(reorderFlags(args, map[string]bool{"trace": true})); err != nil {
+	if err := fl.Parse(reorderFlags(args, map[string]bool{"trace": true, "trace-ranks": true})); err != nil {
 		return 2
 	}
 	if fl.NArg() != 1 {
@@ -31,20 +32,25 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	sim, err := schedule.Simulate(p, schedule.NewModel(p))
+	ranks, err := parseRanks(*traceRanks, p.Cluster.WorldSize, p.Cluster.GPUsPerNode)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	model := schedule.NewModel(p)
+	sim, err := schedule.Simulate(p, model)
 	if err != nil {
 		return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
 	}
 	printSim(stdout, p, sim)
 	if *trace != "" {
 		var buf bytes.Buffer
-		if err := schedule.WriteTrace(&buf, p, sim); err != nil {
+		if err := schedule.WriteTrace(&buf, p, sim, schedule.TraceOptions{Model: model, Ranks: ranks}); err != nil {
 			return reportErr(stderr, err)
 		}
 		if err := writeAtomic(*trace, buf.Bytes()); err != nil {
 			return reportErr(stderr, fmt.Errorf("writing %s: %w", *trace, err))
 		}
-		fmt.Fprintf(stdout, "trace: %s (open in https://ui.perfetto.dev)\n", *trace)
+		fmt.Fprintf(stdout, "trace: %s, %s (open in https://ui.perfetto.dev)\n", *trace, rankList(ranks, p.Cluster.WorldSize))
 	}
 	return 0
 }
