@@ -1,10 +1,10 @@
 // Command fidelity checks fsdpc's predictions against measured training
 // runs: it turns each row of a calibration CSV (the format of
-// ../shared/calibration/published-runs.csv; a copy is committed beside
-// this file) into a model file, plans it, and prints predicted against
-// measured tokens/s per GPU and peak memory per row, with the mean
-// absolute percentage error overall, per GPU type and for single- and
-// multi-node runs.
+// ../shared/calibration/published-runs.csv; calibrate/published-runs.csv
+// is the committed copy) into a model file, plans it, and prints predicted
+// against measured tokens/s per GPU and peak memory per row, with the
+// mean absolute percentage error overall, per GPU type and for single-
+// and multi-node runs.
 //
 //	go run ./bench/fidelity [-v] [file.csv]
 package main
@@ -13,19 +13,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"sort"
-	"strings"
 
-	"github.com/fsdpc/fsdpc/ir"
-	"github.com/fsdpc/fsdpc/planner"
+	"github.com/fsdpc/fsdpc/calibrate"
 )
 
 func main() {
 	verbose := flag.Bool("v", false, "print each row's model file")
 	flag.Parse()
-	path := "bench/fidelity/published-runs.csv"
+	path := "calibrate/published-runs.csv"
 	if flag.NArg() > 0 {
 		path = flag.Arg(0)
 	}
@@ -35,209 +31,19 @@ func main() {
 		os.Exit(1)
 	}
 	defer f.Close()
-	runs, skipped, err := readRuns(path, f)
+	var v io.Writer
+	if *verbose {
+		v = os.Stdout
+	}
+	set, err := calibrate.Load(path, f, v)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fidelity:", err)
 		os.Exit(1)
 	}
-	results := make([]result, 0, len(runs))
-	for _, r := range runs {
-		res, err := predict(r, *verbose)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "fidelity: row %s: %v\n", r.id, err)
-			os.Exit(1)
-		}
-		results = append(results, res)
-	}
-	printTable(os.Stdout, results, skipped)
-}
-
-// result is one row's prediction beside its measurement.
-type result struct {
-	run
-	fits     bool
-	predTPS  float64 // predicted tokens/s per GPU
-	predGiB  float64 // predicted peak of the metric the source measured: reserved or allocated
-	stepTime float64
-}
-
-// modelFile writes the run as an fsdpc model file (Llama-family decoder,
-// torchtitan module names).
-func modelFile(r run) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s (%s)\n[model]\nname = %q\ndtype = \"fp32\"\n\n", r.id, r.source, r.id)
-	ac := r.checkpointing
-	fmt.Fprintf(&b, "[train]\nmicro_batch = %d\nseq_len = %d\ngrad_accum = %d\ncheckpointing = %q\noptimizer = \"adamw\"\ncompile = %t\n\n",
-		r.microBatch, r.seq, r.accum, checkpointingName(ac), r.compile)
-	fmt.Fprintf(&b, "[cluster]\ngpu = %q\ngpus_per_node = %d\nworld_size = %d\n", r.gpu, r.gpusPerNode, r.world)
-	if r.replicate > 1 {
-		fmt.Fprintf(&b, "mesh = { replicate = %d, shard = %d }\n", r.replicate, r.shard)
-	}
-	if bw := networkPerGPU(r); bw > 0 {
-		fmt.Fprintf(&b, "inter_node_bandwidth = \"%.4gGB/s\"\n", bw/1e9)
-	}
-	// The default budget: the card less the CUDA context and NCCL's
-	// buffers. Whether the run fits is the question.
-	b.WriteString("\n")
-	fmt.Fprintf(&b, "[policy]\nunits = \"blocks\"\nparam_dtype = \"bf16\"\nreduce_dtype = \"fp32\"\n\n")
-	fmt.Fprintf(&b, "[[module]]\nname = \"tok_embeddings\"\nkind = \"embedding\"\nnum = %d\ndim = %d\n\n", r.vocab, r.hidden)
-	fmt.Fprintf(&b, "[[module]]\nname = \"layers\"\nrepeat = %d\nblock = \"decoder\"\n\n", r.layers)
-	fmt.Fprintf(&b, "[[module]]\nname = \"norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
-	fmt.Fprintf(&b, "[[module]]\nname = \"output\"\nkind = \"linear\"\nin = %d\nout = %d\n\n", r.hidden, r.vocab)
-	fmt.Fprintf(&b, "[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = %d\nupcast = %t\n\n", r.vocab, r.lossUpcast)
-	fmt.Fprintf(&b, "[block.decoder]\n\n")
-	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
-	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention\"\nkind = \"attention\"\ndim = %d\nheads = %d\nkv_heads = %d\n\n", r.hidden, r.heads, r.kvHeads)
-	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"ffn_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
-	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"feed_forward\"\nkind = \"mlp\"\ndim = %d\nhidden = %d\nactivation = \"swiglu\"\n", r.hidden, r.ffn)
-	return b.String()
-}
-
-// checkpointingName is the model format's name for the run's mode; the
-// sources do not state selective-layer's interval, so it is torchtitan's
-// default, 2.
-func checkpointingName(ac string) string { return ac }
-
-// networkPerGPU is the stated inter-node bandwidth per GPU, 0 when the
-// source states none (the preset's default applies).
-func networkPerGPU(r run) float64 {
-	if r.nodeNetwork == 0 {
-		return 0
-	}
-	if r.networkPerGPU {
-		return r.nodeNetwork
-	}
-	return r.nodeNetwork / float64(r.gpusPerNode)
-}
-
-func predict(r run, verbose bool) (result, error) {
-	src := modelFile(r)
-	if verbose {
-		fmt.Println(src)
-	}
-	res := result{run: r}
-	m, err := ir.Load(r.id+".toml", []byte(src))
+	results, err := set.Predict(nil)
 	if err != nil {
-		return res, err
+		fmt.Fprintln(os.Stderr, "fidelity:", err)
+		os.Exit(1)
 	}
-	p, err := planner.Plan(m, planner.Options{})
-	if err != nil {
-		if strings.Contains(err.Error(), "does not fit") {
-			return res, nil
-		}
-		return res, err
-	}
-	res.fits = true
-	pr := p.Prediction
-	res.stepTime = pr.StepTime
-	res.predTPS = float64(r.microBatch*r.accum*r.seq) / pr.StepTime
-	peak := pr.PeakAllocated
-	if r.memReserved {
-		peak = pr.PeakReserved
-	}
-	res.predGiB = float64(peak) / (1 << 30)
-	return res, nil
-}
-
-func pctErr(pred, meas float64) float64 { return (pred - meas) / meas * 100 }
-
-func printTable(w io.Writer, results []result, skipped []unsupported) {
-	fmt.Fprintln(w, "| row | GPU | GPUs | nodes | AC | compile | measured tok/s/GPU | predicted | error | measured GiB | predicted | error |")
-	fmt.Fprintln(w, "| --- | --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-	type acc struct {
-		sum float64
-		n   int
-	}
-	tput, mem := map[string]*acc{}, map[string]*acc{}
-	add := func(m map[string]*acc, keys []string, e float64) {
-		for _, k := range keys {
-			if m[k] == nil {
-				m[k] = &acc{}
-			}
-			m[k].sum += math.Abs(e)
-			m[k].n++
-		}
-	}
-	oomMissed := 0
-	for _, r := range results {
-		nodes := (r.world + r.gpusPerNode - 1) / r.gpusPerNode
-		scope := "single-node"
-		if nodes > 1 {
-			scope = "multi-node"
-		}
-		keys := []string{"all", r.gpu, scope}
-		compile := "no"
-		if r.compile {
-			compile = "yes"
-		}
-		measT, predT, errT := "OOM", "", ""
-		if !r.oom {
-			measT = fmt.Sprintf("%.0f", r.tokensPerGPU)
-		}
-		switch {
-		case !r.fits:
-			predT = "does not fit"
-		default:
-			predT = fmt.Sprintf("%.0f", r.predTPS)
-		}
-		if r.oom && r.fits {
-			oomMissed++
-			errT = "fits (wrong)"
-		}
-		if r.oom && !r.fits {
-			errT = "OOM (right)"
-		}
-		if !r.oom && r.fits {
-			e := pctErr(r.predTPS, r.tokensPerGPU)
-			errT = fmt.Sprintf("%+.1f%%", e)
-			add(tput, keys, e)
-		}
-		if !r.oom && !r.fits {
-			errT = "OOM (wrong)"
-			add(tput, keys, 100)
-		}
-		measM, predM, errM := "", "", ""
-		if r.memGiB > 0 {
-			kind := "alloc"
-			if r.memReserved {
-				kind = "reserved"
-			}
-			measM = fmt.Sprintf("%.1f %s", r.memGiB, kind)
-			if r.fits {
-				predM = fmt.Sprintf("%.1f", r.predGiB)
-				e := pctErr(r.predGiB, r.memGiB)
-				errM = fmt.Sprintf("%+.1f%%", e)
-				add(mem, keys, e)
-			}
-		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.id, r.gpu, r.world, nodes,
-			r.checkpointing, compile, measT, predT, errT, measM, predM, errM)
-	}
-	for _, s := range skipped {
-		fmt.Fprintf(w, "| %s | not modelled: %s |||||||||||\n", s.id, s.why)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| subset | throughput MAPE | rows | memory MAPE | rows |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
-	keys := []string{"all"}
-	var rest []string
-	for k := range tput {
-		if k != "all" {
-			rest = append(rest, k)
-		}
-	}
-	sort.Strings(rest)
-	for _, k := range append(keys, rest...) {
-		t, m := tput[k], mem[k]
-		ts, ms := "–", "–"
-		tn, mn := 0, 0
-		if t != nil && t.n > 0 {
-			ts, tn = fmt.Sprintf("%.1f%%", t.sum/float64(t.n)), t.n
-		}
-		if m != nil && m.n > 0 {
-			ms, mn = fmt.Sprintf("%.1f%%", m.sum/float64(m.n)), m.n
-		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %d |\n", k, ts, tn, ms, mn)
-	}
-	fmt.Fprintf(w, "\nOOM rows predicted to fit: %d; rows fsdpc cannot express: %d\n", oomMissed, len(skipped))
+	calibrate.WriteTable(os.Stdout, results, set.Skipped)
 }

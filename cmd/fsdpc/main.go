@@ -23,17 +23,18 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"inspect":  {"summarise a model: parameters, FLOPs, activations per module", runInspect},
-		"import":   {"import a model from another format (import hf config.json)", runImport},
-		"zoo":      {"list the built-in models", runZoo},
-		"plan":     {"compile a model into an FSDP plan (plan.bin)", runPlan},
-		"show":     {"print a plan.bin as canonical text or JSON", runShow},
-		"devices":  {"list the local NVIDIA GPUs (NVML)", runDevices},
-		"sim":      {"simulate a plan: step time, exposed communication, memory, Chrome trace", runSim},
-		"verify":   {"prove a plan's schedule safe and within its memory budget", runVerify},
-		"diff":     {"compare two plans (or models) for review: exit 0 same, 1 different, 2 error", runDiff},
-		"textconv": {"print a plan.bin as text for git diff (git's textconv driver)", runTextconv},
-		"run":      {"run a plan for real on the host and check it against an unsharded reference", runRun},
+		"inspect":   {"summarise a model: parameters, FLOPs, activations per module", runInspect},
+		"import":    {"import a model from another format (import hf config.json)", runImport},
+		"zoo":       {"list the built-in models", runZoo},
+		"plan":      {"compile a model into an FSDP plan (plan.bin)", runPlan},
+		"show":      {"print a plan.bin as canonical text or JSON", runShow},
+		"devices":   {"list the local NVIDIA GPUs (NVML)", runDevices},
+		"sim":       {"simulate a plan: step time, exposed communication, memory, Chrome trace", runSim},
+		"verify":    {"prove a plan's schedule safe and within its memory budget", runVerify},
+		"diff":      {"compare two plans (or models) for review: exit 0 same, 1 different, 2 error", runDiff},
+		"textconv":  {"print a plan.bin as text for git diff (git's textconv driver)", runTextconv},
+		"run":       {"run a plan for real on the host and check it against an unsharded reference", runRun},
+		"calibrate": {"fit the cost model to measured runs (CSV) and write hardware profiles", runCalibrate},
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package calibrate
 
 import (
 	"encoding/csv"
@@ -37,7 +37,7 @@ type run struct {
 
 // unsupported is a row fsdpc cannot express, with why.
 type unsupported struct {
-	id, why string
+	ID, Why string
 }
 
 // columns the harness reads; a file without one of them is refused.
@@ -106,7 +106,7 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			}
 			*f.dst = v
 		}
-		skip := func(why string) { skipped = append(skipped, unsupported{id, why}) }
+		skip := func(why string) { skipped = append(skipped, unsupported{ID: id, Why: why}) }
 		if x.shard*x.replicate != x.world {
 			return nil, nil, fmt.Errorf("%s: dp_shard %d × dp_replicate %d is not n_gpus %d", where("dp_shard"), x.shard, x.replicate, x.world)
 		}

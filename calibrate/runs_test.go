@@ -1,4 +1,4 @@
-package main
+package calibrate
 
 import (
 	"encoding/csv"

@@ -1,0 +1,279 @@
+package calibrate
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// Parameter is a physical constant of the cost model that a fit may
+// adjust, within bounds that keep it physical.
+type Parameter struct {
+	Name   string
+	Lo, Hi float64
+	get    func(*schedule.Calibration) float64
+	set    func(*schedule.Calibration, float64)
+}
+
+func field(name string, lo, hi float64, f func(*schedule.Calibration) *float64) Parameter {
+	return Parameter{name, lo, hi, func(c *schedule.Calibration) float64 { return *f(c) },
+		func(c *schedule.Calibration, v float64) { *f(c) = v }}
+}
+
+// Parameters are the constants `fsdpc calibrate` can fit. attention is
+// the forward attention efficiency with the backward one kept in
+// proportion (FlashAttention's backward is slower than its forward on
+// every GPU); attention_forward and attention_backward move one alone.
+var Parameters = []Parameter{
+	field("max_efficiency", 0.3, 0.95, func(c *schedule.Calibration) *float64 { return &c.MaxEfficiency }),
+	{"attention", 0.1, 0.9, func(c *schedule.Calibration) float64 { return c.AttentionForward },
+		func(c *schedule.Calibration, v float64) {
+			if c.AttentionForward > 0 {
+				c.AttentionBackward *= v / c.AttentionForward
+			}
+			c.AttentionForward = v
+		}},
+	field("attention_forward", 0.1, 0.9, func(c *schedule.Calibration) *float64 { return &c.AttentionForward }),
+	field("attention_backward", 0.1, 0.9, func(c *schedule.Calibration) *float64 { return &c.AttentionBackward }),
+	field("nic_efficiency", 0.2, 1, func(c *schedule.Calibration) *float64 { return &c.NICEfficiency }),
+	field("memory_efficiency", 0.3, 0.95, func(c *schedule.Calibration) *float64 { return &c.MemoryEfficiency }),
+	field("overlap", 0, 0.5, func(c *schedule.Calibration) *float64 { return &c.Overlap }),
+}
+
+// DefaultFit is what `fsdpc calibrate` fits unless told otherwise: the
+// GEMM and attention efficiencies and the NICs' share of line rate.
+var DefaultFit = []string{"max_efficiency", "attention", "nic_efficiency"}
+
+// Residual is one run's throughput before and after the fit.
+type Residual struct {
+	ID                      string
+	Measured, Before, After float64 // tokens/s per GPU
+}
+
+// Fit is a fitted profile for one GPU.
+type Fit struct {
+	GPU        string
+	Parameters []string
+	Start, Cal schedule.Calibration
+	Residuals  []Residual
+	// MAPE before and after, over the runs fitted.
+	Before, After float64
+	Evaluations   int
+}
+
+// ErrNotConverged is returned when the search runs out of evaluations.
+var ErrNotConverged = fmt.Errorf("the fit did not converge")
+
+// maxEvaluations bounds the search; tolerance is the step, as a fraction
+// of a parameter's range, at which it stops.
+var maxEvaluations = 2000 // a variable so a test can starve the search
+
+const tolerance = 1e-3
+
+// Fit adjusts the named parameters of gpu's calibration to minimise the
+// mean squared log error of predicted against measured tokens/s per GPU
+// over the set's runs on that GPU that ran and are predicted to fit. It is
+// a bounded pattern search: each parameter in turn moves by ± a step while
+// that lowers the error, and the step halves when none does, until it is
+// below tolerance of the parameter's range. Memory does not depend on
+// these parameters and is not fitted.
+func (s *Set) Fit(gpus []string, names []string) (*Fit, error) {
+	gpu := strings.Join(gpus, "+")
+	var params []Parameter
+	for _, n := range names {
+		i := paramIndex(Parameters, n)
+		if i < 0 {
+			known := make([]string, len(Parameters))
+			for j, p := range Parameters {
+				known[j] = p.Name
+			}
+			return nil, fmt.Errorf("unknown parameter %q (parameters: %s)", n, strings.Join(known, ", "))
+		}
+		params = append(params, Parameters[i])
+	}
+	var runs []*Planned
+	for i := range s.Runs {
+		r := &s.Runs[i]
+		if contains(gpus, r.gpu) && !r.oom && r.Plan != nil {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) <= len(params) {
+		return nil, fmt.Errorf("%s: %d runs that ran and fit, not enough to fit %d parameters (need more runs than parameters)", gpu, len(runs), len(params))
+	}
+	start := schedule.CalibrationFor(presetName(gpus[0]))
+	for _, g := range gpus[1:] {
+		if schedule.CalibrationFor(presetName(g)) != start {
+			return nil, fmt.Errorf("%s: the GPUs start from different profiles; fit them one at a time", gpu)
+		}
+	}
+	f := &Fit{GPU: gpu, Parameters: names, Start: start}
+	predictAll := func(c schedule.Calibration) ([]float64, error) {
+		out := make([]float64, len(runs))
+		for i, r := range runs {
+			res, err := r.predict(func(string) schedule.Calibration { return c })
+			if err != nil {
+				return nil, err
+			}
+			out[i] = res.predTPS
+		}
+		f.Evaluations++
+		return out, nil
+	}
+	loss := func(c schedule.Calibration) (float64, error) {
+		pred, err := predictAll(c)
+		if err != nil {
+			return 0, err
+		}
+		sum := 0.0
+		for i, r := range runs {
+			d := math.Log(pred[i] / r.tokensPerGPU)
+			sum += d * d
+		}
+		return sum / float64(len(runs)), nil
+	}
+	cur := start
+	best, err := loss(cur)
+	if err != nil {
+		return nil, err
+	}
+	steps := make([]float64, len(params))
+	for i, p := range params {
+		steps[i] = 0.1 * (p.Hi - p.Lo)
+	}
+	for {
+		done := true
+		for i, p := range params {
+			if steps[i] >= tolerance*(p.Hi-p.Lo) {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+		if f.Evaluations >= maxEvaluations {
+			return nil, fmt.Errorf("%s: %w within %d evaluations", gpu, ErrNotConverged, maxEvaluations)
+		}
+		for i, p := range params {
+			if steps[i] < tolerance*(p.Hi-p.Lo) {
+				continue
+			}
+			improved := false
+			for _, dir := range []float64{1, -1} {
+				next := cur
+				p.set(&next, math.Min(p.Hi, math.Max(p.Lo, p.get(&next)+dir*steps[i])))
+				l, err := loss(next)
+				if err != nil {
+					return nil, err
+				}
+				if l < best-1e-12 {
+					cur, best, improved = next, l, true
+					break
+				}
+			}
+			if !improved {
+				steps[i] /= 2
+			}
+		}
+	}
+	f.Cal = cur
+	before, err := predictAll(start)
+	if err != nil {
+		return nil, err
+	}
+	after, err := predictAll(cur)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range runs {
+		f.Residuals = append(f.Residuals, Residual{ID: r.id, Measured: r.tokensPerGPU, Before: before[i], After: after[i]})
+		f.Before += math.Abs(before[i]/r.tokensPerGPU - 1)
+		f.After += math.Abs(after[i]/r.tokensPerGPU - 1)
+	}
+	f.Before *= 100 / float64(len(runs))
+	f.After *= 100 / float64(len(runs))
+	return f, nil
+}
+
+func paramIndex(ps []Parameter, name string) int {
+	for i, p := range ps {
+		if p.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Families groups the GPU presets the set's runs use by their chip: one
+// die has one set of physical constants, so H100 and H200 (GH100) are
+// fitted together, as are the A100s (GA100).
+func (s *Set) Families() [][]string {
+	seen := map[string]bool{}
+	byChip := map[string][]string{}
+	for _, r := range s.Runs {
+		if !seen[r.gpu] {
+			seen[r.gpu] = true
+			chip := chips[r.gpu]
+			if chip == "" {
+				chip = r.gpu
+			}
+			byChip[chip] = append(byChip[chip], r.gpu)
+		}
+	}
+	var out [][]string
+	for _, g := range byChip {
+		sort.Strings(g)
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+var chips = map[string]string{"a100-80gb": "GA100", "a100-40gb": "GA100", "h100-sxm": "GH100", "h200": "GH100"}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// presetName is the GPU's name as plans store it, which profiles are
+// keyed by.
+func presetName(gpu string) string {
+	return map[string]string{"a100-80gb": "NVIDIA A100 SXM4 80GB", "h100-sxm": "NVIDIA H100 SXM5 80GB", "h200": "NVIDIA H200 SXM 141GB"}[gpu]
+}
+
+// WriteFit prints the fitted values and the residuals.
+func WriteFit(w io.Writer, f *Fit) {
+	fmt.Fprintf(w, "%s: %d runs, %d evaluations; throughput MAPE %.1f%% -> %.1f%%\n", f.GPU, len(f.Residuals), f.Evaluations, f.Before, f.After)
+	for _, n := range f.Parameters {
+		p := Parameters[paramIndex(Parameters, n)]
+		start, cal := f.Start, f.Cal
+		fmt.Fprintf(w, "  %-20s %.4f -> %.4f\n", n, p.get(&start), p.get(&cal))
+	}
+	fmt.Fprintf(w, "  %-22s %10s %10s %8s %10s %8s\n", "row", "measured", "before", "error", "after", "error")
+	for _, r := range f.Residuals {
+		fmt.Fprintf(w, "  %-22s %10.0f %10.0f %+7.1f%% %10.0f %+7.1f%%\n", r.ID, r.Measured, r.Before, 100*(r.Before/r.Measured-1), r.After, 100*(r.After/r.Measured-1))
+	}
+}
+
+// WriteProfile writes the fitted constants as a hardware profile file.
+func WriteProfile(w io.Writer, f *Fit, source string) error {
+	fmt.Fprintf(w, "# fsdpc hardware profile for %s, fitted by `fsdpc calibrate` to %d measured runs of %s\n", f.GPU, len(f.Residuals), source)
+	fmt.Fprintf(w, "# (throughput MAPE %.1f%% before, %.1f%% after). Name it in [cluster] as profile = \"<this file>\".\n", f.Before, f.After)
+	fmt.Fprintf(w, "[profile]\ngpus = [%q]\n", strings.Join(strings.Split(f.GPU, "+"), `", "`))
+	cal := f.Cal
+	for _, p := range Parameters {
+		if p.Name != "attention" {
+			fmt.Fprintf(w, "%s = %.6g\n", p.Name, p.get(&cal))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package calibrate
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func loadSet(t *testing.T) *Set {
+	t.Helper()
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	set, err := Load("published-runs.csv", f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// TestFit: fitting the GEMM efficiency to the A100 runs converges inside
+// its bounds and does not make the fit worse; a starved search fails.
+func TestFit(t *testing.T) {
+	set := loadSet(t)
+	fit, err := set.Fit([]string{"a100-80gb"}, []string{"max_efficiency"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fit.Cal.MaxEfficiency; got < 0.3 || got > 0.95 {
+		t.Errorf("max_efficiency %g outside its bounds", got)
+	}
+	if fit.After > fit.Before+1e-9 || len(fit.Residuals) != 15 {
+		t.Errorf("MAPE %.2f%% -> %.2f%% over %d runs", fit.Before, fit.After, len(fit.Residuals))
+	}
+	saved := maxEvaluations
+	maxEvaluations = 2
+	defer func() { maxEvaluations = saved }()
+	if _, err := set.Fit([]string{"a100-80gb"}, []string{"max_efficiency"}); !errors.Is(err, ErrNotConverged) {
+		t.Errorf("a starved fit: %v", err)
+	}
+}
+
+func TestFitRefuses(t *testing.T) {
+	set := loadSet(t)
+	if _, err := set.Fit([]string{"a100-80gb"}, []string{"warp_speed"}); err == nil || !strings.Contains(err.Error(), `unknown parameter "warp_speed"`) {
+		t.Errorf("unknown parameter: %v", err)
+	}
+	all := []string{"max_efficiency", "attention_forward", "attention_backward", "nic_efficiency", "memory_efficiency"}
+	if _, err := set.Fit([]string{"h200"}, all); err == nil || !strings.Contains(err.Error(), "not enough") {
+		t.Errorf("5 parameters from 4 runs: %v", err)
+	}
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/calibrate"
+)
+
+func runCalibrate(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("calibrate", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	gpu := fl.String("gpu", "", "fit these GPU presets' runs together, comma-separated (default: each chip's GPUs in the file)")
+	params := fl.String("fit", strings.Join(calibrate.DefaultFit, ","), "the parameters to fit, comma-separated")
+	out := fl.String("o", "", "write each GPU's profile to this directory as GPU.profile.toml (default: print only)")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc calibrate [-gpu PRESET] [-fit a,b] [-o DIR] runs.csv")
+		fmt.Fprintln(stderr, "\nFits the cost model's physical parameters to measured runs (a CSV in the format of the calibration set,")
+		fmt.Fprintln(stderr, "calibrate/published-runs.csv) and prints the fitted values and each run's residual; with -o, writes a hardware profile per GPU.")
+		fl.PrintDefaults()
+	}
+	if err := fl.Parse(reorderFlags(args, map[string]bool{"gpu": true, "fit": true, "o": true})); err != nil {
+		return 2
+	}
+	if fl.NArg() != 1 {
+		fl.Usage()
+		return 2
+	}
+	f, err := os.Open(fl.Arg(0))
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	defer f.Close()
+	set, err := calibrate.Load(fl.Arg(0), f, nil)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	for _, s := range set.Skipped {
+		fmt.Fprintf(stderr, "%s: row %s not fitted: %s\n", fl.Arg(0), s.ID, s.Why)
+	}
+	families := set.Families()
+	if *gpu != "" {
+		families = [][]string{strings.Split(*gpu, ",")}
+	}
+	// Fit everything first: a fit that fails writes nothing.
+	var fits []*calibrate.Fit
+	for _, g := range families {
+		fit, err := set.Fit(g, strings.Split(*params, ","))
+		if err != nil {
+			if errors.Is(err, calibrate.ErrNotConverged) {
+				err = fmt.Errorf("%w; no profile written", err)
+			}
+			return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
+		}
+		fits = append(fits, fit)
+	}
+	for _, fit := range fits {
+		calibrate.WriteFit(stdout, fit)
+	}
+	if *out == "" {
+		return 0
+	}
+	for _, fit := range fits {
+		var b bytes.Buffer
+		if err := calibrate.WriteProfile(&b, fit, filepath.Base(fl.Arg(0))); err != nil {
+			return reportErr(stderr, err)
+		}
+		path := filepath.Join(*out, strings.ReplaceAll(fit.GPU, "+", "_")+".profile.toml")
+		if err := writeFileAtomic(path, b.Bytes()); err != nil {
+			return reportErr(stderr, err)
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", path)
+	}
+	return 0
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it over path, so a failure never leaves a partial profile.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".fsdpc-profile-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
