@@ -29,3 +29,20 @@ func TestInterNodeNICs(t *testing.T) {
 		t.Error("nics_per_node = 0 was accepted")
 	}
 }
+
+// TestGPUTableLinkDefaults: a GPU given as figures, with no preset and no
+// link figures, gets the documented defaults (PCIe 5 within a node, one
+// NDR 400 NIC per GPU, PCIe 4 to the host), never a zero bandwidth.
+func TestGPUTableLinkDefaults(t *testing.T) {
+	src := "[train]\nmicro_batch = 1\nseq_len = 8\n[cluster]\n" +
+		"gpu = { name = \"MyGPU\", hbm = \"80GiB\", hbm_bandwidth = \"3TB/s\", flops = { bf16 = \"900TFLOPS\" } }\nworld_size = 16\n" +
+		"[[module]]\nname = \"l\"\nkind = \"linear\"\nin = 8\nout = 8\n"
+	m, err := Load("table.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Cluster
+	if c.IntraNodeBandwidth != 64e9 || c.InterNodeBandwidth != 50e9 || c.HostBandwidth != 32e9 {
+		t.Errorf("links %g, %g, %g B/s; want 64e9, 50e9, 32e9", c.IntraNodeBandwidth, c.InterNodeBandwidth, c.HostBandwidth)
+	}
+}

@@ -154,7 +154,13 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		c.Mesh = d.mesh(t.at("mesh"), mv, c.WorldSize)
 	}
 
-	c.IntraNodeBandwidth = d.link(t, "intra_node", defaultIntraNode[preset])
+	intraDefault := defaultIntraNode[preset]
+	if intraDefault == "" {
+		// A GPU given as figures without a preset: PCIe 5 between GPUs
+		// (docs/model-format.md), never a link without bandwidth.
+		intraDefault = "pcie5"
+	}
+	c.IntraNodeBandwidth = d.link(t, "intra_node", intraDefault)
 	// inter_node is one NIC's line rate; a node has nics_per_node of them
 	// (rail-optimised: one per GPU by default). The plan keeps each GPU's
 	// share of the node's NICs; the cost model knows that a ring through

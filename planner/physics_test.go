@@ -258,3 +258,37 @@ func mustSimulate(t testing.TB, p *schedule.Plan, m *schedule.Model) *schedule.S
 	}
 	return sim
 }
+
+// TestGPUTableSimulates: a GPU given as figures without link figures plans
+// and simulates to finite figures.
+func TestGPUTableSimulates(t *testing.T) {
+	src := `
+[train]
+micro_batch = 1
+seq_len = 1024
+[cluster]
+gpu = { name = "MyGPU", hbm = "80GiB", hbm_bandwidth = "3TB/s", flops = { bf16 = "900TFLOPS" } }
+world_size = 16
+[policy]
+param_dtype = "bf16"
+[[module]]
+name = "layers"
+repeat = 4
+[[module.module]]
+name = "ff"
+kind = "linear"
+in = 4096
+out = 4096
+`
+	m, err := ir.Load("table.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Plan(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Prediction.StepTime; !(st > 0) || math.IsInf(st, 0) {
+		t.Errorf("step time %g", st)
+	}
+}

@@ -133,6 +133,9 @@ func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation,
 				change = math.Max(change, math.Abs(next[i]-durations[i])/durations[i])
 			}
 		}
+		if math.IsNaN(change) || math.IsInf(change, 0) {
+			return nil, rounds, fmt.Errorf("a collective's duration is not a finite number (a link with no bandwidth?); check the cluster's link figures")
+		}
 		if change <= tolerance {
 			break
 		}
