@@ -711,7 +711,7 @@ func (st *hostStream) runCollective(inst *collInst) {
 // out, in rank order.
 func reduceInto(red reducer, inputs [][]byte, off int64, n int, out []byte) {
 	if fastReducible(red.dt) {
-		reduce32(red, inputs, off, n, out)
+		reduceParallel(red, inputs, off, n, out)
 		return
 	}
 	dt := red.dt

@@ -239,7 +239,9 @@ func TestFastReductionsMatchReducer(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				const m = 4096
+				// Several blocks and a ragged end, so the split across cores
+				// and blocks is exercised.
+				const m = 8*reduceBlock + 37
 				inputs := make([][]byte, n)
 				for j := range inputs {
 					inputs[j] = make([]byte, m*dt.Size())
@@ -252,7 +254,7 @@ func TestFastReductionsMatchReducer(t *testing.T) {
 					}
 				}
 				fast := make([]byte, m*dt.Size())
-				reduce32(red, inputs, 0, m, fast)
+				reduceParallel(red, inputs, 0, m, fast)
 				for e := int64(0); e < m; e++ {
 					acc := red.first(load(dt, inputs[0], e))
 					for j := 1; j < n; j++ {

@@ -92,3 +92,18 @@ func BenchmarkTune405B(b *testing.B) {
 }
 
 var _ = fmt.Sprint
+
+// BenchmarkTuneZoo: the search for every zoo model as the file sets it.
+func BenchmarkTuneZoo(b *testing.B) {
+	for _, name := range plans.Names() {
+		m := loadZoo(b, name)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Tune(m, TuneOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
