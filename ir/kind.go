@@ -20,9 +20,13 @@ const (
 	// torchtitan does: no parameters, no FLOPs, but the largest
 	// activations of a large-vocabulary model.
 	KindLoss
+	// KindMLA is DeepSeek's multi-head latent attention: queries (through
+	// an optional low-rank bottleneck) and keys/values projected through a
+	// compressed latent, with a decoupled RoPE part.
+	KindMLA
 )
 
-var kindNames = [...]string{"container", "custom", "linear", "embedding", "norm", "attention", "mlp", "moe", "conv", "loss"}
+var kindNames = [...]string{"container", "custom", "linear", "embedding", "norm", "attention", "mlp", "moe", "conv", "loss", "mla"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -96,7 +100,8 @@ var kindSpecs = map[string]kindSpec{
 		{key: "kv_dim", typ: attrInt},
 		{key: "kv_seq_len", typ: attrInt},
 		{key: "flash", typ: attrBool},
-		{key: "names", typ: attrNames, roles: []string{"q", "k", "v", "o", "qkv"}},
+		{key: "qk_norm", typ: attrEnum, enum: []string{"none", "head", "full"}},
+		{key: "names", typ: attrNames, roles: []string{"q", "k", "v", "o", "qkv", "q_norm", "k_norm"}},
 		{key: "lora_targets", typ: attrStrings, roles: []string{"q", "k", "v", "o", "qkv"}},
 	}, loraAttrs...)},
 	"mlp": {KindMLP, append([]attrSpec{
@@ -105,7 +110,8 @@ var kindSpecs = map[string]kindSpec{
 		{key: "activation", typ: attrEnum, enum: activations},
 		{key: "bias", typ: attrBool},
 		{key: "transposed", typ: attrBool},
-		{key: "names", typ: attrNames, roles: []string{"gate", "up", "down"}},
+		{key: "fused_gate_up", typ: attrBool},
+		{key: "names", typ: attrNames, roles: []string{"gate", "up", "down", "gate_up"}},
 		{key: "lora_targets", typ: attrStrings, roles: []string{"gate", "up", "down"}},
 	}, loraAttrs...)},
 	"moe": {KindMoE, []attrSpec{
@@ -118,7 +124,22 @@ var kindSpecs = map[string]kindSpec{
 		{key: "router_bias", typ: attrBool},
 		{key: "shared_experts", typ: attrCount},
 		{key: "grouped", typ: attrBool},
+		{key: "experts_first", typ: attrBool},
+		{key: "router_score_bias", typ: attrBool},
 		{key: "names", typ: attrNames, roles: []string{"router", "experts", "shared", "gate", "up", "down"}},
+	}},
+	"mla": {KindMLA, []attrSpec{
+		{key: "dim", typ: attrInt, required: true},
+		{key: "heads", typ: attrInt, required: true},
+		{key: "q_lora_rank", typ: attrCount},
+		{key: "kv_lora_rank", typ: attrInt, required: true},
+		{key: "qk_nope_head_dim", typ: attrInt, required: true},
+		{key: "qk_rope_head_dim", typ: attrInt, required: true},
+		{key: "v_head_dim", typ: attrInt, required: true},
+		{key: "bias", typ: attrBool},
+		{key: "causal", typ: attrBool},
+		{key: "flash", typ: attrBool},
+		{key: "names", typ: attrNames, roles: []string{"q", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "o"}},
 	}},
 	"loss": {KindLoss, []attrSpec{
 		{key: "vocab", typ: attrInt, required: true},

@@ -137,6 +137,9 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 	case KindAttention:
 		return attentionWork(a, c)
 
+	case KindMLA:
+		return mlaWork(a, c)
+
 	case KindMLP:
 		dim, hidden, act := a.int("dim", 0), a.int("hidden", 0), a.str("activation", "swiglu")
 		names := []string{roleName(a, "up", "w1"), roleName(a, "down", "w2")}
@@ -147,10 +150,17 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		}
 		rank := a.int("lora_rank", 0)
 		lora := loraTargets(a, []string{"gate", "up", "down"})
+		if a.bool("fused_gate_up", false) {
+			// One [2·hidden, dim] projection does the gate's and up's work.
+			names, roles = []string{roleName(a, "gate_up", "w13"), roleName(a, "down", "w2")}, []string{"gate_up", "down"}
+		}
 		for i, n := range names {
 			in, out := dim, hidden
-			if roles[i] == "down" {
+			switch roles[i] {
+			case "down":
 				in, out = hidden, dim
+			case "gate_up":
+				out = 2 * hidden
 			}
 			r := int64(0)
 			if lora[roles[i]] {
@@ -282,6 +292,71 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	// Selective checkpointing recomputes the core from q, k, v.
 	w.savedSelective = z.add(w.inputBytes, src, q, kv, kv)
 	w.recomputeSelective = core.flops
+	if a.str("qk_norm", "none") != "none" {
+		// RMSNorm on q and k: backward keeps their inputs and an fp32
+		// rstd per token and head (per token over the whole projection);
+		// each is a norm's passes over q and k.
+		stats := z.mul(T, d.heads+d.kvHeads, 4)
+		qkIn := z.add(q, kv, stats)
+		w.saved = z.add(w.saved, qkIn)
+		w.savedSelective = z.add(w.savedSelective, qkIn)
+		w.elemFwd = z.add(w.elemFwd, z.mul(T, d.qOut+d.kvOut, normPasses(b, c.compile)))
+	}
+	return w, z.err
+}
+
+// mlaWork is multi-head latent attention: its projections, and a core
+// whose scores use the nope+rope head size and whose weighted sum uses
+// v_head_dim.
+func mlaWork(a attrValues, c costCtx) (work, error) {
+	var z sizer
+	var w work
+	d, err := mlaSizes(a)
+	if err != nil {
+		return w, err
+	}
+	T, b := c.tokens, c.act
+	if d.qRank == 0 {
+		w.mms = append(w.mms, linearMM(roleName(a, "q", "wq"), T, d.dim, d.heads*d.qk, 0, true)...)
+	} else {
+		w.mms = append(w.mms, linearMM(roleName(a, "q_a", "wq_a"), T, d.dim, d.qRank, 0, true)...)
+		w.mms = append(w.mms, linearMM(roleName(a, "q_b", "wq_b"), T, d.qRank, d.heads*d.qk, 0, true)...)
+	}
+	w.mms = append(w.mms, linearMM(roleName(a, "kv_a", "wkv_a"), T, d.dim, d.kvRank+d.rope, 0, true)...)
+	w.mms = append(w.mms, linearMM(roleName(a, "kv_b", "wkv_b"), T, d.kvRank, d.heads*(d.nope+d.v), 0, true)...)
+	pairs := f(c.seq, c.seq)
+	if a.bool("causal", true) {
+		pairs = f(c.seq) * float64(c.seq+1) / 2
+	}
+	flash := a.bool("flash", true)
+	core := matmul{flops: 2 * float64(c.batch) * pairs * f(d.heads) * float64(d.qk+d.v), dxFactor: 2.5, attention: true}
+	if !flash {
+		core.dxFactor = 2
+	}
+	w.mms = append(w.mms, core)
+	w.mms = append(w.mms, linearMM(roleName(a, "o", "wo"), T, d.heads*d.v, d.dim, 0, false)...)
+
+	// Saved: the input, the latents and their norms' inputs (with fp32
+	// rstd), q, k (nope and the shared rope part broadcast to every head),
+	// v, the core output and its log-sum-exp.
+	w.inputBytes = z.mul(T, d.dim, b)
+	latents := z.add(z.mul(T, d.qRank, 2*b), z.mul(T, d.kvRank+d.rope, b), z.mul(T, d.kvRank, b), z.mul(T, 8))
+	q := z.mul(T, d.heads, d.qk, b)
+	k := z.mul(T, d.heads, d.qk, b)
+	v := z.mul(T, d.heads, d.v, b)
+	coreOut := z.mul(T, d.heads, d.v, b)
+	lse := z.mul(T, d.heads, 4)
+	w.saved = z.add(w.inputBytes, latents, q, k, v, coreOut, lse)
+	if !flash {
+		w.saved = z.add(w.saved, z.mul(c.batch, d.heads, c.seq, c.seq, b))
+	}
+	w.savedSelective = z.add(w.inputBytes, latents, q, k, v)
+	w.recomputeSelective = core.flops
+	// Element-wise: the latent norms, RoPE on the rope parts, assembling
+	// q and k per head, and the core output's layout copy.
+	w.elemFwd = z.add(z.mul(T, d.qRank+d.kvRank, normPasses(b, c.compile)),
+		z.mul(T, d.heads+1, d.rope, ropePasses(b, c.compile)),
+		z.mul(T, d.heads, 2*d.qk, 2*b), z.mul(T, d.heads, d.v, 2*b))
 	return w, z.err
 }
 

@@ -158,8 +158,25 @@ func (k Kind) shape(a attrValues) (kindShape, error) {
 				linearChild(roleName(a, "k", "wk"), d.kvDim, d.kvOut, qkvBias, tr, r("k")),
 				linearChild(roleName(a, "v", "wv"), d.kvDim, d.kvOut, qkvBias, tr, r("v")))
 		}
-		s.children = append(s.children, linearChild(roleName(a, "o", "wo"), d.qOut, d.dim, outBias, tr, r("o")))
+		o := linearChild(roleName(a, "o", "wo"), d.qOut, d.dim, outBias, tr, r("o"))
+		if d.fused && s.children[0].name == "qkv_proj" {
+			// Hugging Face's Phi3Attention registers o_proj before qkv_proj.
+			s.children = append([]childSpec{o}, s.children...)
+		} else {
+			s.children = append(s.children, o)
+		}
+		// q/k norms register after the projections (Qwen3, OLMo-2, Gemma 3):
+		// per head over head_dim, or over the whole projection (OLMo-2).
+		switch a.str("qk_norm", "none") {
+		case "head":
+			s.children = append(s.children, normChild(roleName(a, "q_norm", "q_norm"), d.headDim), normChild(roleName(a, "k_norm", "k_norm"), d.headDim))
+		case "full":
+			s.children = append(s.children, normChild(roleName(a, "q_norm", "q_norm"), d.qOut), normChild(roleName(a, "k_norm", "k_norm"), d.kvOut))
+		}
 		return s, nil
+
+	case KindMLA:
+		return mlaShape(a)
 
 	case KindMLP:
 		dim, hidden, act := a.int("dim", 0), a.int("hidden", 0), a.str("activation", "swiglu")
@@ -172,6 +189,20 @@ func (k Kind) shape(a attrValues) (kindShape, error) {
 			return 0
 		}
 		var s kindShape
+		if a.bool("fused_gate_up", false) {
+			// Phi-3's one gate_up_proj [2·hidden, dim], chunked in two.
+			if !isGated(act) {
+				return s, fmt.Errorf("fused_gate_up needs a gated activation (swiglu or geglu), not %s", act)
+			}
+			if rank > 0 {
+				return s, fmt.Errorf("lora_rank is not supported with fused_gate_up")
+			}
+			s.children = []childSpec{
+				linearChild(roleName(a, "gate_up", "w13"), dim, 2*hidden, bias, tr, 0),
+				linearChild(roleName(a, "down", "w2"), hidden, dim, bias, tr, 0),
+			}
+			return s, nil
+		}
 		if isGated(act) {
 			gate := linearChild(roleName(a, "gate", "w1"), dim, hidden, bias, tr, r("gate"))
 			up := linearChild(roleName(a, "up", "w3"), dim, hidden, bias, tr, r("up"))
@@ -220,6 +251,11 @@ func moeShape(a attrValues) (kindShape, error) {
 	act, bias := a.str("activation", "swiglu"), a.bool("bias", false)
 	gate, up, down := roleName(a, "gate", "w1"), roleName(a, "up", "w3"), roleName(a, "down", "w2")
 	router := linearChild(roleName(a, "router", "gate"), dim, experts, a.bool("router_bias", false), false, 0)
+	if a.bool("router_score_bias", false) {
+		// DeepSeek-V3's gate: a per-expert bias added to the routing
+		// scores (aux-loss-free balancing), a parameter of its own.
+		router.params = append(router.params, paramSpec{local: "e_score_correction_bias", shape: []int64{experts}})
+	}
 	expertsName := roleName(a, "experts", "experts")
 
 	mlp := func(name string, hidden int64) childSpec {
@@ -247,6 +283,10 @@ func moeShape(a attrValues) (kindShape, error) {
 		}
 	}
 	s := kindShape{children: []childSpec{router, ex}}
+	if a.bool("experts_first", false) {
+		// DeepSeek's MoE registers its experts before the gate.
+		s.children = []childSpec{ex, router}
+	}
 	if n := a.int("shared_experts", 0); n > 0 {
 		h, ok := mulInt64(n, hidden)
 		if !ok {
@@ -325,5 +365,54 @@ func convShape(a attrValues) (kindShape, error) {
 	if a.bool("bias", true) {
 		s.params = append(s.params, paramSpec{local: "bias", shape: []int64{out}})
 	}
+	return s, nil
+}
+
+func normChild(name string, dim int64) childSpec {
+	return childSpec{name: name, kind: KindNorm, params: []paramSpec{{local: "weight", shape: []int64{dim}}}}
+}
+
+// mlaDims are a multi-head latent attention's sizes.
+type mlaDims struct {
+	dim, heads, qRank, kvRank, nope, rope, v int64
+	qk                                       int64 // nope + rope: a query's and a key's head size
+	bias                                     bool
+}
+
+func mlaSizes(a attrValues) (mlaDims, error) {
+	d := mlaDims{dim: a.int("dim", 0), heads: a.int("heads", 0), qRank: a.int("q_lora_rank", 0), kvRank: a.int("kv_lora_rank", 0),
+		nope: a.int("qk_nope_head_dim", 0), rope: a.int("qk_rope_head_dim", 0), v: a.int("v_head_dim", 0), bias: a.bool("bias", false)}
+	d.qk = d.nope + d.rope
+	for _, x := range [][2]int64{{d.heads, d.qk}, {d.heads, d.nope + d.v}, {d.heads, d.v}} {
+		if _, ok := mulInt64(x[0], x[1]); !ok {
+			return d, fmt.Errorf("heads × head size overflows")
+		}
+	}
+	return d, nil
+}
+
+// mlaShape follows DeepseekV2Attention's registration: q_proj, or q_a_proj,
+// q_a_layernorm and q_b_proj with a query bottleneck; kv_a_proj_with_mqa,
+// kv_a_layernorm, kv_b_proj, o_proj. bias is the config's attention_bias,
+// which reaches q_a_proj, kv_a_proj_with_mqa and o_proj.
+func mlaShape(a attrValues) (kindShape, error) {
+	d, err := mlaSizes(a)
+	if err != nil {
+		return kindShape{}, err
+	}
+	var s kindShape
+	if d.qRank == 0 {
+		s.children = append(s.children, linearChild(roleName(a, "q", "wq"), d.dim, d.heads*d.qk, false, false, 0))
+	} else {
+		s.children = append(s.children,
+			linearChild(roleName(a, "q_a", "wq_a"), d.dim, d.qRank, d.bias, false, 0),
+			normChild(roleName(a, "q_a_norm", "q_norm"), d.qRank),
+			linearChild(roleName(a, "q_b", "wq_b"), d.qRank, d.heads*d.qk, false, false, 0))
+	}
+	s.children = append(s.children,
+		linearChild(roleName(a, "kv_a", "wkv_a"), d.dim, d.kvRank+d.rope, d.bias, false, 0),
+		normChild(roleName(a, "kv_a_norm", "kv_norm"), d.kvRank),
+		linearChild(roleName(a, "kv_b", "wkv_b"), d.kvRank, d.heads*(d.nope+d.v), false, false, 0),
+		linearChild(roleName(a, "o", "wo"), d.heads*d.v, d.dim, d.bias, false, 0))
 	return s, nil
 }

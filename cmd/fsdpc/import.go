@@ -42,6 +42,9 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
 	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(ir.GPUPresetNames(), ", "))
 	world := fl.Int("world-size", hf.DefaultWorldSize, "number of GPUs")
+	gpusPerNode := fl.Int("gpus-per-node", hf.DefaultGPUsPerNode, "GPUs per node")
+	microBatch := fl.Int("micro-batch", 1, "sequences per micro-batch")
+	checkpointing := fl.String("checkpointing", hf.DefaultCheckpointing, "activation checkpointing: none, full, selective-op or selective-layer")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc import hf [flags] config.json [-o model.toml]")
 		fmt.Fprintln(stderr, "\nWrites the fsdpc model file for a Hugging Face model's config.json (- reads stdin).")
@@ -65,11 +68,11 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 	// else, so say no rather than quietly choosing for them.
 	set := map[string]bool{}
 	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["seq-len"] && *seqLen <= 0 || set["world-size"] && *world <= 0 {
-		fmt.Fprintln(stderr, "fsdpc import hf: --seq-len and --world-size must be positive")
+	if set["seq-len"] && *seqLen <= 0 || set["world-size"] && *world <= 0 || set["gpus-per-node"] && *gpusPerNode <= 0 || set["micro-batch"] && *microBatch <= 0 {
+		fmt.Fprintln(stderr, "fsdpc import hf: --seq-len, --world-size, --gpus-per-node and --micro-batch must be positive")
 		return 2
 	}
-	opt := hf.Options{SeqLen: *seqLen, GPU: *gpu, WorldSize: *world}
+	opt := hf.Options{SeqLen: *seqLen, GPU: *gpu, WorldSize: *world, GPUsPerNode: *gpusPerNode, MicroBatch: *microBatch, Checkpointing: *checkpointing}
 	if err := opt.Validate(); err != nil {
 		fmt.Fprintf(stderr, "fsdpc import hf: %v\n", err)
 		return 2

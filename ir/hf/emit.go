@@ -141,9 +141,12 @@ func (m *model) emit() []byte {
 	w := &writer{}
 	m.header(w)
 	m.settings(w)
-	if m.family.gpt2 {
+	switch {
+	case m.family.gpt2:
 		m.gpt2Modules(w)
-	} else {
+	case m.mla:
+		m.deepseekModules(w)
+	default:
 		m.decoderModules(w)
 	}
 	return []byte(w.b.String())
@@ -178,7 +181,7 @@ func (m *model) header(w *writer) {
 		w.wrap("  - ", a)
 	}
 	w.comment("")
-	w.wrap("", "[train], [cluster] and [policy] are a starting point, not part of the checkpoint: edit them, or import again with --seq-len, --gpu and --world-size.")
+	w.wrap("", "[train], [cluster] and [policy] are a starting point, not part of the checkpoint: edit them, or import again with --seq-len, --micro-batch, --checkpointing, --gpu, --world-size and --gpus-per-node.")
 }
 
 // wrapWidth keeps header comments readable in an 80-column terminal.
@@ -213,17 +216,22 @@ func (m *model) settings(w *writer) {
 		field{"name", m.name, ""},
 		field{"dtype", "fp32", "sharded master weights and optimizer state"})
 	w.table("train",
-		field{"micro_batch", 1, ""},
+		field{"micro_batch", m.microBatch, ""},
 		field{"seq_len", m.seqLen, m.seqLenNote},
 		field{"grad_accum", 1, ""},
-		field{"checkpointing", "full", ""},
+		field{"checkpointing", m.checkpointing, ""},
 		field{"optimizer", "adamw", ""})
 	w.table("cluster",
 		field{"gpu", m.gpu, ""},
-		field{"gpus_per_node", gpusPerNode, ""},
+		field{"gpus_per_node", m.gpusPerNode, ""},
 		field{"world_size", m.worldSize, ""})
+	units := field{"units", "blocks", "each layer an FSDP unit, the root takes the rest"}
+	if m.mla {
+		// The layers are listed one by one (dense, then MoE), not repeated.
+		units = field{"units", []string{"model.layers.*"}, "each layer an FSDP unit, the root takes the rest"}
+	}
 	w.table("policy",
-		field{"units", "blocks", "each layer an FSDP unit, the root takes the rest"},
+		units,
 		field{"param_dtype", "bf16", ""},
 		field{"reduce_dtype", "fp32", ""})
 }
@@ -260,7 +268,18 @@ func (m *model) decoderModules(w *writer) {
 	if m.outBias {
 		attn = append(attn, field{"out_bias", true, ""})
 	}
-	attn = append(attn, field{"names", []pair{{"q", "q_proj"}, {"k", "k_proj"}, {"v", "v_proj"}, {"o", "o_proj"}}, ""})
+	switch m.qkNorm {
+	case "head":
+		attn = append(attn, field{"qk_norm", "head", "RMSNorm of each head's q and k (head_dim wide)"})
+	case "full":
+		attn = append(attn, field{"qk_norm", "full", "RMSNorm of the whole q and k projections"})
+	}
+	names := []pair{{"q", "q_proj"}, {"k", "k_proj"}, {"v", "v_proj"}, {"o", "o_proj"}}
+	if m.fused {
+		attn = append(attn, field{"fused_qkv", true, "Phi-3: one qkv_proj, registered after o_proj"})
+		names = []pair{{"qkv", "qkv_proj"}, {"o", "o_proj"}}
+	}
+	attn = append(attn, field{"names", names, ""})
 
 	var ffn []field
 	if m.experts > 0 {
@@ -272,14 +291,123 @@ func (m *model) decoderModules(w *writer) {
 		if m.mlpBias {
 			ffn = append(ffn, field{"bias", true, ""})
 		}
-		ffn = append(ffn, field{"names", []pair{{"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}}, ""})
+		if m.fused {
+			ffn = append(ffn, field{"fused_gate_up", true, "Phi-3: one gate_up_proj"},
+				field{"names", []pair{{"gate_up", "gate_up_proj"}, {"down", "down_proj"}}, ""})
+		} else {
+			ffn = append(ffn, field{"names", []pair{{"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}}, ""})
+		}
+	}
+	ffnName := ffn[0].val.(string)
+	// The modules are listed in the order data flows through them;
+	// register gives the order the decoder layer registers them, which is
+	// FSDP2's parameter order.
+	switch m.norms {
+	case "olmo2":
+		// Olmo2DecoderLayer normalises each branch's output, not its input.
+		w.line(`register = ["self_attn", "mlp", "post_attention_layernorm", "post_feedforward_layernorm"]`)
+		w.modules([]mod{
+			{b, attn},
+			{b, m.norm("post_attention_layernorm")},
+			{b, ffn},
+			{b, m.norm("post_feedforward_layernorm")},
+		})
+	case "gemma2":
+		w.line(`register = ["self_attn", "mlp", "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"]`)
+		w.modules([]mod{
+			{b, m.norm("input_layernorm")},
+			{b, attn},
+			{b, m.norm("post_attention_layernorm")},
+			{b, m.norm("pre_feedforward_layernorm")},
+			{b, ffn},
+			{b, m.norm("post_feedforward_layernorm")},
+		})
+	default:
+		w.line(fmt.Sprintf(`register = ["self_attn", %q, "input_layernorm", "post_attention_layernorm"]`, ffnName))
+		w.modules([]mod{
+			{b, m.norm("input_layernorm")},
+			{b, attn},
+			{b, m.norm("post_attention_layernorm")},
+			{b, ffn},
+		})
+	}
+}
+
+// deepseekModules writes DeepSeek-V2/V3: first_k_dense_replace layers with
+// a dense MLP, then MoE layers, all under model.layers as the checkpoint
+// numbers them.
+func (m *model) deepseekModules(w *writer) {
+	lmHead := []field{{"name", "lm_head", ""}, {"kind", "linear", ""}, {"in", m.hidden, ""}, {"out", m.vocab, ""}}
+	if m.tied {
+		lmHead = append(lmHead, field{"tied_to", "model.embed_tokens.weight", "tie_word_embeddings: counted once"})
 	}
 	w.modules([]mod{
-		{b, m.norm("input_layernorm")},
-		{b, attn},
-		{b, m.norm("post_attention_layernorm")},
-		{b, ffn},
+		{"module", []field{{"name", "model", strings.TrimSuffix(m.family.class, "Config") + "Model; lm_head sits beside it"}}},
+		{"module.module", []field{{"name", "embed_tokens", ""}, {"kind", "embedding", ""}, {"num", m.vocab, ""}, {"dim", m.hidden, ""}}},
+		{"module.module", []field{{"name", "layers", fmt.Sprintf("%d dense layers (first_k_dense_replace), then MoE", m.firstDense)}}},
 	})
+	// One line per layer: an inline array of tables is the same TOML as
+	// [[model.module.module]] entries, at a quarter of the lines.
+	w.line("module = [")
+	for i := int64(0); i < m.layers; i++ {
+		block := "moe"
+		if i < m.firstDense {
+			block = "dense"
+		}
+		w.line(fmt.Sprintf("  { name = \"%d\", block = \"%s\" },", i, block))
+	}
+	w.line("]")
+	w.modules([]mod{
+		{"module.module", m.norm("norm")},
+		{"module", lmHead},
+	})
+
+	attn := []field{{"name", "self_attn", ""}, {"kind", "mla", "multi-head latent attention"}, {"dim", m.hidden, ""}, {"heads", m.heads, ""}}
+	qNames := []pair{{"q", "q_proj"}}
+	if m.qLoraRank > 0 {
+		attn = append(attn, field{"q_lora_rank", m.qLoraRank, ""})
+		qNames = []pair{{"q_a", "q_a_proj"}, {"q_a_norm", "q_a_layernorm"}, {"q_b", "q_b_proj"}}
+	} else {
+		attn = append(attn, field{"q_lora_rank", int64(0), "q_lora_rank null: a plain q_proj"})
+	}
+	attn = append(attn, field{"kv_lora_rank", m.kvLoraRank, ""}, field{"qk_nope_head_dim", m.qkNope, ""},
+		field{"qk_rope_head_dim", m.qkRope, ""}, field{"v_head_dim", m.vHeadDim, ""})
+	if m.qkvBias {
+		attn = append(attn, field{"bias", true, "attention_bias"})
+	}
+	attn = append(attn, field{"names", append(qNames, pair{"kv_a", "kv_a_proj_with_mqa"}, pair{"kv_a_norm", "kv_a_layernorm"},
+		pair{"kv_b", "kv_b_proj"}, pair{"o", "o_proj"}), ""})
+	dense := []field{{"name", "mlp", ""}, {"kind", "mlp", ""}, {"dim", m.hidden, ""}, {"hidden", m.inter, ""}, {"activation", m.act, m.actNote},
+		{"names", []pair{{"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}}, ""}}
+	block := func(name string, ffn []field) {
+		w.line("")
+		w.line("[block." + name + "]")
+		w.line(`register = ["self_attn", "mlp", "input_layernorm", "post_attention_layernorm"]`)
+		b := "block." + name + ".module"
+		w.modules([]mod{
+			{b, m.norm("input_layernorm")},
+			{b, attn},
+			{b, m.norm("post_attention_layernorm")},
+			{b, ffn},
+		})
+	}
+	if m.firstDense > 0 {
+		block("dense", dense)
+	}
+	if m.firstDense < m.layers {
+		moe := []field{{"name", "mlp", "DeepseekMoE"}, {"kind", "moe", ""}, {"dim", m.hidden, ""}, {"hidden", m.moeInter, "moe_intermediate_size"},
+			{"experts", m.experts, "n_routed_experts"}, {"top_k", m.topK, ""}, {"activation", m.act, m.actNote}}
+		if m.sharedExperts > 0 {
+			moe = append(moe, field{"shared_experts", m.sharedExperts, "one MLP moe_intermediate_size × n_shared_experts wide"})
+		}
+		moe = append(moe, field{"experts_first", true, "DeepseekMoE registers experts, gate, shared_experts"})
+		if m.scoreBias {
+			moe = append(moe, field{"router_score_bias", true, "topk_method noaux_tc: gate.e_score_correction_bias"})
+		}
+		moe = append(moe, field{"names", []pair{{"router", "gate"}, {"experts", "experts"}, {"shared", "shared_experts"},
+			{"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}}, ""})
+		block("moe", moe)
+	}
 }
 
 func (m *model) norm(name string) []field {

@@ -22,7 +22,22 @@ type model struct {
 	act                       string // an ir activation
 	actNote                   string // the config's activation it came from
 	qkvBias, outBias, mlpBias bool
-	experts, topK             int64 // Mixtral
+	experts, topK             int64 // Mixtral, DeepSeek
+	// qkNorm is the attention kind's qk_norm: "" (none), "head" (Qwen3,
+	// Gemma 3) or "full" (OLMo-2).
+	qkNorm string
+	// fused: Phi-3's qkv_proj and gate_up_proj.
+	fused bool
+	// norms is the decoder layer's norm layout: "" for Llama's pre-norms,
+	// "olmo2" for post-norms only, "gemma2" for pre- and post-norms.
+	norms string
+	// DeepSeek: multi-head latent attention and shared+routed experts
+	// after first_k_dense_replace dense layers.
+	mla                                 bool
+	qLoraRank, kvLoraRank               int64
+	qkNope, qkRope, vHeadDim            int64
+	moeInter, sharedExperts, firstDense int64
+	scoreBias                           bool
 
 	maxPos    int64
 	maxPosKey string
@@ -33,6 +48,10 @@ type model struct {
 	seqLenNote string
 	gpu        string
 	worldSize  int
+	// gpusPerNode, microBatch and checkpointing are the options' (or
+	// their defaults).
+	gpusPerNode, microBatch int
+	checkpointing           string
 
 	assumed []string
 }
@@ -56,12 +75,24 @@ type family struct {
 }
 
 var families = map[string]family{
-	"llama":   {class: "LlamaConfig", read: readDecoder, maxPos: 2048, actKey: "hidden_act", act: "silu"},
-	"mistral": {class: "MistralConfig", read: readDecoder, maxPos: 4096 * 32, actKey: "hidden_act", act: "silu"},
-	"mixtral": {class: "MixtralConfig", read: readDecoder, maxPos: 4096 * 32, actKey: "hidden_act", act: "silu"},
-	"qwen2":   {class: "Qwen2Config", read: readDecoder, maxPos: 32768, actKey: "hidden_act", act: "silu"},
-	"gemma":   {class: "GemmaConfig", read: readDecoder, tied: true, maxPos: 8192, actKey: "hidden_activation", act: "gelu_pytorch_tanh"},
-	"gpt2":    {class: "GPT2Config", gpt2: true, read: readGPT2, tied: true, actKey: "activation_function", act: "gelu_new"},
+	"llama":       {class: "LlamaConfig", read: readDecoder, maxPos: 2048, actKey: "hidden_act", act: "silu"},
+	"mistral":     {class: "MistralConfig", read: readDecoder, maxPos: 4096 * 32, actKey: "hidden_act", act: "silu"},
+	"mixtral":     {class: "MixtralConfig", read: readDecoder, maxPos: 4096 * 32, actKey: "hidden_act", act: "silu"},
+	"qwen2":       {class: "Qwen2Config", read: readDecoder, maxPos: 32768, actKey: "hidden_act", act: "silu"},
+	"gemma":       {class: "GemmaConfig", read: readDecoder, tied: true, maxPos: 8192, actKey: "hidden_activation", act: "gelu_pytorch_tanh"},
+	"gpt2":        {class: "GPT2Config", gpt2: true, read: readGPT2, tied: true, actKey: "activation_function", act: "gelu_new"},
+	"phi3":        {class: "Phi3Config", read: readDecoder, maxPos: 4096, actKey: "hidden_act", act: "silu"},
+	"olmo2":       {class: "Olmo2Config", read: readDecoder, maxPos: 2048, actKey: "hidden_act", act: "silu"},
+	"qwen3":       {class: "Qwen3Config", read: readDecoder, maxPos: 32768, actKey: "hidden_act", act: "silu"},
+	"gemma2":      {class: "Gemma2Config", read: readDecoder, tied: true, maxPos: 8192, actKey: "hidden_activation", act: "gelu_pytorch_tanh"},
+	"gemma3_text": {class: "Gemma3TextConfig", read: readDecoder, tied: true, maxPos: 131072, actKey: "hidden_activation", act: "gelu_pytorch_tanh"},
+	"deepseek_v2": {class: "DeepseekV2Config", read: readDeepSeek, maxPos: 2048, actKey: "hidden_act", act: "silu"},
+	"deepseek_v3": {class: "DeepseekV3Config", read: readDeepSeek, maxPos: 4096, actKey: "hidden_act", act: "silu"},
+}
+
+// refused are model types with a reason more useful than "not supported".
+var refused = map[string]string{
+	"gemma3": "multimodal Gemma 3 (a SigLIP vision tower beside the language model) is not supported; import the language model alone from a text-only config (model_type \"gemma3_text\", as Gemma 3 1B ships, or the text_config of this one saved with model_type \"gemma3_text\")",
 }
 
 // Bounds on the sizes that multiply into module counts: far above any
@@ -81,23 +112,46 @@ func readDecoder(c *config, m *model) {
 	m.inter = c.need("intermediate_size")
 	m.layers = c.need("num_hidden_layers")
 	m.heads = c.need("num_attention_heads")
-	if m.modelType == "llama" {
-		// LlamaConfig documents the fallback, and Llama 1 configs rely on it.
+	if m.modelType == "llama" || m.modelType == "phi3" || m.modelType == "olmo2" {
+		// These config classes document the fallback (None means one
+		// key/value head per query head), and Llama 1 configs rely on it.
 		if kv, ok := c.optInt("num_key_value_heads"); ok {
 			m.kvHeads = kv
 		} else if !c.has("num_key_value_heads") {
 			m.kvHeads = m.heads
-			m.assume("num_key_value_heads is not set: every head has its own keys and values (LlamaConfig's default)")
+			m.assume("num_key_value_heads is not set: every head has its own keys and values (%s's default)", f.class)
 		}
 	} else {
 		// The other config classes default it to one model size's figure,
 		// which would silently be wrong for the rest.
 		m.kvHeads = c.need("num_key_value_heads")
 	}
-	if m.modelType == "gemma" {
+	switch m.modelType {
+	case "gemma", "gemma2", "gemma3_text":
 		m.headDim = c.need("head_dim")
-	} else if hd, ok := c.optInt("head_dim"); ok {
-		m.headDim = hd
+	case "qwen3":
+		if hd, ok := c.optInt("head_dim"); ok {
+			m.headDim = hd
+		} else if !c.has("head_dim") {
+			m.headDim = 128
+			m.assume("head_dim is not set: Qwen3Config's default, 128")
+		}
+	default:
+		if hd, ok := c.optInt("head_dim"); ok {
+			m.headDim = hd
+		}
+	}
+	switch m.modelType {
+	case "phi3":
+		m.fused = true
+	case "olmo2":
+		m.qkNorm, m.norms = "full", "olmo2"
+	case "qwen3":
+		m.qkNorm = "head"
+	case "gemma2":
+		m.norms = "gemma2"
+	case "gemma3_text":
+		m.qkNorm, m.norms = "head", "gemma2"
 	}
 
 	m.tied = f.tied
@@ -122,7 +176,7 @@ func readDecoder(c *config, m *model) {
 		if v, _ := c.optBool("mlp_bias"); v {
 			m.mlpBias = true
 		}
-	case "gemma":
+	case "gemma", "gemma2", "gemma3_text", "olmo2", "qwen3":
 		if v, _ := c.optBool("attention_bias"); v {
 			m.qkvBias, m.outBias = true, true
 		}
@@ -143,9 +197,10 @@ func readDecoder(c *config, m *model) {
 		m.maxPos = f.maxPos
 		m.assume("max_position_embeddings is not set: %s's default, %d", f.class, f.maxPos)
 	}
-	if m.modelType == "mistral" || m.modelType == "mixtral" || m.modelType == "qwen2" {
+	switch m.modelType {
+	case "mistral", "mixtral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text":
 		on := true
-		if m.modelType == "qwen2" {
+		if m.modelType == "qwen2" || m.modelType == "qwen3" {
 			on, _ = c.optBool("use_sliding_window")
 		}
 		if w, ok := c.optIntUpTo("sliding_window", 1<<40); ok && on {
@@ -235,10 +290,10 @@ func checkShape(c *config, m *model) {
 	if m.layers > maxLayers {
 		c.errorf("%d layers is more than fsdpc imports (%d)", m.layers, maxLayers)
 	}
-	if m.heads%m.kvHeads != 0 {
+	if !m.mla && m.heads%m.kvHeads != 0 {
 		c.errorf("num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)", m.heads, m.kvHeads)
 	}
-	if m.headDim == 0 && m.hidden%m.heads != 0 {
+	if !m.mla && m.headDim == 0 && m.hidden%m.heads != 0 {
 		c.errorf("hidden size %d is not a multiple of the %d attention heads", m.hidden, m.heads)
 	}
 	if m.experts > 0 {
@@ -256,7 +311,8 @@ func checkShape(c *config, m *model) {
 // setTraining picks the training setup: the options, or defaults that fit
 // the model.
 func (m *model) setTraining(opt Options) error {
-	m.gpu, m.worldSize = opt.GPU, opt.WorldSize
+	m.gpu, m.worldSize, m.gpusPerNode = opt.GPU, opt.WorldSize, opt.GPUsPerNode
+	m.microBatch, m.checkpointing = opt.MicroBatch, opt.Checkpointing
 	switch {
 	case opt.SeqLen > 0:
 		if m.family.gpt2 && opt.SeqLen > m.maxPos {
@@ -279,4 +335,74 @@ func (m *model) setTraining(opt Options) error {
 
 func jsonString(raw json.RawMessage, out *string) bool {
 	return json.Unmarshal(raw, out) == nil
+}
+
+// readDeepSeek reads DeepSeek-V2 and V3: multi-head latent attention, and
+// MoE layers of shared and routed experts after first_k_dense_replace
+// dense layers.
+func readDeepSeek(c *config, m *model) {
+	f := m.family
+	m.mla = true
+	m.vocab = c.need("vocab_size")
+	m.hidden = c.need("hidden_size")
+	m.inter = c.need("intermediate_size")
+	m.layers = c.need("num_hidden_layers")
+	m.heads = c.need("num_attention_heads")
+	m.kvHeads = m.heads
+	// q_lora_rank null (V2-Lite) means a plain q_proj.
+	if r, ok := c.optInt("q_lora_rank"); ok {
+		m.qLoraRank = r
+	}
+	m.kvLoraRank = c.need("kv_lora_rank")
+	m.qkNope = c.need("qk_nope_head_dim")
+	m.qkRope = c.need("qk_rope_head_dim")
+	m.vHeadDim = c.need("v_head_dim")
+	if v, _ := c.optBool("attention_bias"); v {
+		m.qkvBias = true
+	}
+	if v, ok := c.optBool("tie_word_embeddings"); ok {
+		m.tied = v
+	}
+	if n, ok := c.optInt("n_routed_experts"); ok {
+		m.experts = n
+		m.topK = c.need("num_experts_per_tok")
+		m.moeInter = c.need("moe_intermediate_size")
+		if n, ok := c.optInt("n_shared_experts"); ok {
+			m.sharedExperts = n
+		}
+		if raw, ok := c.raw("first_k_dense_replace"); ok && raw != "0" {
+			m.firstDense = c.need("first_k_dense_replace")
+		}
+		if freq, ok := c.optInt("moe_layer_freq"); ok && freq != 1 {
+			c.errorf("moe_layer_freq = %d is not supported: only every layer after first_k_dense_replace being MoE (1), as in every published DeepSeek-V2/V3", freq)
+		}
+		method, ok := c.optString("topk_method")
+		if !ok && m.modelType == "deepseek_v3" {
+			method = "noaux_tc" // DeepseekV3Config's default
+		}
+		// V3's gate carries a learned bias on the routing scores.
+		m.scoreBias = method == "noaux_tc"
+		if m.firstDense > m.layers {
+			c.errorf("first_k_dense_replace (%d) exceeds num_hidden_layers (%d)", m.firstDense, m.layers)
+		}
+	} else {
+		m.firstDense = m.layers
+		m.assume("n_routed_experts is not set: every layer has a dense MLP")
+	}
+	_, act, gated := activation(c, m)
+	if gated != "swiglu" {
+		c.errorf("hidden_act %q is not supported for %s: its MLPs are SwiGLU (silu)", clean(act), m.modelType)
+	}
+	m.act = gated
+	m.maxPosKey = "max_position_embeddings"
+	if n, ok := c.optIntUpTo("max_position_embeddings", 1<<40); ok {
+		m.maxPos = n
+	} else if !c.has("max_position_embeddings") {
+		m.maxPos = f.maxPos
+		m.assume("max_position_embeddings is not set: %s's default, %d", f.class, f.maxPos)
+	}
+	if n, ok := c.optInt("num_nextn_predict_layers"); ok {
+		m.assume("num_nextn_predict_layers = %d: the multi-token-prediction module is not part of the transformers model and is left out", n)
+	}
+	checkShape(c, m)
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,13 +25,22 @@ type Options struct {
 	GPU string
 	// WorldSize defaults to DefaultWorldSize, one node.
 	WorldSize int
+	// GPUsPerNode defaults to DefaultGPUsPerNode.
+	GPUsPerNode int
+	// MicroBatch defaults to 1.
+	MicroBatch int
+	// Checkpointing is a [train] checkpointing mode; it defaults to "full".
+	Checkpointing string
 }
 
 const (
 	DefaultMaxSeqLen = 8192
 	DefaultGPU       = "h100-sxm"
 	DefaultWorldSize = 8
-	gpusPerNode      = 8
+	// DefaultGPUsPerNode is an HGX/DGX node's.
+	DefaultGPUsPerNode   = 8
+	DefaultCheckpointing = "full"
+	maxMicroBatch        = 1 << 20
 	// Bounds that keep a mistyped flag from producing a file ir rejects.
 	maxSeqLen    = 1 << 30
 	maxWorldSize = 1 << 24
@@ -69,6 +79,9 @@ func ConvertWith(file string, configJSON []byte, opt Options) ([]byte, error) {
 		return nil, fmt.Errorf("%s: model_type is missing; it is required (supported: %s)", file, strings.Join(Supported(), ", "))
 	}
 	fam, ok := families[typ]
+	if why, refusedType := refused[typ]; refusedType {
+		return nil, fmt.Errorf("%s: %s (supported: %s)", file, why, strings.Join(Supported(), ", "))
+	}
 	if !ok {
 		return nil, fmt.Errorf("%s: model_type %q is not supported (supported: %s)", file, clean(typ), strings.Join(Supported(), ", "))
 	}
@@ -104,6 +117,24 @@ func (o Options) Validate() error {
 	if o.WorldSize < 0 || o.WorldSize > maxWorldSize {
 		return fmt.Errorf("world-size %d is out of range (1 to %d)", o.WorldSize, maxWorldSize)
 	}
+	if o.GPUsPerNode < 0 || o.GPUsPerNode > maxWorldSize {
+		return fmt.Errorf("gpus-per-node %d is out of range (1 to %d)", o.GPUsPerNode, maxWorldSize)
+	}
+	world := o.WorldSize
+	if world == 0 {
+		world = DefaultWorldSize
+	}
+	if o.GPUsPerNode > 0 && world%o.GPUsPerNode != 0 && world > o.GPUsPerNode {
+		return fmt.Errorf("world-size %d is not a whole number of nodes of %d GPUs", world, o.GPUsPerNode)
+	}
+	if o.MicroBatch < 0 || o.MicroBatch > maxMicroBatch {
+		return fmt.Errorf("micro-batch %d is out of range (1 to %d)", o.MicroBatch, maxMicroBatch)
+	}
+	if o.Checkpointing != "" {
+		if _, ok := ir.CheckpointingModes[o.Checkpointing]; !ok {
+			return fmt.Errorf("unknown checkpointing mode %q (modes: %s)", o.Checkpointing, strings.Join(slices.Sorted(maps.Keys(ir.CheckpointingModes)), ", "))
+		}
+	}
 	return nil
 }
 
@@ -116,6 +147,15 @@ func (o *Options) fill() error {
 	}
 	if o.WorldSize == 0 {
 		o.WorldSize = DefaultWorldSize
+	}
+	if o.GPUsPerNode == 0 {
+		o.GPUsPerNode = DefaultGPUsPerNode
+	}
+	if o.MicroBatch == 0 {
+		o.MicroBatch = 1
+	}
+	if o.Checkpointing == "" {
+		o.Checkpointing = DefaultCheckpointing
 	}
 	return nil
 }
@@ -158,7 +198,9 @@ func modelName(file string, c *config) string {
 			}
 		}
 	}
+	// Llama-3.1-8B.config.json names Llama-3.1-8B.
 	base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	base = strings.TrimSuffix(base, ".config")
 	if base != "" && base != "config" && base != "." && base != "/" {
 		return clean(base)
 	}

@@ -3,6 +3,7 @@ package hf
 import (
 	"bytes"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,10 @@ var published = []struct {
 	// absent are names that must not be parameters.
 	absent []string
 	tied   string // the tied parameter, if any
+	// rounded is the total as the model's publisher states it, to the
+	// precision stated (2.4e9 ± 0.05e9 for "2.4B"); where publishers give
+	// rounded totals only, the exact count is derived by hand beside it.
+	rounded, precision float64
 }{
 	// Llama 1 7B: 2·32000·4096 + 32·(4·4096² + 3·4096·11008 + 2·4096) + 4096.
 	{fixture: "llama-7b", params: 6_738_415_616,
@@ -112,6 +117,89 @@ var published = []struct {
 	// Gemma 7B: 256000·3072 (tied) + 28·(4·3072·4096 + 3·3072·24576 + 2·3072) + 3072; 16 heads of 256 make q 4096 wide.
 	{fixture: "gemma-7b", params: 8_537_680_896, tied: "lm_head.weight",
 		shapes: map[string][]int64{"model.layers.0.self_attn.q_proj.weight": {4096, 3072}, "model.layers.0.self_attn.o_proj.weight": {3072, 4096}}},
+
+	// Phi-3-mini: 2·32064·3072 + 32·(3072·9216 + 3072² + 3072·16384 + 8192·3072 + 2·3072) + 3072;
+	// "3.8B parameters" (Phi-3 technical report, arXiv:2404.14219; the
+	// model card of microsoft/Phi-3-mini-4k-instruct).
+	{fixture: "phi-3-mini-4k-instruct", params: 3_821_079_552, rounded: 3.8e9, precision: 0.05e9,
+		shapes: map[string][]int64{
+			"model.layers.0.self_attn.qkv_proj.weight": {9216, 3072},
+			"model.layers.0.self_attn.o_proj.weight":   {3072, 3072},
+			"model.layers.0.mlp.gate_up_proj.weight":   {16384, 3072},
+			"model.layers.0.mlp.down_proj.weight":      {3072, 8192},
+		},
+		absent: []string{"model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.gate_proj.weight"}},
+	// OLMo-2 7B: 2·100352·4096 + 32·(4·4096² + 2·4096 (q/k norms) + 3·4096·11008 + 2·4096) + 4096;
+	// "7B", 7.30B on allenai/OLMo-2-1124-7B's model card (OLMo 2 paper, arXiv:2501.00656).
+	{fixture: "olmo-2-1124-7b", params: 7_298_617_344, rounded: 7.3e9, precision: 0.05e9,
+		shapes: map[string][]int64{
+			"model.layers.0.self_attn.q_norm.weight":           {4096},
+			"model.layers.0.self_attn.k_norm.weight":           {4096},
+			"model.layers.0.post_attention_layernorm.weight":   {4096},
+			"model.layers.0.post_feedforward_layernorm.weight": {4096},
+		},
+		absent: []string{"model.layers.0.input_layernorm.weight"}},
+	// Qwen3-0.6B: 151936·1024 (tied) + 28·(1024·2048 + 2·1024·1024 + 2048·1024 + 2·128 + 3·1024·3072 + 2·1024) + 1024;
+	// Qwen/Qwen3-0.6B's model card: "Number of Parameters: 0.6B,
+	// Non-Embedding: 0.44B" (440,467,456 here).
+	{fixture: "qwen3-0.6b", params: 596_049_920, tied: "lm_head.weight", rounded: 0.6e9, precision: 0.05e9,
+		shapes: map[string][]int64{"model.layers.0.self_attn.q_norm.weight": {128}, "model.layers.0.self_attn.k_norm.weight": {128},
+			"model.layers.0.self_attn.q_proj.weight": {2048, 1024}}},
+	// Qwen3-8B: 2·151936·4096 + 36·(2·4096² + 2·4096·1024 + 2·128 + 3·4096·12288 + 2·4096) + 4096;
+	// the model card: "Number of Parameters: 8.2B, Non-Embedding: 6.95B".
+	{fixture: "qwen3-8b", params: 8_190_735_360, rounded: 8.2e9, precision: 0.05e9,
+		shapes: map[string][]int64{"model.layers.35.self_attn.k_norm.weight": {128}}},
+	// Gemma 2 2B: 256000·2304 (tied) + 26·(2·2304·2048 + 2·2304·1024 + 3·2304·9216 + 4·2304) + 2304;
+	// "2.6B" (Gemma 2 report, arXiv:2408.00118, Table 1: 2,614,341,888 with embeddings).
+	{fixture: "gemma-2-2b", params: 2_614_341_888, tied: "lm_head.weight", rounded: 2.6e9, precision: 0.05e9,
+		shapes: map[string][]int64{"model.layers.0.pre_feedforward_layernorm.weight": {2304}, "model.layers.0.post_feedforward_layernorm.weight": {2304},
+			"model.layers.0.self_attn.q_proj.weight": {2048, 2304}}},
+	// Gemma 2 9B: 256000·3584 (tied) + 42·(2·3584·4096 + 2·3584·2048 + 3·3584·14336 + 4·3584) + 3584;
+	// "9B", 9.24B on google/gemma-2-9b.
+	{fixture: "gemma-2-9b", params: 9_241_705_984, tied: "lm_head.weight", rounded: 9.24e9, precision: 0.005e9,
+		shapes: map[string][]int64{"model.layers.41.mlp.down_proj.weight": {3584, 14336}}},
+	// Gemma 3 1B: 262144·1152 (tied) + 26·(2·1152·1024 + 2·1152·256 + 2·256 + 3·1152·6912 + 4·1152) + 1152;
+	// "1B" (Gemma 3 report, arXiv:2503.19786, Table 1: 302M embedding + 698M non-embedding).
+	{fixture: "gemma-3-1b-pt", params: 999_885_952, tied: "lm_head.weight", rounded: 1.0e9, precision: 0.005e9,
+		shapes: map[string][]int64{"model.layers.0.self_attn.q_norm.weight": {256}, "model.layers.0.self_attn.k_proj.weight": {256, 1152}}},
+	// DeepSeek-V2-Lite: 2·102400·2048 + 27·(2048·3072 + 2048·576 + 512 + 512·4096 + 2048·2048 + 2·2048)
+	// + 3·2048·10944 (layer 0) + 26·(64·3·2048·1408 + 64·2048 + 3·2048·2816) + 2048;
+	// "15.7B total parameters" (deepseek-ai/DeepSeek-V2-Lite's model card).
+	{fixture: "deepseek-v2-lite", params: 15_706_484_224, rounded: 15.7e9, precision: 0.05e9,
+		shapes: map[string][]int64{
+			"model.layers.0.self_attn.q_proj.weight":             {3072, 2048},
+			"model.layers.0.self_attn.kv_a_proj_with_mqa.weight": {576, 2048},
+			"model.layers.0.self_attn.kv_a_layernorm.weight":     {512},
+			"model.layers.0.self_attn.kv_b_proj.weight":          {4096, 512},
+			"model.layers.0.self_attn.o_proj.weight":             {2048, 2048},
+			"model.layers.0.mlp.gate_proj.weight":                {10944, 2048},
+			"model.layers.1.mlp.gate.weight":                     {64, 2048},
+			"model.layers.1.mlp.experts.63.down_proj.weight":     {2048, 1408},
+			"model.layers.26.mlp.shared_experts.up_proj.weight":  {2816, 2048},
+		},
+		absent: []string{"model.layers.0.self_attn.q_a_proj.weight", "model.layers.0.mlp.experts.0.gate_proj.weight", "model.layers.1.mlp.gate.e_score_correction_bias"}},
+	// DeepSeek-V2: 2·102400·5120 + 60·(attention 149,227,520 + 2·5120) + 3·5120·12288 (layer 0)
+	// + 59·(160·3·5120·1536 + 160·5120 + 3·5120·3072) + 5120; "236B total parameters"
+	// (DeepSeek-V2 paper, arXiv:2405.04434).
+	{fixture: "deepseek-v2", params: 235_741_434_880, rounded: 236e9, precision: 0.5e9,
+		shapes: map[string][]int64{
+			"model.layers.0.self_attn.q_a_proj.weight":       {1536, 5120},
+			"model.layers.0.self_attn.q_a_layernorm.weight":  {1536},
+			"model.layers.0.self_attn.q_b_proj.weight":       {24576, 1536},
+			"model.layers.59.mlp.experts.159.up_proj.weight": {1536, 5120},
+		}},
+	// DeepSeek-V3: 2·129280·7168 + 61·(attention 187,107,328 + 2·7168) + 3·3·7168·18432 (dense layers 0-2)
+	// + 58·(256·3·7168·2048 + 256·7168 + 256 + 3·7168·2048) + 7168; "671B total parameters",
+	// the 685B on the Hub adding the 14B multi-token-prediction module
+	// (DeepSeek-V3 report, arXiv:2412.19437; deepseek-ai/DeepSeek-V3's README).
+	{fixture: "deepseek-v3", params: 671_026_419_200, rounded: 671e9, precision: 0.5e9,
+		shapes: map[string][]int64{
+			"model.layers.2.mlp.down_proj.weight":                {7168, 18432},
+			"model.layers.3.mlp.gate.e_score_correction_bias":    {256},
+			"model.layers.3.mlp.shared_experts.gate_proj.weight": {2048, 7168},
+			"model.layers.60.mlp.experts.255.gate_proj.weight":   {2048, 7168},
+		},
+		absent: []string{"model.layers.3.mlp.gate_proj.weight", "model.layers.61.self_attn.o_proj.weight"}},
 }
 
 func convertFixture(t *testing.T, fixture string) ([]byte, *ir.Model) {
@@ -141,6 +229,9 @@ func TestPublishedModels(t *testing.T) {
 			out, m := convertFixture(t, tc.fixture)
 			if got := m.Stats().Params; got != tc.params {
 				t.Errorf("params = %d, want %d (off by %d)", got, tc.params, got-tc.params)
+			}
+			if tc.rounded > 0 && math.Abs(float64(tc.params)-tc.rounded) > tc.precision {
+				t.Errorf("the exact count %d does not round to the published %g", tc.params, tc.rounded)
 			}
 			byName := map[string]*ir.Param{}
 			for i := range m.Params {
@@ -312,8 +403,14 @@ func TestErrors(t *testing.T) {
 		want []string
 	}{
 		{"unsupported model_type", `{"model_type": "bert", "hidden_size": 768}`, Options{},
-			[]string{`cfg.json: model_type "bert" is not supported`, "gemma, gpt2, llama, mistral, mixtral, qwen2"}},
-		{"missing model_type", `{"hidden_size": 768}`, Options{}, []string{"model_type is missing", "supported: gemma"}},
+			[]string{`cfg.json: model_type "bert" is not supported`, "deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, phi3, qwen2, qwen3"}},
+		{"multimodal gemma3", `{"model_type": "gemma3", "text_config": {}}`, Options{},
+			[]string{"multimodal Gemma 3", `model_type "gemma3_text"`, "supported: deepseek_v2"}},
+		{"deepseek moe_layer_freq", `{"model_type": "deepseek_v3", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 2,
+			"num_attention_heads": 2, "kv_lora_rank": 4, "qk_nope_head_dim": 2, "qk_rope_head_dim": 2, "v_head_dim": 2,
+			"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "moe_layer_freq": 2}`, Options{},
+			[]string{"moe_layer_freq = 2 is not supported"}},
+		{"missing model_type", `{"hidden_size": 768}`, Options{}, []string{"model_type is missing", "supported: deepseek_v2"}},
 		{"model_type not a string", `{"model_type": 7}`, Options{}, []string{"model_type must be a string, not 7"}},
 		{"malformed JSON", "{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 4096\n  \"vocab_size\": 32000\n}", Options{},
 			[]string{"cfg.json:4:3: JSON syntax: invalid character '\"' after object key:value pair"}},
@@ -396,5 +493,86 @@ func TestHostileStrings(t *testing.T) {
 	}
 	if m.Cluster.WorldSize != 8 || m.Stats().Params != 1_235_814_400 {
 		t.Errorf("the config's strings changed the model:\n%s", out)
+	}
+}
+
+// TestReadyToPlan: one import with the flags gives the training setup
+// asked for, and the model plans without edits.
+func TestReadyToPlan(t *testing.T) {
+	opt := Options{SeqLen: 4096, GPU: "h200", WorldSize: 32, GPUsPerNode: 4, MicroBatch: 2, Checkpointing: "selective-op"}
+	out, err := ConvertWith("qwen3-8b.json", mustRead(t, "qwen3-8b"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ir.Load("x.toml", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Train.SeqLen != 4096 || m.Train.MicroBatch != 2 || m.Train.Checkpointing != ir.CheckpointingModes["selective-op"] ||
+		m.Cluster.WorldSize != 32 || m.Cluster.GPUsPerNode != 4 || m.Cluster.GPU.Name != "NVIDIA H200 SXM 141GB" {
+		t.Errorf("train %+v, cluster world %d × %d per node, %s", m.Train, m.Cluster.WorldSize, m.Cluster.GPUsPerNode, m.Cluster.GPU.Name)
+	}
+	for _, bad := range []Options{{Checkpointing: "most"}, {MicroBatch: -1}, {WorldSize: 12, GPUsPerNode: 8}, {GPUsPerNode: -2}} {
+		if _, err := ConvertWith("qwen3-8b.json", mustRead(t, "qwen3-8b"), bad); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+// TestModelName: the Hub id, else the file's stem without ".config".
+func TestModelName(t *testing.T) {
+	src := mustRead(t, "llama-3.1-8b")
+	for file, want := range map[string]string{
+		"Llama-3.1-8B.config.json": "Llama-3.1-8B",
+		"dir/Qwen3-8B.json":        "Qwen3-8B",
+		"config.json":              "imported",
+	} {
+		out, err := ConvertWith(file, bytes.Replace(src, []byte(`"_name_or_path"`), []byte(`"_unused"`), 1), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ir.Load("x.toml", out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Name != want {
+			t.Errorf("%s: named %q, want %q", file, m.Name, want)
+		}
+	}
+	out, err := ConvertWith("phi3.config.json", mustRead(t, "phi-3-mini-4k-instruct"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := ir.Load("x.toml", out); err != nil || m.Name != "Phi-3-mini-4k-instruct" {
+		t.Errorf("named from _name_or_path: %v %v", m.Name, err)
+	}
+}
+
+// TestRegistrationOrder: the new kinds register their children as the
+// Hugging Face implementations do (FSDP2's parameter order).
+func TestRegistrationOrder(t *testing.T) {
+	for fixture, want := range map[string][]string{
+		"phi-3-mini-4k-instruct": {"model.layers.0.self_attn.o_proj.weight", "model.layers.0.self_attn.qkv_proj.weight", "model.layers.0.mlp.gate_up_proj.weight", "model.layers.0.mlp.down_proj.weight"},
+		"qwen3-0.6b":             {"model.layers.0.self_attn.o_proj.weight", "model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight", "model.layers.0.mlp.gate_proj.weight"},
+		"deepseek-v2":            {"model.layers.1.self_attn.q_a_proj.weight", "model.layers.1.self_attn.q_a_layernorm.weight", "model.layers.1.self_attn.q_b_proj.weight", "model.layers.1.self_attn.kv_a_proj_with_mqa.weight", "model.layers.1.self_attn.kv_a_layernorm.weight", "model.layers.1.self_attn.kv_b_proj.weight", "model.layers.1.self_attn.o_proj.weight", "model.layers.1.mlp.experts.0.gate_proj.weight", "model.layers.1.mlp.gate.weight", "model.layers.1.mlp.shared_experts.gate_proj.weight"},
+		"deepseek-v3":            {"model.layers.3.mlp.experts.255.down_proj.weight", "model.layers.3.mlp.gate.weight", "model.layers.3.mlp.gate.e_score_correction_bias", "model.layers.3.mlp.shared_experts.gate_proj.weight"},
+	} {
+		_, m := convertFixture(t, fixture)
+		pos := map[string]int{}
+		for i, p := range m.Params {
+			pos[p.Name] = i
+		}
+		last := -1
+		for _, name := range want {
+			i, ok := pos[name]
+			if !ok {
+				t.Errorf("%s: no parameter %s", fixture, name)
+				continue
+			}
+			if i < last {
+				t.Errorf("%s: %s comes before the parameter listed before it", fixture, name)
+			}
+			last = i
+		}
 	}
 }
