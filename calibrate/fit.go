@@ -268,7 +268,11 @@ func WriteFit(w io.Writer, f *Fit) {
 func WriteProfile(w io.Writer, f *Fit, source string) error {
 	fmt.Fprintf(w, "# fsdpc hardware profile for %s, fitted by `fsdpc calibrate` to %d measured runs of %s\n", f.GPU, len(f.Residuals), source)
 	fmt.Fprintf(w, "# (throughput MAPE %.1f%% before, %.1f%% after). Name it in [cluster] as profile = \"<this file>\".\n", f.Before, f.After)
-	fmt.Fprintf(w, "[profile]\ngpus = [%q]\n", strings.Join(strings.Split(f.GPU, "+"), `", "`))
+	var gpus []string
+	for _, g := range strings.Split(f.GPU, "+") {
+		gpus = append(gpus, fmt.Sprintf("%q", g))
+	}
+	fmt.Fprintf(w, "[profile]\ngpus = [%s]\n", strings.Join(gpus, ", "))
 	cal := f.Cal
 	for _, p := range Parameters {
 		if p.Name != "attention" {

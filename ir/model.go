@@ -221,6 +221,9 @@ type Cluster struct {
 	MemoryBudget int64
 	// HostBandwidth is the host-device link (PCIe) per GPU, one direction.
 	HostBandwidth float64
+	// Profile is the hardware profile the cluster names (fitted cost-model
+	// constants), sorted by name; nil for the GPU's built-in one.
+	Profile []ProfileValue
 }
 
 // Mesh is an HSDP device mesh: Replicate × Shard = world size. As in

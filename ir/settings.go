@@ -108,7 +108,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		return
 	}
 	t := d.table("cluster", v, "[cluster]", "gpu", "gpus_per_node", "world_size", "nodes", "mesh",
-		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "nics_per_node", "memory_budget",
+		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "nics_per_node", "memory_budget", "profile",
 		"host_link", "host_link_bandwidth")
 
 	preset := ""
@@ -178,6 +178,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		hostDefault = "pcie4"
 	}
 	c.HostBandwidth = d.link(t, "host_link", hostDefault)
+	c.Profile = d.readProfile(t, preset)
 	if c.Nodes() <= 1 && !t.has("inter_node") && !t.has("inter_node_bandwidth") {
 		c.InterNodeBandwidth = c.IntraNodeBandwidth
 	}

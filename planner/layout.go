@@ -168,7 +168,7 @@ func newPlanShell(m *ir.Model) *schedule.Plan {
 			Replicate: 1, Shard: c.WorldSize, IntraNodeBandwidth: c.IntraNodeBandwidth,
 			InterNodeBandwidth: c.InterNodeBandwidth, HBMBytes: c.GPU.HBMBytes, MemoryBudget: c.MemoryBudget,
 			PeakFLOPS: append([]float64(nil), c.GPU.PeakFLOPS[:]...), HBMBandwidth: c.GPU.HBMBandwidth,
-			HostBandwidth: c.HostBandwidth},
+			HostBandwidth: c.HostBandwidth, Profile: c.Profile},
 		Train: schedule.Train{MicroBatch: m.Train.MicroBatch, SeqLen: m.Train.SeqLen, GradAccum: m.Train.GradAccum,
 			AccumulateUnsharded: m.Train.AccumulateUnsharded,
 			Checkpointing:       m.Train.Checkpointing.String(), Optimizer: m.Train.Optimizer,

@@ -3,7 +3,10 @@ package schedule
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 // Check verifies a plan's structure: indices in range, group layouts that
@@ -15,6 +18,7 @@ import (
 // verifier's job, which builds on this.)
 func Check(p *Plan) error {
 	c := &checker{p: p}
+	c.profile()
 	c.groups()
 	c.program()
 	if len(c.errs) > 0 {
@@ -210,6 +214,17 @@ func (c *checker) program() {
 	for i, s := range state {
 		if s == live && !p.Buffers[i].Persistent {
 			c.errorf("buffer %q is never freed", p.Buffers[i].Name)
+		}
+	}
+}
+
+// profile: the cluster's hardware profile names known constants, once
+// each, in order, each a fraction.
+func (c *checker) profile() {
+	prof := c.p.Cluster.Profile
+	for i, v := range prof {
+		if !slices.Contains(ir.ProfileKeys, v.Name) || i > 0 && prof[i-1].Name >= v.Name || !(v.Value >= 0 && v.Value <= 1) {
+			c.errs = append(c.errs, fmt.Sprintf("cluster profile constant %d (%q = %g) is unknown, out of order or not a fraction", i, v.Name, v.Value))
 		}
 	}
 }

@@ -84,7 +84,29 @@ type Model struct {
 // NewModel builds the cost model for a plan's cluster: the default
 // calibration with the GPU's fitted profile, if it has one.
 func NewModel(p *Plan) *Model {
-	return &Model{HW: p.Cluster.hardware(), Cal: CalibrationFor(p.Cluster.GPU)}
+	cal := CalibrationFor(p.Cluster.GPU)
+	for _, v := range p.Cluster.Profile {
+		cal.set(v.Name, v.Value)
+	}
+	return &Model{HW: p.Cluster.hardware(), Cal: cal}
+}
+
+// set changes the constant a hardware profile names (ir.ProfileKeys).
+func (c *Calibration) set(name string, v float64) {
+	switch name {
+	case "attention_backward":
+		c.AttentionBackward = v
+	case "attention_forward":
+		c.AttentionForward = v
+	case "max_efficiency":
+		c.MaxEfficiency = v
+	case "memory_efficiency":
+		c.MemoryEfficiency = v
+	case "nic_efficiency":
+		c.NICEfficiency = v
+	case "overlap":
+		c.Overlap = v
+	}
 }
 
 // Kernel is the time of a forward or backward segment: its GEMMs at an

@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) with the single-group-per-module path of torch 2.6 to 2.12
@@ -86,6 +86,9 @@ type Cluster struct {
 	PeakFLOPS     []float64
 	HBMBandwidth  float64
 	HostBandwidth float64
+	// Profile is the hardware profile the model file named: calibration
+	// constants that replace the GPU's built-in profile (NewModel).
+	Profile []ir.ProfileValue
 }
 
 // Train is the training setup the schedule runs.

@@ -2,7 +2,7 @@
 // its bytes; docs/plan-format.md is the same specification with examples
 // and the reasons. testdata/tiny.plan.hex pins it byte by byte.
 //
-// Layout (format version 2). All integers are little-endian.
+// Layout (format version 3). All integers are little-endian.
 //
 //	offset     what
 //	0          magic, 4 bytes: 89 46 53 50 ("\x89FSP")
@@ -39,7 +39,9 @@
 //	Cluster     str GPU, int WorldSize, int GPUsPerNode, int Replicate,
 //	            int Shard, float IntraNodeBandwidth, float InterNodeBandwidth,
 //	            int HBMBytes, int MemoryBudget, list of float PeakFLOPS,
-//	            float HBMBandwidth, float HostBandwidth
+//	            float HBMBandwidth, float HostBandwidth,
+//	            list of ProfileValue Profile
+//	ProfileValue str Name, float Value
 //	Train       int MicroBatch, int SeqLen, int GradAccum,
 //	            bool AccumulateUnsharded, str Checkpointing, str Optimizer,
 //	            int OptimizerStateBytes
@@ -868,6 +870,12 @@ func (c *codec) plan(p *Plan) {
 	list(c, &cl.PeakFLOPS, 1, "PeakFLOPS", func(f *float64) { c.float(f, "") })
 	c.float(&cl.HBMBandwidth, "HBMBandwidth")
 	c.float(&cl.HostBandwidth, "HostBandwidth")
+	if c.version >= 3 {
+		list(c, &cl.Profile, 2, "Profile", func(v *ir.ProfileValue) {
+			c.str(&v.Name, "Name")
+			c.float(&v.Value, "Value")
+		})
+	}
 	c.pop()
 
 	c.push("Train")

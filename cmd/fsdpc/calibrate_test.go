@@ -25,6 +25,44 @@ func TestCalibrate(t *testing.T) {
 	if !strings.Contains(string(profile), "[profile]") || !strings.Contains(string(profile), "max_efficiency = 0.7") {
 		t.Errorf("profile:\n%s", profile)
 	}
+	// A model file names the profile in [cluster]; the plan carries it
+	// and the simulator uses it.
+	src, err := os.ReadFile("../../plans/llama3-8b.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(src), `gpu = "h100-sxm"`, `gpu = "a100-80gb"`, 1)
+	plain := filepath.Join(dir, "plain.toml")
+	named := filepath.Join(dir, "named.toml")
+	if err := os.WriteFile(plain, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withProfile := strings.Replace(text, "[cluster]\n", "[cluster]\nprofile = \"a100-80gb.profile.toml\"\n", 1)
+	withProfile = strings.Replace(withProfile, "max_efficiency", "max_efficiency", 1)
+	if err := os.WriteFile(named, []byte(withProfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Make the profile's GEMM efficiency differ from the built-in one.
+	slow := strings.Replace(string(profile), "max_efficiency = 0.7", "max_efficiency = 0.4", 1)
+	if err := os.WriteFile(filepath.Join(dir, "a100-80gb.profile.toml"), []byte(slow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	step := func(model string) string {
+		code, out, errOut := runCLI("plan", "-o", filepath.Join(dir, "p.bin"), model)
+		if code != 0 {
+			t.Fatalf("plan %s: exit %d: %s", model, code, errOut)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "predicted per rank: step") {
+				return l
+			}
+		}
+		t.Fatalf("no prediction in:\n%s", out)
+		return ""
+	}
+	if a, b := step(plain), step(named); a == b {
+		t.Errorf("the profile changed nothing: %s", a)
+	}
 }
 
 // TestCalibrateBadInput: a broken row is an error naming the row and the

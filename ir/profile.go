@@ -1,0 +1,111 @@
+package ir
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ProfileValue is one constant of a hardware profile: a cost-model
+// calibration constant by its name in the profile file.
+type ProfileValue struct {
+	Name  string
+	Value float64
+}
+
+// ProfileKeys are the constants a hardware profile may set (what `fsdpc
+// calibrate` writes), each a fraction: efficiencies in (0, 1], overlap in
+// [0, 1).
+var ProfileKeys = []string{"attention_backward", "attention_forward", "max_efficiency", "memory_efficiency", "nic_efficiency", "overlap"}
+
+// maxProfileSize bounds a profile file: it holds a handful of numbers.
+const maxProfileSize = 64 << 10
+
+// readProfile reads the hardware profile a cluster names: a TOML file,
+// relative to the model file, with a [profile] table listing the GPU
+// presets it was fitted for (gpus) and the constants. Problems are
+// reported at the cluster's profile key, naming the profile's file.
+func (d *decoder) readProfile(t *tbl, preset string) []ProfileValue {
+	name, ok := t.str("profile")
+	if !ok {
+		return nil
+	}
+	at := t.at("profile")
+	path := name
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(d.file), path)
+	}
+	fail := func(format string, args ...any) []ProfileValue {
+		d.errorf(at, "profile %s: %s", path, fmt.Sprintf(format, args...))
+		return nil
+	}
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fail("%v", err)
+	case !info.Mode().IsRegular():
+		return fail("not a regular file")
+	case info.Size() > maxProfileSize:
+		return fail("larger than %d KiB; a profile is a few lines", maxProfileSize>>10)
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return fail("%v", err)
+	}
+	var raw map[string]any
+	if _, err := toml.Decode(string(text), &raw); err != nil {
+		return fail("%v", err)
+	}
+	prof, ok := raw["profile"].(map[string]any)
+	if !ok || len(raw) != 1 {
+		return fail("a profile file holds one [profile] table (fsdpc calibrate -o writes them)")
+	}
+	var gpus []string
+	if list, ok := prof["gpus"].([]any); ok {
+		for _, g := range list {
+			if s, ok := g.(string); ok {
+				gpus = append(gpus, s)
+			}
+		}
+	}
+	if len(gpus) == 0 {
+		return fail("[profile] needs gpus, the GPU presets it was fitted for")
+	}
+	if preset == "" || !slices.Contains(gpus, preset) {
+		return fail("fitted for %s, not for this cluster's GPU %q", strings.Join(gpus, ", "), preset)
+	}
+	var out []ProfileValue
+	for k, v := range prof {
+		if k == "gpus" {
+			continue
+		}
+		if !slices.Contains(ProfileKeys, k) {
+			return fail("unknown constant %q (constants: %s)", k, strings.Join(ProfileKeys, ", "))
+		}
+		var f float64
+		switch x := v.(type) {
+		case float64:
+			f = x
+		case int64:
+			f = float64(x)
+		default:
+			return fail("%s must be a number", k)
+		}
+		lo, hiOpen := 0.0, false
+		if k == "overlap" {
+			hiOpen = true
+		}
+		if math.IsNaN(f) || f > 1 || hiOpen && f == 1 || !hiOpen && f <= lo || hiOpen && f < lo {
+			return fail("%s = %g is outside its range (a fraction)", k, f)
+		}
+		out = append(out, ProfileValue{k, f})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
