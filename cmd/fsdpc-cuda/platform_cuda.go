@@ -15,6 +15,7 @@ var native = platform{
 	open: func(ordinal int) (gpu.Device, error) {
 		return cuda.Open(ordinal)
 	},
+	count: cuda.Count,
 	uniqueID: func(lib string) ([128]byte, error) {
 		return cuda.UniqueID(lib)
 	},

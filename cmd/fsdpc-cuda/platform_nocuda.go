@@ -12,6 +12,7 @@ var errNotBuilt = errors.New("this fsdpc-cuda was built without CUDA: rebuild it
 
 var native = platform{
 	open:     func(int) (gpu.Device, error) { return nil, errNotBuilt },
+	count:    func() (int, error) { return 0, errNotBuilt },
 	uniqueID: func(string) ([128]byte, error) { return [128]byte{}, errNotBuilt },
 	comm: func(gpu.Device, string, [128]byte, int, int) (gpu.Comm, error) {
 		return nil, errNotBuilt

@@ -19,8 +19,11 @@ import (
 // platform is what the worker needs from CUDA and NCCL; tests pass a
 // CPU device (executor/gpu/gputest).
 type platform struct {
-	built    bool
-	open     func(ordinal int) (gpu.Device, error)
+	built bool
+	open  func(ordinal int) (gpu.Device, error)
+	// count is how many GPUs the driver shows this process
+	// (cuDeviceGetCount, after CUDA_VISIBLE_DEVICES).
+	count    func() (int, error)
 	uniqueID func(lib string) ([128]byte, error)
 	comm     func(dev gpu.Device, lib string, id [128]byte, n, rank int) (gpu.Comm, error)
 	// memory samples dev's memory during the run (NVML; memory.go);
@@ -41,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	linkBW := fl.String("link-bandwidth", "", "pace virtual collectives to this per-rank link bandwidth (e.g. 50GB/s); default: as fast as the device copies")
 	standIn := fl.String("stand-in", "spin", "what compute does: spin (the modelled duration) or burn (real FMAs)")
 	trace := fl.String("trace", "", "write the measured step as a Chrome trace to this file")
-	device := fl.Int("device", -1, "the GPU ordinal (default: LOCAL_RANK, else 0)")
+	device := fl.Int("device", -1, "the GPU ordinal among those visible (default: LOCAL_RANK where the process sees its node's GPUs, 0 where it sees only its own, as with a CUDA_VISIBLE_DEVICES per task)")
 	nccl := fl.String("nccl", "", "libnccl.so.2 to load (default: FSDPC_NCCL, else the loader's search path)")
 	checkSteps := fl.Int("check-steps", 1, "steps, from the first, that run the data check")
 	graph := fl.Bool("graph", false, "capture a step as a CUDA graph and replay it for the later steps; reports the launch overhead saved (--virtual; needs --steps ≥ 3)")
@@ -104,9 +107,13 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 		}
 		local = []int{env.Rank}
 	}
-	ordinal := *device
-	if ordinal < 0 {
-		ordinal = max(env.LocalRank, 0)
+	count, err := plat.count()
+	if err != nil {
+		return fail(err)
+	}
+	ordinal, err := deviceOrdinal(*device, *virtual, env, getenv, count)
+	if err != nil {
+		return fail(err)
 	}
 	dev, err := plat.open(ordinal)
 	if err != nil {

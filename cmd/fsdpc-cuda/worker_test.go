@@ -30,6 +30,7 @@ import (
 var cpu = platform{
 	built: true,
 	open:  func(int) (gpu.Device, error) { return gputest.New(gputest.WithName("cpu test device")), nil },
+	count: func() (int, error) { return 1, nil },
 }
 
 func planFile(t *testing.T, name string) string {
@@ -126,6 +127,7 @@ func fabricPlatform(f *gputest.Fabric) platform {
 	return platform{
 		built:    true,
 		open:     func(int) (gpu.Device, error) { return gputest.New(gputest.WithName("cpu test device")), nil },
+		count:    func() (int, error) { return 8, nil },
 		uniqueID: func(string) ([128]byte, error) { return f.UniqueID(), nil },
 		comm: func(dev gpu.Device, _ string, id [128]byte, n, rank int) (gpu.Comm, error) {
 			return f.NewComm(dev.(*gputest.Device), id, n, rank)
