@@ -179,6 +179,10 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	return 0
 }
 
+// abortGrace is how long the watchdog's Abort waits for a call inside a
+// communicator to leave before it leaves the abort to that call.
+const abortGrace = time.Second
+
 // join meets the other ranks (launch.Rendezvous: the plan must be the
 // same everywhere) and makes the NCCL communicator from rank 0's id.
 func join(p *schedule.Plan, planPath string, env launch.Env, dev gpu.Device, lib string, timeout time.Duration, plat platform) (*launch.Session, gpu.Comm, error) {
@@ -201,7 +205,8 @@ func join(p *schedule.Plan, planPath string, env launch.Env, dev gpu.Device, lib
 		sess.Close()
 		return nil, nil, err
 	}
-	return sess, comm, nil
+	// The watchdog aborts from its own goroutine: never under a call.
+	return sess, gpu.Guard(comm, abortGrace), nil
 }
 
 // writeTrace writes the measured step next to where the simulator's would
