@@ -50,7 +50,8 @@ type Device struct {
 type state struct {
 	dev             cu.Device
 	ctx             cu.CUContext
-	sms             int // streaming multiprocessors
+	sms             int             // streaming multiprocessors
+	resident        [numKernels]int // blocks of threadsPerBlock the device holds at once, per kernel
 	threadsPerSM    int
 	least, greatest int // stream priorities: least urgent, most urgent
 	mod             cu.Module

@@ -31,6 +31,12 @@ static CUresult fsd_memcpy_from(void* dst, CUdeviceptr src, size_t n) {
 	return cuMemcpy((CUdeviceptr)(uintptr_t)dst, src, n);
 }
 
+// fsd_occupancy is how many blocks of block threads of f one SM holds at
+// once, given f's registers and shared memory.
+static CUresult fsd_occupancy(int* n, CUfunction f, int block) {
+	return cuOccupancyMaxActiveBlocksPerMultiprocessor(n, f, block, 0);
+}
+
 // fsd_launch_reduce launches reduce with its sources in a fixed array
 // passed by value: cu's Launch copies only 8 bytes per parameter.
 #define FSD_MAX_SRCS 64
@@ -90,6 +96,16 @@ func check(r C.CUresult) error {
 		return nil
 	}
 	return driverError(r)
+}
+
+// occupancy is cuOccupancyMaxActiveBlocksPerMultiprocessor for f at
+// block threads and no dynamic shared memory.
+func occupancy(f *cu.Function, block int) (int, error) {
+	var n C.int
+	if err := check(C.fsd_occupancy(&n, rawFunction(f), C.int(block))); err != nil {
+		return 0, err
+	}
+	return int(n), nil
 }
 
 // allocHost is cuMemAllocHost, which cu lacks (it has only MemFreeHost).

@@ -47,15 +47,23 @@ func (st *state) loadKernels() error {
 		if st.fns[k], err = mod.Function(name); err != nil {
 			return fmt.Errorf("cuda: cuModuleGetFunction %s: %w", name, err)
 		}
+		// The blocks an SM holds depend on the kernel's registers (ptxas:
+		// cast and add use 40 on sm_90, so 6 blocks of 256 threads fit,
+		// not the 8 the thread limit allows): a grid-stride loop's grid is
+		// what the device holds at once, no more.
+		perSM, err := occupancy(&st.fns[k], threadsPerBlock)
+		if err != nil {
+			return fmt.Errorf("cuda: cuOccupancyMaxActiveBlocksPerMultiprocessor %s: %w", name, err)
+		}
+		st.resident[k] = st.sms * max(perSM, 1)
 	}
 	return nil
 }
 
-// blocks is the grid of a grid-stride loop over n elements: one thread per
-// element up to as many blocks as the device holds at once.
-func (st *state) blocks(n int64) int {
-	resident := int64(st.sms * max(st.threadsPerSM/threadsPerBlock, 1))
-	return int(min((n+threadsPerBlock-1)/threadsPerBlock, resident))
+// blocks is the grid of kernel k's grid-stride loop over n elements: one
+// thread per element up to as many blocks as the device holds at once.
+func (st *state) blocks(k kernel, n int64) int {
+	return int(min((n+threadsPerBlock-1)/threadsPerBlock, int64(st.resident[k])))
 }
 
 // launch launches kernel k. Every argument is 8 bytes, as kernels.cu
@@ -117,7 +125,7 @@ func (d *Device) Cast(dst gpu.Ptr, dt ir.DType, src gpu.Ptr, st ir.DType, n int6
 		if dt == st {
 			return x.copy(dst, src, n*dt.Size(), cs)
 		}
-		return x.launch(kCast, x.blocks(n), threadsPerBlock, cs, uint64(dst), uint64(dc), uint64(src), uint64(sc), uint64(n))
+		return x.launch(kCast, x.blocks(kCast, n), threadsPerBlock, cs, uint64(dst), uint64(dc), uint64(src), uint64(sc), uint64(n))
 	})
 }
 
@@ -139,7 +147,7 @@ func (d *Device) Reduce(dst gpu.Ptr, srcs []gpu.Ptr, n int64, dt ir.DType, scale
 		ps[i] = uint64(p)
 	}
 	return d.onStream(s, func(x *state, cs cu.Stream) error {
-		if err := launchReduce(&x.fns[kReduce], x.blocks(n), threadsPerBlock, cs, uint64(dst), ps, n, c, float64(scale)); err != nil {
+		if err := launchReduce(&x.fns[kReduce], x.blocks(kReduce, n), threadsPerBlock, cs, uint64(dst), ps, n, c, float64(scale)); err != nil {
 			return fmt.Errorf("cuda: cuLaunchKernel reduce (%d sources, %d elements): %w", len(srcs), n, err)
 		}
 		return nil
@@ -157,7 +165,7 @@ func (d *Device) Divide(p gpu.Ptr, dt ir.DType, n int64, f float64, s gpu.Stream
 		return err
 	}
 	return d.onStream(s, func(x *state, cs cu.Stream) error {
-		return x.launch(kDivide, x.blocks(n), threadsPerBlock, cs, uint64(p), uint64(c), uint64(n), f64bits(f))
+		return x.launch(kDivide, x.blocks(kDivide, n), threadsPerBlock, cs, uint64(p), uint64(c), uint64(n), f64bits(f))
 	})
 }
 
@@ -175,7 +183,7 @@ func (d *Device) Add(dst gpu.Ptr, dt ir.DType, src gpu.Ptr, st ir.DType, n int64
 		return err
 	}
 	return d.onStream(s, func(x *state, cs cu.Stream) error {
-		return x.launch(kAdd, x.blocks(n), threadsPerBlock, cs, uint64(dst), uint64(dc), uint64(src), uint64(sc), uint64(n))
+		return x.launch(kAdd, x.blocks(kAdd, n), threadsPerBlock, cs, uint64(dst), uint64(dc), uint64(src), uint64(sc), uint64(n))
 	})
 }
 
@@ -189,7 +197,7 @@ func (d *Device) Fill(p gpu.Ptr, dt ir.DType, n int64, seed uint64, s gpu.Stream
 		return err
 	}
 	return d.onStream(s, func(x *state, cs cu.Stream) error {
-		return x.launch(kFillPattern, x.blocks(n), threadsPerBlock, cs, uint64(p), uint64(c), uint64(n), seed)
+		return x.launch(kFillPattern, x.blocks(kFillPattern, n), threadsPerBlock, cs, uint64(p), uint64(c), uint64(n), seed)
 	})
 }
 
@@ -214,7 +222,7 @@ func (d *Device) Burn(flops float64, s gpu.Stream) error {
 		return nil
 	}
 	return d.onStream(s, func(x *state, cs cu.Stream) error {
-		grid := x.sms * max(x.threadsPerSM/threadsPerBlock, 1)
+		grid := x.resident[kBurn]
 		perThread := flops / 2 / float64(grid*threadsPerBlock)
 		iters := uint64(max(math.Ceil(perThread/8), 1))
 		return x.launch(kBurn, grid, threadsPerBlock, cs, iters)

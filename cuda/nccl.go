@@ -152,7 +152,7 @@ func (c *Comm) reduce(call string, f unsafe.Pointer, send, recv gpu.Ptr, count, 
 		}
 		if divisor != 0 && sendN > 0 {
 			code, _ := dtypeCode(dt)
-			if err := st.launch(kDivide, st.blocks(sendN), threadsPerBlock, cs, uint64(send), uint64(code), uint64(sendN), f64bits(divisor)); err != nil {
+			if err := st.launch(kDivide, st.blocks(kDivide, sendN), threadsPerBlock, cs, uint64(send), uint64(code), uint64(sendN), f64bits(divisor)); err != nil {
 				return err
 			}
 		}

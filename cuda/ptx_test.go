@@ -187,3 +187,45 @@ func TestKernelConstants(t *testing.T) {
 		t.Errorf("kernels.cu's MAX_SRCS is not maxReduceSrcs = %d", maxReduceSrcs)
 	}
 }
+
+// TestPTXAssembles compiles the committed PTX with ptxas for the GPUs the
+// backend is for, as the driver's JIT will on its first load: every
+// kernel must assemble for sm_80 (A100) and sm_90 (H100/H200) without
+// spilling registers to local memory. The registers each kernel uses are
+// logged (go test -v): they bound the blocks an SM can hold.
+func TestPTXAssembles(t *testing.T) {
+	if _, err := exec.LookPath("ptxas"); err != nil {
+		t.Skip("ptxas is not on PATH (install the CUDA toolkit: .ci/install-cuda)")
+	}
+	entry := regexp.MustCompile(`Compiling entry function '(\w+)' for '(\w+)'`)
+	spill := regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
+	regs := regexp.MustCompile(`Used (\d+) registers`)
+	for _, arch := range []string{"sm_80", "sm_90"} {
+		t.Run(arch, func(t *testing.T) {
+			cmd := exec.Command("ptxas", "-arch="+arch, "-v", "-o", filepath.Join(t.TempDir(), "kernels.cubin"), "kernels.ptx")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				if bytes.Contains(out, []byte("not defined for option 'gpu-name'")) || bytes.Contains(out, []byte("Unsupported gpu architecture")) {
+					t.Skipf("this ptxas does not know %s: %s", arch, bytes.TrimSpace(out))
+				}
+				t.Fatalf("ptxas -arch=%s kernels.ptx: %v\n%s", arch, err, out)
+			}
+			kernel, seen := "", 0
+			for _, line := range strings.Split(string(out), "\n") {
+				if m := entry.FindStringSubmatch(line); m != nil {
+					kernel = m[1]
+					seen++
+				}
+				if m := spill.FindStringSubmatch(line); m != nil && (m[1] != "0" || m[2] != "0") {
+					t.Errorf("%s on %s spills: %s", kernel, arch, strings.TrimSpace(line))
+				}
+				if m := regs.FindStringSubmatch(line); m != nil {
+					t.Logf("%-12s %s: %s registers", kernel, arch, m[1])
+				}
+			}
+			if seen != len(kernelNames) {
+				t.Errorf("ptxas compiled %d entry functions, want %d:\n%s", seen, len(kernelNames), out)
+			}
+		})
+	}
+}
