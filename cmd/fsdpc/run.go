@@ -20,17 +20,19 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	steps := fl.Int("steps", 1, "training steps to run")
 	ranks := fl.Int("ranks", 0, "the ranks to run; must be the plan's world size (default: the plan's)")
 	timeout := fl.Duration("timeout", 10*time.Second, "declare a deadlock after this long without progress (cuda: the watchdog fails a collective not finished this long after it was enqueued, and aborts NCCL)")
+	model := fl.String("model", "", "torch backend: the model file or zoo name the plan was made from")
+	python := fl.String("python", "", "torch backend: a python3 with torch (default: the root .ci/install-torch builds)")
 	var cf cudaFlags
 	cf.register(fl)
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host|cuda] [--scale K] [--steps N] [--ranks N] plan.bin")
+		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host|cuda|torch] [--scale K] [--steps N] [--ranks N] plan.bin")
 		fmt.Fprintln(stderr, "\nRuns the plan's training steps for real on every rank, checks every all-gather, gradient,")
 		fmt.Fprintln(stderr, "parameter and optimizer state against an unsharded reference, and measures each memory")
 		fmt.Fprintln(stderr, "pool against the plan's prediction. Exits 1 on a mismatch, a hazard or a deadlock.")
 		fmt.Fprintln(stderr, "--backend cuda starts one fsdpc-cuda worker per GPU (--nproc-per-node on this node).")
 		fl.PrintDefaults()
 	}
-	valued := map[string]bool{"backend": true, "scale": true, "steps": true, "ranks": true, "timeout": true}
+	valued := map[string]bool{"backend": true, "scale": true, "steps": true, "ranks": true, "timeout": true, "model": true, "python": true}
 	for _, name := range cudaFlagNames {
 		valued[name] = true
 	}
@@ -57,10 +59,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		b = executor.NewHost()
+	case "torch":
+		return runTorch(fl.Arg(0), *model, *python, *timeout, stdout, stderr)
 	case "cuda":
 		return runCUDA(fl.Arg(0), cf, workerArgs{scale: *scale, steps: *steps, ranks: *ranks, timeout: *timeout}, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "fsdpc run: unknown backend %q: host or cuda\n", *backend)
+		fmt.Fprintf(stderr, "fsdpc run: unknown backend %q: host, cuda or torch\n", *backend)
 		return 2
 	}
 	p, err := schedule.ReadFile(fl.Arg(0))

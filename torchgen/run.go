@@ -1,0 +1,216 @@
+package torchgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultRoot is where .ci/install-torch builds its Debian root.
+const DefaultRoot = "/var/cache/fsdpc/torch-forky"
+
+// Python says how to start the harness: a python3 on this machine, or the
+// python3 inside a chroot made by .ci/install-torch.
+type Python struct {
+	Path string // a python3 with torch; empty: use Root
+	Root string // the chroot
+}
+
+// FindPython picks the interpreter: an explicit path, else the chroot.
+func FindPython(path string) (Python, error) {
+	if path != "" {
+		if _, err := exec.LookPath(path); err != nil {
+			return Python{}, fmt.Errorf("--python %s: %w", path, err)
+		}
+		return Python{Path: path}, nil
+	}
+	root := os.Getenv("FSDPC_TORCH_ROOT")
+	if root == "" {
+		root = DefaultRoot
+	}
+	if _, err := os.Stat(filepath.Join(root, ".fsdpc-torch-ready")); err != nil {
+		return Python{}, fmt.Errorf("no PyTorch found: run `bash .ci/install-torch` (as root; builds Debian forky's python3-torch 2.14 under %s), or pass --python PATH naming a python3 with torch and FSDP2", root)
+	}
+	return Python{Root: root}, nil
+}
+
+// Record is what one rank's harness wrote.
+type Record struct {
+	Torch       string       `json:"torch"`
+	Layouts     []Layout     `json:"layouts"`
+	Collectives []Collective `json:"collectives"`
+}
+
+// Layout is one FSDP2 parameter group as FSDP2 built it.
+type Layout struct {
+	Modules []string `json:"modules"`
+	Params  []struct {
+		FQN    string  `json:"fqn"`
+		Padded []int64 `json:"padded"`
+	} `json:"params"`
+}
+
+// Collective is one collective FSDP2 issued, with the op it asked for.
+type Collective struct {
+	Op        string `json:"op"`
+	Phase     string `json:"phase"`
+	In        int64  `json:"in"`
+	Out       int64  `json:"out"`
+	DType     string `json:"dtype"`
+	Reduce    string `json:"reduce"`
+	GroupSize int    `json:"group_size"`
+}
+
+// Launch runs the harness on every rank and returns the ranks' records.
+// A rank that fails or outlives timeout fails the run, named with its
+// output's last lines; every rank's process group is killed before it
+// returns, so none outlives the run.
+func Launch(py Python, s *Spec, timeout time.Duration) ([]Record, error) {
+	work, hostWork, cleanup, err := py.workdir()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	spec, err := s.JSON()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(hostWork, "spec.json"), spec, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(hostWork, "harness.py"), []byte(harness), 0o644); err != nil {
+		return nil, err
+	}
+	port := 20000 + os.Getpid()%20000
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	type result struct {
+		rank int
+		err  error
+		out  string
+	}
+	done := make(chan result, s.World)
+	cmds := make([]*exec.Cmd, s.World)
+	for r := 0; r < s.World; r++ {
+		env := []string{"RANK=" + fmt.Sprint(r), "WORLD_SIZE=" + fmt.Sprint(s.World), "LOCAL_RANK=" + fmt.Sprint(r),
+			"MASTER_ADDR=127.0.0.1", fmt.Sprintf("MASTER_PORT=%d", port), "USE_LIBUV=0", "OMP_NUM_THREADS=1", "PATH=/usr/bin:/bin"}
+		args := []string{filepath.Join(work, "harness.py"), filepath.Join(work, "spec.json"), work}
+		var cmd *exec.Cmd
+		if py.Root != "" {
+			cmd = exec.Command("chroot", append([]string{py.Root, "env"}, append(env, append([]string{"python3"}, args...)...)...)...)
+		} else {
+			cmd = exec.Command(py.Path, args...)
+			cmd.Env = append(os.Environ(), env...)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			killAll(cmds)
+			return nil, fmt.Errorf("rank %d: %w", r, err)
+		}
+		cmds[r] = cmd
+		go func(r int, cmd *exec.Cmd, out *bytes.Buffer) {
+			err := cmd.Wait()
+			done <- result{r, err, out.String()}
+		}(r, cmd, &out)
+	}
+	var failures []string
+	for n := 0; n < s.World; n++ {
+		select {
+		case res := <-done:
+			if res.err != nil {
+				failures = append(failures, fmt.Sprintf("rank %d failed (%v):\n%s", res.rank, res.err, tail(res.out, 15)))
+				killAll(cmds)
+			}
+		case <-ctx.Done():
+			killAll(cmds)
+			last := lastCollectives(hostWork)
+			return nil, fmt.Errorf("the torch ranks did not finish within %v; killed every rank%s", timeout, last)
+		}
+	}
+	killAll(cmds)
+	if len(failures) > 0 {
+		return nil, errors.New(strings.Join(failures, "\n"))
+	}
+	recs := make([]Record, s.World)
+	for r := range recs {
+		b, err := os.ReadFile(filepath.Join(hostWork, fmt.Sprintf("rank%d.json", r)))
+		if err != nil {
+			return nil, fmt.Errorf("rank %d wrote no record: %w", r, err)
+		}
+		if err := json.Unmarshal(b, &recs[r]); err != nil {
+			return nil, fmt.Errorf("rank %d record: %w", r, err)
+		}
+	}
+	return recs, nil
+}
+
+func killAll(cmds []*exec.Cmd) {
+	for _, c := range cmds {
+		if c != nil && c.Process != nil && c.ProcessState == nil {
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func lastCollectives(dir string) string { return "" }
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	var keep []string
+	for _, l := range lines {
+		if strings.Contains(l, "UCX  ERROR") || strings.Contains(l, "Error in cpuinfo") || strings.Contains(l, "gloo/transport") || strings.Contains(l, "Unable to resolve hostname") {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	if len(keep) > n {
+		keep = keep[len(keep)-n:]
+	}
+	return "  " + strings.Join(keep, "\n  ")
+}
+
+// workdir makes a scratch directory the harness can see, and for a chroot
+// binds /proc, /dev and /dev/shm into it; cleanup undoes exactly what it did.
+func (py Python) workdir() (inside, host string, cleanup func(), err error) {
+	if py.Root == "" {
+		d, err := os.MkdirTemp("", "fsdpc-torch-")
+		if err != nil {
+			return "", "", nil, err
+		}
+		return d, d, func() { os.RemoveAll(d) }, nil
+	}
+	tmp := filepath.Join(py.Root, "tmp")
+	d, err := os.MkdirTemp(tmp, "fsdpc-torch-")
+	if err != nil {
+		return "", "", nil, err
+	}
+	var mounted []string
+	undo := func() {
+		for i := len(mounted) - 1; i >= 0; i-- {
+			_ = exec.Command("umount", mounted[i]).Run()
+		}
+		os.RemoveAll(d)
+	}
+	for _, m := range []string{"/proc", "/dev", "/dev/shm"} {
+		target := filepath.Join(py.Root, m)
+		if exec.Command("mountpoint", "-q", target).Run() == nil {
+			continue // already bound (another run, or by hand): leave it
+		}
+		if out, err := exec.Command("mount", "--bind", m, target).CombinedOutput(); err != nil {
+			undo()
+			return "", "", nil, fmt.Errorf("bind %s into %s: %v: %s", m, py.Root, err, out)
+		}
+		mounted = append(mounted, target)
+	}
+	return "/tmp/" + filepath.Base(d), d, undo, nil
+}
