@@ -147,7 +147,7 @@ func TestRunCUDAUsage(t *testing.T) {
 	}{
 		{[]string{"--worker", worker}, 2, "fsdpc run: --worker is for --backend cuda only"},
 		{[]string{"--backend", "host", "--nproc-per-node", "2", "--nnodes", "1"}, 2, "--nnodes, --nproc-per-node are for --backend cuda only"},
-		{[]string{"--backend", "tpu"}, 2, `unknown backend "tpu": host or cuda`},
+		{[]string{"--backend", "tpu"}, 2, `unknown backend "tpu": host, cuda or torch`},
 		{[]string{"--backend", "cuda", "--worker", worker, "--nnodes", "2"}, 2, "--nnodes 2 needs --master-addr (rank 0's node) and --master-port"},
 		{[]string{"--backend", "cuda", "--worker", worker, "--nnodes", "2", "--node-rank", "2"}, 2, "--node-rank 2 of --nnodes 2"},
 		{[]string{"--backend", "cuda", "--worker", worker, "--master-port", "65536"}, 2, "--master-port 65536 is not a TCP port"},
