@@ -116,8 +116,13 @@ func TestWorkerErrors(t *testing.T) {
 
 func TestBench(t *testing.T) {
 	code, out, errOut := runWorker(t, cpu, nil, "bench", "--ranks=4", "--bytes=1MiB", "--repeats=3")
-	if code != 0 || !strings.Contains(out, "% of memory bandwidth") {
+	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, dt := range []string{"fp32", "bf16", "fp16"} {
+		if !regexp.MustCompile(`reduction ` + dt + ` +[0-9.]+ GB/s += [0-9]+% of memory bandwidth`).MatchString(out) {
+			t.Errorf("no %s reduction figure:\n%s", dt, out)
+		}
 	}
 }
 

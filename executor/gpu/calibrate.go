@@ -23,14 +23,21 @@ type DeviceFigures struct {
 	// of Ranks ranks makes, all members at once.
 	GatherBandwidth float64
 	// ReduceBandwidth: bytes read and written per second by the reduction
-	// kernel over Ranks fp32 inputs.
+	// kernel over Ranks fp32 inputs; ReduceByDType the same for every
+	// dtype the kernel reduces (ReduceDTypes), fp32 included: a 2-byte
+	// dtype moves half the bytes per element, so a kernel that keeps too
+	// few loads in flight shows it there first.
 	ReduceBandwidth float64
+	ReduceByDType   [len(ReduceDTypes)]float64
 	// Launch is the GPU-side time of an empty kernel; Issue the CPU's cost
 	// of issuing one operation through the backend's device.
 	Launch, Issue time.Duration
 	Ranks         int
 	Bytes         int64 // the transfer size measured
 }
+
+// ReduceDTypes are the dtypes Calibrate measures the reduction in.
+var ReduceDTypes = [...]ir.DType{ir.FP32, ir.BF16, ir.FP16}
 
 // Calibrate measures the device: medians of repeated runs of bytes-sized
 // transfers, ranks virtual ranks for the gather and the reduction.
@@ -146,23 +153,27 @@ func Calibrate(dev Device, ranks int, bytes int64, repeats int) (DeviceFigures, 
 	f.GatherBandwidth = per(int64(ranks*(ranks-1))*c, d)
 
 	// The reduction of one reduce-scatter chunk per rank, all at once:
-	// each reads its chunk of every rank and writes it in place.
-	d, err = timeIt(func() error {
-		for i, s := range streams {
-			srcs := make([]Ptr, ranks)
-			for j := range srcs {
-				srcs[j] = bufs[j] + Ptr(int64(i)*c)
+	// each reads its chunk of every rank and writes it in place. The
+	// buffers hold zeros, which every dtype reduces without overflow.
+	for k, dt := range ReduceDTypes {
+		d, err = timeIt(func() error {
+			for i, s := range streams {
+				srcs := make([]Ptr, ranks)
+				for j := range srcs {
+					srcs[j] = bufs[j] + Ptr(int64(i)*c)
+				}
+				if err := dev.Reduce(bufs[i]+Ptr(int64(i)*c), srcs, c/dt.Size(), dt, 1, s); err != nil {
+					return err
+				}
 			}
-			if err := dev.Reduce(bufs[i]+Ptr(int64(i)*c), srcs, c/4, ir.FP32, 1, s); err != nil {
-				return err
-			}
+			return nil
+		})
+		if err != nil {
+			return f, fmt.Errorf("calibrate: reduce %s: %w", dt, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return f, fmt.Errorf("calibrate: reduce: %w", err)
+		f.ReduceByDType[k] = per(int64(ranks)*int64(ranks+1)*c, d)
 	}
-	f.ReduceBandwidth = per(int64(ranks)*int64(ranks+1)*c, d)
+	f.ReduceBandwidth = f.ReduceByDType[0]
 
 	// Launch and issue: many empty kernels on one stream.
 	const n = 1000
@@ -233,6 +244,14 @@ func (f DeviceFigures) Write(w io.Writer) {
 	fmt.Fprintf(w, "device figures (%d virtual ranks, %s per transfer, medians)\n", f.Ranks, ir.FormatBytes(f.Bytes))
 	fmt.Fprintf(w, "  copy            %s (memory traffic %s)\n", gbs(f.CopyBandwidth), gbs(f.MemoryBandwidth))
 	fmt.Fprintf(w, "  gather copies   %s  = %.0f%% of copy\n", gbs(f.GatherBandwidth), 100*f.GatherBandwidth/f.CopyBandwidth)
-	fmt.Fprintf(w, "  reduction       %s  = %.0f%% of memory bandwidth\n", gbs(f.ReduceBandwidth), 100*f.ReduceBandwidth/f.MemoryBandwidth)
+	for k, dt := range ReduceDTypes {
+		bw := f.ReduceByDType[k]
+		if k == 0 && bw == 0 {
+			bw = f.ReduceBandwidth
+		}
+		if bw > 0 {
+			fmt.Fprintf(w, "  reduction %-5s %s  = %.0f%% of memory bandwidth\n", dt, gbs(bw), 100*bw/f.MemoryBandwidth)
+		}
+	}
 	fmt.Fprintf(w, "  kernel launch   %v on the device, %v to issue\n", f.Launch, f.Issue)
 }
