@@ -176,6 +176,7 @@ func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation,
 		}
 	}
 	sim.LinkShareRounds = rounds
+	sim.notePeaks(p)
 	return sim, rounds, nil
 }
 
@@ -287,13 +288,6 @@ func run(p *Plan, m *Model, dur []float64) *Simulation {
 	}
 	eventTime := make([]float64, p.Events)
 	eventGroup := make([]int, p.Events)
-	var live [numPools]int64
-	for _, b := range p.Buffers {
-		if b.Persistent {
-			live[b.Pool] += b.Bytes
-		}
-	}
-	sim.notePeak(live, -1)
 	cpu := 0.0
 	for i := range p.Ops {
 		o := &p.Ops[i]
@@ -325,13 +319,8 @@ func run(p *Plan, m *Model, dur []float64) *Simulation {
 			sim.Ops[i] = Timing{issued, cpu}
 			continue
 		case OpAlloc, OpFree:
-			// The caching allocator acts when the CPU asks.
-			if o.Kind == OpAlloc {
-				live[p.Buffers[o.Buffer].Pool] += p.Buffers[o.Buffer].Bytes
-			} else {
-				live[p.Buffers[o.Buffer].Pool] -= p.Buffers[o.Buffer].Bytes
-			}
-			sim.notePeak(live, i)
+			// The caching allocator acts when the CPU asks; what it holds
+			// depends on the program order alone (notePeaks).
 			sim.Ops[i] = Timing{issued, issued}
 			continue
 		}
@@ -350,24 +339,53 @@ func run(p *Plan, m *Model, dur []float64) *Simulation {
 	for _, r := range ready {
 		sim.StepTime = math.Max(sim.StepTime, r)
 	}
-	for pool, b := range sim.PeakByPool {
-		if Pool(pool) != PoolHost {
-			sim.PeakReserved += b
-		}
-	}
 	return sim
 }
 
-func (s *Simulation) notePeak(live [numPools]int64, op int) {
+// notePeaks finds the peak memory: allocated per pool and on the device
+// in all, where in the program it is reached first, and what the caching
+// allocator reserves. Allocations and frees happen in program order
+// whatever the durations, so one pass serves every round of link sharing.
+func (s *Simulation) notePeaks(p *Plan) {
+	var live [numPools]int64
 	var device int64
-	for pool, b := range live {
-		s.PeakByPool[pool] = max(s.PeakByPool[pool], b)
-		if Pool(pool) != PoolHost {
-			device += b
+	for _, b := range p.Buffers {
+		if b.Persistent {
+			live[b.Pool] += b.Bytes
+			if b.Pool != PoolHost {
+				device += b.Bytes
+			}
 		}
 	}
-	if device > s.PeakAllocated {
-		s.PeakAllocated, s.PeakOp = device, op
+	s.PeakByPool = live
+	s.PeakAllocated, s.PeakOp = 0, 0
+	if device > 0 {
+		s.PeakAllocated, s.PeakOp = device, -1
+	}
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		if o.Kind != OpAlloc && o.Kind != OpFree {
+			continue
+		}
+		b := &p.Buffers[o.Buffer]
+		delta := b.Bytes
+		if o.Kind == OpFree {
+			delta = -delta
+		}
+		live[b.Pool] += delta
+		s.PeakByPool[b.Pool] = max(s.PeakByPool[b.Pool], live[b.Pool])
+		if b.Pool != PoolHost {
+			device += delta
+			if device > s.PeakAllocated {
+				s.PeakAllocated, s.PeakOp = device, i
+			}
+		}
+	}
+	s.PeakReserved = 0
+	for pool, b := range s.PeakByPool {
+		if Pool(pool) != PoolHost {
+			s.PeakReserved += b
+		}
 	}
 }
 
