@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"sort"
@@ -95,6 +96,52 @@ func main() {
 			}
 			fmt.Println(line)
 		}
+	}
+	exponents(order, results)
+}
+
+// exponents fits, for each family of sub-benchmarks named key=N, the
+// exponent b of time ∝ N^b (least squares on the logs of the medians):
+// how the cost scales with depth or world size.
+func exponents(order []string, results []map[string]map[string][]float64) {
+	type point struct{ x, y float64 }
+	fams := map[string][][]point{}
+	var famOrder []string
+	for _, name := range order {
+		i := strings.LastIndex(name, "=")
+		if i < 0 {
+			continue
+		}
+		n, err := strconv.ParseFloat(name[i+1:], 64)
+		if err != nil || n <= 0 {
+			continue
+		}
+		fam := name[:i]
+		if fams[fam] == nil {
+			fams[fam] = make([][]point, len(results))
+			famOrder = append(famOrder, fam)
+		}
+		for b := range results {
+			if t := median(results[b][name]["ns/op"]); t > 0 {
+				fams[fam][b] = append(fams[fam][b], point{math.Log(n), math.Log(t)})
+			}
+		}
+	}
+	for _, fam := range famOrder {
+		line := fmt.Sprintf("%-44s %-10s", fam+"N", "exponent")
+		for _, pts := range fams[fam] {
+			if len(pts) < 2 {
+				line += fmt.Sprintf(" %14s", "-")
+				continue
+			}
+			var sx, sy, sxx, sxy float64
+			for _, p := range pts {
+				sx, sy, sxx, sxy = sx+p.x, sy+p.y, sxx+p.x*p.x, sxy+p.x*p.y
+			}
+			k := float64(len(pts))
+			line += fmt.Sprintf(" %14.2f", (k*sxy-sx*sy)/(k*sxx-sx*sx))
+		}
+		fmt.Println(line)
 	}
 }
 
