@@ -92,6 +92,9 @@ type emitter struct {
 
 	first, last []int    // forward spans per group
 	hookOrder   [2][]int // groups with hooks in forward and backward hook order (nextGroups)
+	// Groups by the forward position of their last and first module
+	// (groupsEndingAt, groupsStartingAt).
+	endingAt, startingAt map[int][]int
 	// Segments: consecutive compute modules of one group.
 	segments []segment
 	segAct   []int // activation buffer per segment in this micro-batch

@@ -98,12 +98,8 @@ func (e *emitter) dropPending() {
 // groupsEndingAt lists the groups whose last forward module is at pos, outer
 // first: their pre-backward hooks fire when backward reaches it.
 func (e *emitter) groupsEndingAt(pos int) []int {
-	var out []int
-	for g := range e.p.Groups {
-		if e.last[g] == pos {
-			out = append(out, g)
-		}
-	}
+	e.indexSpans()
+	out := append([]int(nil), e.endingAt[pos]...)
 	sort.SliceStable(out, func(i, j int) bool { return e.span(out[i]) > e.span(out[j]) })
 	return out
 }
@@ -112,14 +108,26 @@ func (e *emitter) groupsEndingAt(pos int) []int {
 // inner first: their post-backward fires once backward has produced the
 // gradients of their inputs.
 func (e *emitter) groupsStartingAt(pos int) []int {
-	var out []int
-	for g := range e.p.Groups {
-		if e.first[g] == pos && e.last[g] >= 0 {
-			out = append(out, g)
-		}
-	}
+	e.indexSpans()
+	out := append([]int(nil), e.startingAt[pos]...)
 	sort.SliceStable(out, func(i, j int) bool { return e.span(out[i]) < e.span(out[j]) })
 	return out
+}
+
+// indexSpans lists, once, the groups by the forward position of their
+// last and first module, in group order: backward asks for every segment,
+// and scanning all groups each time would make emission quadratic in depth.
+func (e *emitter) indexSpans() {
+	if e.endingAt != nil {
+		return
+	}
+	e.endingAt, e.startingAt = map[int][]int{}, map[int][]int{}
+	for g := range e.p.Groups {
+		e.endingAt[e.last[g]] = append(e.endingAt[e.last[g]], g)
+		if e.last[g] >= 0 {
+			e.startingAt[e.first[g]] = append(e.startingAt[e.first[g]], g)
+		}
+	}
 }
 
 func (e *emitter) preBackward(g int) {
