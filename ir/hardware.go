@@ -100,3 +100,14 @@ const (
 	CUDAContextBytes         = 512 * mib
 	NCCLBytesPerCommunicator = 256 * mib
 )
+
+// GPUPresetOf returns the preset whose device name is name ("NVIDIA H100
+// SXM5 80GB" gives "h100-sxm"), or "" for a GPU given as figures.
+func GPUPresetOf(name string) string {
+	for _, k := range GPUPresetNames() {
+		if gpuPresets[k].name == name {
+			return k
+		}
+	}
+	return ""
+}

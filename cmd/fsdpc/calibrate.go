@@ -20,29 +20,27 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	params := fl.String("fit", strings.Join(calibrate.DefaultFit, ","), "the parameters to fit, comma-separated")
 	out := fl.String("o", "", "write each GPU's profile to this directory as GPU.profile.toml (default: print only)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc calibrate [-gpu PRESET] [-fit a,b] [-o DIR] runs.csv")
-		fmt.Fprintln(stderr, "\nFits the cost model's physical parameters to measured runs (a CSV in the format of the calibration set,")
-		fmt.Fprintln(stderr, "calibrate/published-runs.csv) and prints the fitted values and each run's residual; with -o, writes a hardware profile per GPU.")
+		fmt.Fprintln(stderr, "usage: fsdpc calibrate [-gpu PRESETS] [-fit a,b] [-o DIR] runs.csv | model.toml=train.log ...")
+		fmt.Fprintln(stderr, "\nFits the cost model's physical parameters to measured runs (CSVs in the format of the calibration set,")
+		fmt.Fprintln(stderr, "calibrate/published-runs.csv, and torchtitan training logs, each with the model file of its run) and prints")
+		fmt.Fprintln(stderr, "the fitted values and each run's residual; with -o, writes a hardware profile per chip.")
 		fl.PrintDefaults()
 	}
 	if err := fl.Parse(reorderFlags(args, map[string]bool{"gpu": true, "fit": true, "o": true})); err != nil {
 		return 2
 	}
-	if fl.NArg() != 1 {
+	if fl.NArg() == 0 {
 		fl.Usage()
 		return 2
 	}
-	f, err := os.Open(fl.Arg(0))
-	if err != nil {
-		return reportErr(stderr, err)
-	}
-	defer f.Close()
-	set, err := calibrate.Load(fl.Arg(0), f, nil)
-	if err != nil {
-		return reportErr(stderr, err)
+	set := &calibrate.Set{}
+	for _, arg := range fl.Args() {
+		if err := addMeasured(set, arg); err != nil {
+			return reportErr(stderr, err)
+		}
 	}
 	for _, s := range set.Skipped {
-		fmt.Fprintf(stderr, "%s: row %s not fitted: %s\n", fl.Arg(0), s.ID, s.Why)
+		fmt.Fprintf(stderr, "row %s not fitted: %s\n", s.ID, s.Why)
 	}
 	families := set.Families()
 	if *gpu != "" {
@@ -56,7 +54,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 			if errors.Is(err, calibrate.ErrNotConverged) {
 				err = fmt.Errorf("%w; no profile written", err)
 			}
-			return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
+			return reportErr(stderr, err)
 		}
 		fits = append(fits, fit)
 	}
@@ -68,7 +66,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, fit := range fits {
 		var b bytes.Buffer
-		if err := calibrate.WriteProfile(&b, fit, filepath.Base(fl.Arg(0))); err != nil {
+		if err := calibrate.WriteProfile(&b, fit, strings.Join(fl.Args(), ", ")); err != nil {
 			return reportErr(stderr, err)
 		}
 		path := filepath.Join(*out, strings.ReplaceAll(fit.GPU, "+", "_")+".profile.toml")
@@ -78,6 +76,35 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "wrote %s\n", path)
 	}
 	return 0
+}
+
+// addMeasured adds a CSV of runs, or a model file and its torchtitan log
+// given as model.toml=train.log, to the set.
+func addMeasured(set *calibrate.Set, arg string) error {
+	if model, log, ok := strings.Cut(arg, "="); ok {
+		src, err := os.ReadFile(model)
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(log)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return set.AddLog(model, src, log, f)
+	}
+	f, err := os.Open(arg)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	more, err := calibrate.Load(arg, f, nil)
+	if err != nil {
+		return err
+	}
+	set.Runs = append(set.Runs, more.Runs...)
+	set.Skipped = append(set.Skipped, more.Skipped...)
+	return nil
 }
 
 // writeFileAtomic writes data to a temporary file beside path and renames
