@@ -30,6 +30,7 @@ func init() {
 		"show":      {"print a plan.bin as canonical text or JSON", runShow},
 		"devices":   {"list the local NVIDIA GPUs (NVML)", runDevices},
 		"sim":       {"simulate a plan: step time, exposed communication, memory, Chrome trace", runSim},
+		"report":    {"write a self-contained HTML report of a plan (or two, with their diff)", runReport},
 		"verify":    {"prove a plan's schedule safe and within its memory budget", runVerify},
 		"diff":      {"compare two plans (or models) for review: exit 0 same, 1 different, 2 error", runDiff},
 		"textconv":  {"print a plan.bin as text for git diff (git's textconv driver)", runTextconv},

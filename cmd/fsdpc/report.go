@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/fsdpc/fsdpc/report"
+)
+
+func runReport(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("report", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	out := fl.String("o", "report.html", "write the HTML report to this file")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc report [-o report.html] plan.bin|model.toml|zoo-name [other-plan]")
+		fmt.Fprintln(stderr, "\nWrites one self-contained HTML page: the simulated step's timeline per stream, memory over GPU time by buffer kind with the peak explained, compute/communication/exposed time per group, the plan's decisions and warnings; with two plans, both and their difference.")
+		fl.PrintDefaults()
+	}
+	if err := fl.Parse(reorderFlags(args, map[string]bool{"o": true})); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fl.NArg() < 1 || fl.NArg() > 2 || *out == "" {
+		fl.Usage()
+		return 2
+	}
+	var inputs []report.Input
+	for _, arg := range fl.Args() {
+		p, err := loadPlan(arg)
+		if err != nil {
+			return reportErr(stderr, err)
+		}
+		inputs = append(inputs, report.Input{Name: arg, Plan: p})
+	}
+	var buf bytes.Buffer
+	if err := report.Write(&buf, inputs...); err != nil {
+		return reportErr(stderr, err)
+	}
+	if err := writeAtomic(*out, buf.Bytes()); err != nil {
+		return reportErr(stderr, fmt.Errorf("writing %s: %w", *out, err))
+	}
+	fmt.Fprintf(stdout, "report: %s (%d KiB, self-contained; open it in a browser)\n", *out, (buf.Len()+1023)/1024)
+	return 0
+}
