@@ -77,6 +77,12 @@ func TestPage(t *testing.T) {
 	if got := strings.Count(one.String(), `<tr class="group"`); got != 2*len(a.Groups) {
 		t.Errorf("%d group rows, want %d (bars and decisions)", got, 2*len(a.Groups))
 	}
+	for range 3 {
+		var again bytes.Buffer
+		if err := Write(&again, Input{"llama3-8b", a}); err != nil || !bytes.Equal(again.Bytes(), one.Bytes()) {
+			t.Fatalf("two reports of one plan differ (%v)", err)
+		}
+	}
 	if strings.Contains(one.String(), `id="diff"`) || !strings.Contains(two.String(), `id="diff"`) {
 		t.Error("the diff section must appear with two plans only")
 	}

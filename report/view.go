@@ -245,7 +245,12 @@ func build(in Input, id string) (planView, error) {
 		v.PeakKinds = append(v.PeakKinds, kv{e.k, fmt.Sprintf("%s (%.0f%%)", ir.FormatBytes(e.b), 100*float64(e.b)/float64(max(pk.Total, 1)))})
 	}
 	live := schedule.LiveAt(p, sim.PeakOp)
-	sort.SliceStable(live, func(i, j int) bool { return p.Buffers[live[i]].Bytes > p.Buffers[live[j]].Bytes })
+	// LiveAt's order is a map's: order by size, then index, so the page is
+	// the same every time.
+	sort.Slice(live, func(i, j int) bool {
+		bi, bj := p.Buffers[live[i]].Bytes, p.Buffers[live[j]].Bytes
+		return bi > bj || bi == bj && live[i] < live[j]
+	})
 	for i, b := range live {
 		if i == 8 {
 			v.PeakBufs = append(v.PeakBufs, kv{fmt.Sprintf("… %d more", len(live)-8), ""})
