@@ -142,12 +142,36 @@ func argName(arg int) string {
 func poisoned(dt ir.DType, b []byte, off, n int64) int64 {
 	sz := dt.Size()
 	seg := b[off*sz : (off+n)*sz]
-	if bytes.IndexByte(seg, poisonByte) < 0 {
+	first := bytes.IndexByte(seg, poisonByte)
+	if first < 0 {
 		return -1
 	}
-	for i := int64(0); i < n; i++ {
-		if isPoison(dt, seg, i) {
-			return i
+	// No element before the one holding the first poison byte can be
+	// poison; from there compare whole elements with the all-ones word.
+	switch sz {
+	case 2:
+		for i := int64(first) / 2; i < n; i++ {
+			if binary.LittleEndian.Uint16(seg[2*i:]) == 0xffff {
+				return i
+			}
+		}
+	case 4:
+		for i := int64(first) / 4; i < n; i++ {
+			if binary.LittleEndian.Uint32(seg[4*i:]) == 0xffffffff {
+				return i
+			}
+		}
+	case 8:
+		for i := int64(first) / 8; i < n; i++ {
+			if binary.LittleEndian.Uint64(seg[8*i:]) == math.MaxUint64 {
+				return i
+			}
+		}
+	default:
+		for i := int64(first) / sz; i < n; i++ {
+			if isPoison(dt, seg, i) {
+				return i
+			}
 		}
 	}
 	return -1

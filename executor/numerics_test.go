@@ -297,3 +297,48 @@ func TestCastFastPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestPoisonedFindsFirstElement: the word-wise scan finds the first
+// all-ones element as the per-element check does, past stray 0xff bytes
+// and at any offset.
+func TestPoisonedFindsFirstElement(t *testing.T) {
+	for _, dt := range []ir.DType{ir.FP32, ir.BF16, ir.FP16, ir.FP64, ir.INT8} {
+		sz := dt.Size()
+		for _, at := range []int64{-1, 0, 1, 7, 63} {
+			const n = 64
+			b := make([]byte, (n+3)*sz)
+			for i := range b {
+				b[i] = byte(i * 37) // stray 0xff bytes, never a whole element
+				if b[i] == 0xff && sz > 1 && (i+1)%int(sz) == 0 {
+					b[i] = 0xfe
+				}
+			}
+			if sz == 1 {
+				for i := range b {
+					if b[i] == 0xff {
+						b[i] = 0xfe
+					}
+				}
+			}
+			const off = 3
+			if at >= 0 {
+				for j := int64(0); j < sz; j++ {
+					b[(off+at)*sz+j] = 0xff
+				}
+			}
+			want := int64(-1)
+			for i := int64(0); i < n; i++ {
+				if isPoison(dt, b[off*sz:], i) {
+					want = i
+					break
+				}
+			}
+			if want != at {
+				t.Fatalf("%s: the test data has its first poison at %d, want %d", dt, want, at)
+			}
+			if got := poisoned(dt, b, off, n); got != want {
+				t.Errorf("%s, poison at %d: poisoned = %d, want %d", dt, at, got, want)
+			}
+		}
+	}
+}
