@@ -139,7 +139,7 @@ func TestPlansByteIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.String() != string(want) {
-		t.Errorf("plans changed (rerun with -update if the change is intended and reviewed):\n%s", lineDiff(string(want), got.String()))
+		t.Errorf("plans changed; if the change is intended (a planner or cost-model change, not a speed-up), review it and regenerate %s with\n\tgo test ./planner -run TestPlansByteIdentical -update\n%s", identityHashes, lineDiff(string(want), got.String()))
 	}
 }
 
