@@ -107,6 +107,52 @@ func checkCount(op string, n int64) error {
 
 func f64bits(f float64) uint64 { return math.Float64bits(f) }
 
+// Moves runs an op's runs in one round trip to the owner thread: each is
+// still its own cuMemcpyAsync or cast launch on the GPU (a grouped copy
+// kernel reading a descriptor table, one launch per op, is not written
+// yet), but the CPU pays one channel round trip per op, not per tensor.
+func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
+	type launch struct {
+		dc, sc int64
+		copy   bool
+	}
+	ls := make([]launch, len(runs))
+	for i, r := range runs {
+		if err := checkCount("moves", r.N); err != nil {
+			return err
+		}
+		if r.DstDType == r.SrcDType {
+			ls[i].copy = true
+			continue
+		}
+		var err error
+		if ls[i].dc, err = kernelDType("cast", r.DstDType); err != nil {
+			return err
+		}
+		if ls[i].sc, err = kernelDType("cast", r.SrcDType); err != nil {
+			return err
+		}
+	}
+	return d.onStream(s, func(x *state, cs cu.Stream) error {
+		for i, r := range runs {
+			if r.N == 0 {
+				continue
+			}
+			d, s := dst+gpu.Ptr(r.DstOff), src+gpu.Ptr(r.SrcOff)
+			var err error
+			if ls[i].copy {
+				err = x.copy(d, s, r.N*r.DstDType.Size(), cs)
+			} else {
+				err = x.launch(kCast, x.blocks(kCast, r.N), threadsPerBlock, cs, uint64(d), uint64(ls[i].dc), uint64(s), uint64(ls[i].sc), uint64(r.N))
+			}
+			if err != nil {
+				return fmt.Errorf("moves, run %d of %d: %w", i, len(runs), err)
+			}
+		}
+		return nil
+	})
+}
+
 // Cast converts n elements, as gpu.Device.Cast specifies (kernels.cu,
 // cast); the same dtype is a stream-ordered copy.
 func (d *Device) Cast(dst gpu.Ptr, dt ir.DType, src gpu.Ptr, st ir.DType, n int64, s gpu.Stream) error {

@@ -159,7 +159,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 		// reshard_after_forward's groups are split from the world's.
 		opt.Comm = gpu.Subgroups(comm)
 	}
-	b := gpu.New(dev, opt)
+	counted := gpu.Counting(dev)
+	b := gpu.New(counted, opt)
 	rep, err := executor.Run(p, b, executor.Options{Scale: *scale, Steps: *steps, Timeout: *timeout, Local: local})
 	if rep != nil {
 		rep.Write(stdout)
@@ -170,6 +171,11 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	figs.Write(stdout)
 	m := b.Measurement()
 	m.Write(stdout)
+	// Each device call is a round trip to the context's owner thread; the
+	// issue model charges one per plan op.
+	perStep := float64(counted.Calls()) / float64(*steps*ranksHere)
+	fmt.Fprintf(stdout, "device calls    %.0f per rank and step (run average: set-up and checked steps included), for %d plan ops: %.2f per op\n",
+		perStep, len(p.Ops), perStep/float64(len(p.Ops)))
 	if *trace != "" && m.Timings != nil {
 		if err := writeTrace(*trace, q, m.Timings); err != nil {
 			return fail(err)

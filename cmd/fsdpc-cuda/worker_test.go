@@ -75,7 +75,7 @@ func TestWorkerRehearsal(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"device figures", "measured on cpu test device", "step time", "data check:", "collectives equal the host's recomputation"} {
+	for _, want := range []string{"device figures", "measured on cpu test device", "step time", "data check:", "collectives equal the host's recomputation", "per rank and step (run average"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

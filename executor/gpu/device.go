@@ -18,6 +18,14 @@ type (
 	Event  int32
 )
 
+// Run is one run of a Moves: N elements of SrcDType at src+SrcOff to
+// DstDType at dst+DstOff.
+type Run struct {
+	DstOff, SrcOff     int64
+	DstDType, SrcDType ir.DType
+	N                  int64
+}
+
 // Graph is a captured sequence of stream work that can be replayed.
 type Graph int32
 
@@ -61,6 +69,11 @@ type Device interface {
 	// them. Neither needs any alignment.
 	Copy(dst, src Ptr, bytes int64, s Stream) error
 	Memset(dst Ptr, value byte, bytes int64, s Stream) error
+	// Moves runs every run from src to dst in s's order as one device
+	// call: a copy where a run's dtypes agree, a cast (as Cast) where
+	// they differ. A plan op's copy-in, copy-out or reshard is one Moves,
+	// not one call per tensor.
+	Moves(dst, src Ptr, runs []Run, s Stream) error
 	// Upload copies data to dst in s's order (cuMemcpyHtoDAsync): data
 	// is taken before it returns, so the caller may reuse it, but the
 	// device's bytes are written only when s reaches the copy; work on

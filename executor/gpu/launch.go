@@ -125,21 +125,19 @@ func (b *Backend) moves(r *rank, st Stream, k *executor.Kernel, a executor.Args)
 			return err
 		}
 	}
+	runs := make([]Run, 0, len(moves))
 	for _, m := range moves {
 		if m.DstOff+m.N*m.DstDType.Size() > dst.bytes || m.SrcOff+m.N*m.SrcDType.Size() > src.bytes {
 			return fmt.Errorf("%w: a run of %d %s elements at byte %d does not fit the %d-byte source or the %d-byte target", errProtocol, m.N, m.SrcDType, m.SrcOff, src.bytes, dst.bytes)
 		}
-		var err error
-		if m.DstDType == m.SrcDType {
-			err = b.dev.Copy(dst.ptr+Ptr(m.DstOff), src.ptr+Ptr(m.SrcOff), m.N*m.DstDType.Size(), st)
-		} else {
-			err = b.dev.Cast(dst.ptr+Ptr(m.DstOff), m.DstDType, src.ptr+Ptr(m.SrcOff), m.SrcDType, m.N, st)
-		}
-		if err != nil {
-			return err
-		}
+		runs = append(runs, Run{DstOff: m.DstOff, SrcOff: m.SrcOff, DstDType: m.DstDType, SrcDType: m.SrcDType, N: m.N})
 	}
-	return nil
+	if len(runs) == 0 {
+		return nil
+	}
+	// One device call for the op's runs (one per tensor, often hundreds
+	// of bytes each), not one per run.
+	return b.dev.Moves(dst.ptr, src.ptr, runs, st)
 }
 
 // standIn occupies the stream for the op's modelled duration, or burns

@@ -87,10 +87,11 @@ const (
 	KindPacedCopy
 	KindCollective // a Fabric communicator's collective
 	KindUpload     // an Upload's copy from the host
+	KindMoves      // a Moves: a grouped copy and cast
 	NumKinds       // the number of kinds
 )
 
-var kindNames = [NumKinds]string{"Copy", "Memset", "Cast", "Reduce", "Divide", "Add", "Fill", "Spin", "Burn", "PacedCopy", "Collective", "Upload"}
+var kindNames = [NumKinds]string{"Copy", "Memset", "Cast", "Reduce", "Divide", "Add", "Fill", "Spin", "Burn", "PacedCopy", "Collective", "Upload", "Moves"}
 
 func (k Kind) String() string {
 	if k < NumKinds {

@@ -3,6 +3,7 @@ package gputest
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/fsdpc/fsdpc/executor/gpu"
@@ -109,6 +110,49 @@ func (d *Device) Memset(dst gpu.Ptr, value byte, bytes int64, s gpu.Stream) erro
 		body: func(b [][]byte) { fill(b[0], value) }})
 }
 
+// Moves runs every run as one kernel: copies where the dtypes agree,
+// casts (as Cast) where they differ.
+func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
+	var acc []access
+	var copied int64
+	for i, r := range runs {
+		call := fmt.Sprintf("Moves(run %d: %s to %s)", i, r.SrcDType, r.DstDType)
+		var dts []ir.DType
+		if r.DstDType != r.SrcDType || r.DstDType.Size() == 0 {
+			dts = []ir.DType{r.SrcDType, r.DstDType}
+		}
+		if err := checkArgs(call, r.N, dts...); err != nil {
+			return err
+		}
+		acc = append(acc, access{src + gpu.Ptr(r.SrcOff), r.N * r.SrcDType.Size(), false}, access{dst + gpu.Ptr(r.DstOff), r.N * r.DstDType.Size(), true})
+		if r.DstDType == r.SrcDType {
+			copied += r.N * r.DstDType.Size()
+		}
+	}
+	runs = slices.Clone(runs)
+	return d.launch(s, &kernel{kind: KindMoves, acc: acc, copied: copied, body: func(b [][]byte) {
+		for i, r := range runs {
+			convert(b[2*i+1], r.DstDType, b[2*i], r.SrcDType, r.N)
+		}
+	}})
+}
+
+// convert writes n elements of st in src as dt into dst.
+func convert(dst []byte, dt ir.DType, src []byte, st ir.DType, n int64) {
+	switch {
+	case dt == st:
+		copy(dst, src)
+	case dt == ir.FP64 || st == ir.FP64:
+		x := make([]float64, n)
+		decode64(st, src, x)
+		encode64(dt, x, dst)
+	default:
+		x := make([]float32, n)
+		decode32(st, src, x)
+		encode32(dt, x, dst)
+	}
+}
+
 // Cast converts n elements of st at src to dt at dst, rounding to nearest
 // even; the same dtype, whatever it is, is a copy.
 func (d *Device) Cast(dst gpu.Ptr, dt ir.DType, src gpu.Ptr, st ir.DType, n int64, s gpu.Stream) error {
@@ -121,20 +165,7 @@ func (d *Device) Cast(dst gpu.Ptr, dt ir.DType, src gpu.Ptr, st ir.DType, n int6
 		return err
 	}
 	return d.launch(s, &kernel{kind: KindCast, acc: []access{{src, n * st.Size(), false}, {dst, n * dt.Size(), true}},
-		body: func(b [][]byte) {
-			switch {
-			case dt == st:
-				copy(b[1], b[0])
-			case dt == ir.FP64 || st == ir.FP64:
-				x := make([]float64, n)
-				decode64(st, b[0], x)
-				encode64(dt, x, b[1])
-			default:
-				x := make([]float32, n)
-				decode32(st, b[0], x)
-				encode32(dt, x, b[1])
-			}
-		}})
+		body: func(b [][]byte) { convert(b[1], dt, b[0], st, n) }})
 }
 
 // Reduce writes dst[i] = round_dt(Σ_j round32(srcs[j][i] · scale)),

@@ -1,6 +1,7 @@
 package gputest
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"testing"
@@ -258,5 +259,25 @@ func TestTimedKernels(t *testing.T) {
 				t.Errorf("took %v, want [%v, %v]", el, c.min, c.max)
 			}
 		})
+	}
+}
+
+// TestMoves: one call, one kernel, copies and casts at byte offsets.
+func TestMoves(t *testing.T) {
+	d := newDevice(t)
+	s := must(d.NewStream(0))
+	src, dst := must(d.Alloc(64)), must(d.Alloc(64))
+	ok(t, d.Upload(src, append(f32Bytes(1.5, -2), 7, 8, 9), s))
+	ok(t, d.Moves(dst, src, []gpu.Run{
+		{DstOff: 1, SrcOff: 0, DstDType: ir.BF16, SrcDType: ir.FP32, N: 2},
+		{DstOff: 10, SrcOff: 8, DstDType: ir.INT8, SrcDType: ir.INT8, N: 3},
+	}, s))
+	ok(t, drain(t, d, s))
+	got := download(t, d, dst, 13)
+	if want := append([]byte{0xc0, 0x3f, 0x00, 0xc0}, 7, 8, 9); !bytes.Equal(got[1:5], want[:4]) || !bytes.Equal(got[10:13], want[4:]) {
+		t.Errorf("got % x", got)
+	}
+	if st := d.Stats(); st.Launches[KindMoves] != 1 || st.BytesCopied != 3 {
+		t.Errorf("launches %v, copied %d: want one Moves copying 3 bytes", st.Launches, st.BytesCopied)
 	}
 }
