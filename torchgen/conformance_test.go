@@ -3,6 +3,7 @@ package torchgen
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +139,33 @@ func TestConformance(t *testing.T) {
 		})
 	}
 	t.Logf("conformance: %d of %d cases as expected", matched, len(confCases))
+}
+
+// A rank that hangs is killed after the timeout, with every rank's last
+// collective named, and no rank outlives the run.
+func TestLaunchTimeoutNamesRank(t *testing.T) {
+	py, err := FindPython(os.Getenv("FSDPC_PYTHON"))
+	if err != nil || testing.Short() {
+		t.Skip("no torch here, or -short")
+	}
+	m, err := ir.Load("hang.toml", []byte(fmt.Sprintf(decoderModel, "", "world_size = 2", "", "", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Build(m, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FSDPC_TORCH_TEST_HANG", "1:3")
+	_, err = Launch(py, s, 25*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "rank 1 last issued: forward all-gather") || !strings.Contains(err.Error(), "(collective 3)") {
+		t.Fatalf("want a timeout naming rank 1's third collective, got %v", err)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "fsdpc-torch-.*harness.py").Output(); len(out) > 0 {
+		t.Errorf("ranks outlived the run: %s", out)
+	}
 }

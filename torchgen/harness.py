@@ -64,6 +64,7 @@ def make_owners(spec, gen):
 
 RECORD = []
 PHASE = ["forward"]
+LOG = [None]  # a per-rank file each collective is written to before it runs
 
 
 def reduce_name(op):
@@ -81,6 +82,13 @@ def patch_collectives():
     division."""
 
     def note(kind, inp, out, group, op=None):
+        if LOG[0] is not None:
+            LOG[0].write("%s %s %d %s (collective %d)\n" % (PHASE[0], kind, inp.numel(), str(inp.dtype).replace("torch.", ""), len(RECORD) + 1))
+            LOG[0].flush()
+        hang = os.environ.get("FSDPC_TORCH_TEST_HANG", "")
+        if hang and hang == "%d:%d" % (dist.get_rank(), len(RECORD) + 1):
+            import time
+            time.sleep(3600)
         RECORD.append({"op": kind, "phase": PHASE[0], "in": inp.numel(), "out": out.numel(),
                        "dtype": str(inp.dtype).replace("torch.", ""), "reduce": reduce_name(op) if op is not None else "",
                        "group_size": dist.get_world_size(group)})
@@ -165,6 +173,7 @@ def main():
     spec = json.load(open(sys.argv[1]))
     out_dir = sys.argv[2]
     rank = int(os.environ["RANK"])
+    LOG[0] = open(os.path.join(out_dir, "rank%d.log" % rank), "w")
     dist.init_process_group("gloo")
     if spec["replicate"] > 1:
         mesh = init_device_mesh("cpu", (spec["replicate"], spec["shard"]), mesh_dim_names=("replicate", "shard"))

@@ -102,6 +102,9 @@ func Launch(py Python, s *Spec, timeout time.Duration) ([]Record, error) {
 	for r := 0; r < s.World; r++ {
 		env := []string{"RANK=" + fmt.Sprint(r), "WORLD_SIZE=" + fmt.Sprint(s.World), "LOCAL_RANK=" + fmt.Sprint(r),
 			"MASTER_ADDR=127.0.0.1", fmt.Sprintf("MASTER_PORT=%d", port), "USE_LIBUV=0", "OMP_NUM_THREADS=1", "PATH=/usr/bin:/bin"}
+		if h := os.Getenv("FSDPC_TORCH_TEST_HANG"); h != "" {
+			env = append(env, "FSDPC_TORCH_TEST_HANG="+h) // tests: rank:N stops before its Nth collective
+		}
 		args := []string{filepath.Join(work, "harness.py"), filepath.Join(work, "spec.json"), work}
 		var cmd *exec.Cmd
 		if py.Root != "" {
@@ -133,7 +136,7 @@ func Launch(py Python, s *Spec, timeout time.Duration) ([]Record, error) {
 			}
 		case <-ctx.Done():
 			killAll(cmds)
-			last := lastCollectives(hostWork)
+			last := lastCollectives(hostWork, s.World)
 			return nil, fmt.Errorf("the torch ranks did not finish within %v; killed every rank%s", timeout, last)
 		}
 	}
@@ -156,13 +159,33 @@ func Launch(py Python, s *Spec, timeout time.Duration) ([]Record, error) {
 
 func killAll(cmds []*exec.Cmd) {
 	for _, c := range cmds {
-		if c != nil && c.Process != nil && c.ProcessState == nil {
+		// Each rank leads its own process group (Setpgid), so this ends
+		// the rank and anything it started; a group already gone is ESRCH.
+		if c != nil && c.Process != nil {
 			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		}
 	}
 }
 
-func lastCollectives(dir string) string { return "" }
+// lastCollectives names each rank's last collective from the logs the
+// harness writes before issuing each one.
+func lastCollectives(dir string, world int) string {
+	var b strings.Builder
+	for r := 0; r < world; r++ {
+		data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank%d.log", r)))
+		if err != nil {
+			fmt.Fprintf(&b, "\n  rank %d had not started", r)
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if last := lines[len(lines)-1]; last != "" {
+			fmt.Fprintf(&b, "\n  rank %d last issued: %s", r, last)
+		} else {
+			fmt.Fprintf(&b, "\n  rank %d issued no collective", r)
+		}
+	}
+	return b.String()
+}
 
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
