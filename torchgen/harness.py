@@ -137,12 +137,63 @@ def patch_collectives():
     dist.all_reduce = all_reduce
 
 
+SPEC = None  # fsdpc emit torch puts the spec here
+
+
+def build_model(spec=None):
+    """The model file's modules as nn.Modules, deterministic weights."""
+    spec = spec or SPEC
+    return Node(spec["model"], make_owners(spec["model"], torch.Generator().manual_seed(0)))
+
+
+def expected_params(spec):
+    """named_parameters() order of the model: a module's own parameters,
+    then its children's in registration order; a tied tensor once."""
+    out, seen = [], set()
+
+    def walk(node, prefix):
+        for p in node.get("params", []):
+            key = p.get("tied") or p["fqn"]
+            if key not in seen:
+                seen.add(key)
+                out.append((p["fqn"], p["shape"]))
+        for c in node.get("children", []):
+            walk(c, prefix + c["name"] + ".")
+
+    walk(spec["model"], "")
+    return out
+
+
+def check_model(model, spec=None):
+    """Fails on the first parameter whose name, shape or registration
+    position differs from the model the plan was made for."""
+    spec = spec or SPEC
+    want = expected_params(spec)
+    got = [(n, list(p.shape)) for n, p in model.named_parameters()]
+    for i, (w, g) in enumerate(zip(want, got)):
+        if w[0] != g[0]:
+            raise ValueError("parameter %d is %s in the model, %s in the plan (names or registration order differ)" % (i, g[0], w[0]))
+        if list(w[1]) != g[1]:
+            raise ValueError("parameter %s has shape %s in the model, %s in the plan" % (g[0], g[1], list(w[1])))
+    if len(want) != len(got):
+        raise ValueError("the model has %d parameters, the plan %d" % (len(got), len(want)))
+
+
+def apply_plan(model, mesh, spec=None):
+    """Applies the plan to the model by module name: checks the model, then
+    fully_shard per group, bottom-up, with the plan's settings."""
+    spec = spec or SPEC
+    check_model(model, spec)
+    shard_by_plan(model, spec, mesh)
+    return model
+
+
 def reshard_arg(g):
     r = g["reshard"]
     return r if isinstance(r, bool) else int(r)
 
 
-def apply_plan(model, spec, mesh):
+def shard_by_plan(model, spec, mesh):
     """fully_shard bottom-up: deepest units first, the root last, as FSDP2
     expects (a unit's parameters are those not already under a nested unit)."""
     groups = sorted(spec["groups"], key=lambda g: (g["root"], -max(m.count(".") + (m != "") for m in g["modules"])))
@@ -181,7 +232,8 @@ def main():
         mesh = init_device_mesh("cpu", (spec["world"],))
     gen = torch.Generator().manual_seed(0)
     model = Node(spec["model"], make_owners(spec["model"], gen))
-    apply_plan(model, spec, mesh)
+    check_model(model, spec)
+    shard_by_plan(model, spec, mesh)
     patch_collectives()
     micro = spec["grad_accum"]
     for i in range(micro):
@@ -199,5 +251,5 @@ def main():
     dist.destroy_process_group()
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and len(sys.argv) == 3:
     main()

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/fsdpc/fsdpc/schedule"
+	"github.com/fsdpc/fsdpc/torchgen"
+)
+
+// runEmit writes PyTorch code: `emit torch --model FILE` the model as an
+// nn.Module (build_model), `emit torch --model FILE plan.bin` also the plan
+// as apply_plan(model, mesh).
+func runEmit(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("emit", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	model := fl.String("model", "", "the model file or zoo name (for a plan: the one it was made from)")
+	out := fl.String("o", "", "write the Python module here (default: stdout)")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc emit torch --model FILE|ZOO [plan.bin] [-o out.py]")
+		fmt.Fprintln(stderr, "\nWrites a Python module: build_model() makes the model's nn.Module (registration order,")
+		fmt.Fprintln(stderr, "ties, frozen parameters); with a plan, apply_plan(model, mesh) checks a model's parameter")
+		fmt.Fprintln(stderr, "names, shapes and order against the plan and applies it with fully_shard, bottom-up.")
+		fl.PrintDefaults()
+	}
+	if len(args) == 0 || args[0] != "torch" {
+		fl.Usage()
+		return 2
+	}
+	if err := fl.Parse(reorderFlags(args[1:], map[string]bool{"model": true, "o": true})); err != nil {
+		return 2
+	}
+	if *model == "" || fl.NArg() > 1 {
+		fl.Usage()
+		return 2
+	}
+	m, err := loadModel(*model)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	spec, source := torchgen.BuildModel(m), *model
+	if fl.NArg() == 1 {
+		p, err := schedule.ReadFile(fl.Arg(0))
+		if err != nil {
+			return reportErr(stderr, err)
+		}
+		if spec, err = torchgen.Build(m, p); err != nil {
+			fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
+			return 1
+		}
+		source = fl.Arg(0) + " and " + *model
+	}
+	py, err := torchgen.Emit(spec, source)
+	if err != nil {
+		fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
+		return 1
+	}
+	if *out == "" {
+		fmt.Fprint(stdout, py)
+		return 0
+	}
+	if err := writeAtomic(*out, []byte(py)); err != nil {
+		return reportErr(stderr, err)
+	}
+	return 0
+}
