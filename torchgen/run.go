@@ -136,11 +136,14 @@ func Launch(py Python, s *Spec, timeout time.Duration) ([]Record, error) {
 			}
 		case <-ctx.Done():
 			killAll(cmds)
+			// Reap every rank before returning, so none outlives the run.
+			for ; n < s.World; n++ {
+				<-done
+			}
 			last := lastCollectives(hostWork, s.World)
 			return nil, fmt.Errorf("the torch ranks did not finish within %v; killed every rank%s", timeout, last)
 		}
 	}
-	killAll(cmds)
 	if len(failures) > 0 {
 		return nil, errors.New(strings.Join(failures, "\n"))
 	}
