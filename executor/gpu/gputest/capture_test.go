@@ -125,6 +125,13 @@ func TestCaptureErrors(t *testing.T) {
 		{"EndCapture on a joined stream", false, func(t *testing.T, d *Device, ss []gpu.Stream, es []gpu.Event, p gpu.Ptr) error {
 			return first(d.BeginCapture(ss[0]), d.Record(es[0], ss[0]), d.Wait(ss[1], es[0]), errOf(d.EndCapture(ss[1])))
 		}, []error{ErrCapture}, []string{"joined the capture begun on stream 1, which must end it"}},
+		{"Free during a capture", false, func(t *testing.T, d *Device, ss []gpu.Stream, es []gpu.Event, p gpu.Ptr) error {
+			q := must(d.Alloc(8))
+			ok(t, d.BeginCapture(ss[0]))
+			ok(t, d.Fill(p, ir.FP32, 4, 1, ss[0]))
+			wantErr(t, d.Free(q), ErrCapture, "Free(0x", "while stream 1 is capturing")
+			return errOf(d.EndCapture(ss[0]))
+		}, []error{ErrCapture}, []string{"the capture was invalidated", "cuMemFree synchronises the device"}},
 		{"EndCapture without BeginCapture", false, func(t *testing.T, d *Device, ss []gpu.Stream, es []gpu.Event, p gpu.Ptr) error {
 			return errOf(d.EndCapture(ss[0]))
 		}, []error{ErrCapture}, []string{"not capturing"}},

@@ -56,8 +56,9 @@
 //   - Waiting, in a capturing stream, on an event recorded outside the
 //     capture, and waiting on an event whose latest record was captured in
 //     a capture that has ended, are errors; launching a graph into a
-//     capturing stream is not supported. Synchronous calls are allowed
-//     during a capture.
+//     capturing stream is not supported. Free during a capture fails and
+//     invalidates it (cuMemFree synchronises the device); the other
+//     synchronous calls are allowed, as in relaxed capture mode.
 //   - Kernels handle fp64, fp32, bf16 and fp16 (Cast also copies any dtype
 //     to itself). fp64 to bf16 or fp16 rounds through fp32, as the host
 //     backend's store does. Reduce accepts fp32, bf16 and fp16. Add works

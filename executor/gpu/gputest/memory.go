@@ -185,6 +185,15 @@ func (d *Device) Free(p gpu.Ptr) error {
 	case a.mem == nil || a.freeing:
 		return fmt.Errorf("gputest: Free(%#x): %s was already freed: %w", uint64(p), a, ErrInvalidAddress)
 	}
+	for _, st := range d.streams {
+		if c := st.cap; c != nil {
+			// cuMemFree synchronises the device, an implicit dependency on
+			// the capturing streams that invalidates the capture.
+			err := fmt.Errorf("gputest: Free(%#x) while stream %d is capturing: cuMemFree synchronises the device: %w", uint64(p), c.origin.id, ErrCapture)
+			c.invalidate(err)
+			return err
+		}
+	}
 	a.freeing = true
 	for len(a.pins) > 0 && !d.closed {
 		d.cond.Wait()
