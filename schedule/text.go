@@ -122,7 +122,7 @@ func (t *textWriter) groups() {
 		t.f("\n")
 		t.f("  shard %s elements per rank (%s), all-gather %s; gradients %s elements per rank\n",
 			commas(g.ShardNumel), ir.FormatBytes(g.ShardNumel*pol.Orig.Size()),
-			ir.FormatBytes(g.ShardNumel*W*pol.Param.Size()), commas(g.GradShardNumel))
+			ir.FormatBytes(gatherBytes(g, W)), commas(g.GradShardNumel))
 		for _, gp := range g.Params {
 			grad := "frozen"
 			if gp.RequiresGrad {
@@ -291,4 +291,14 @@ func (t *textWriter) opText(o *Op) string {
 		return fmt.Sprintf("optimizer %s %s", t.bufName(o.Buffer), ir.FormatBytes(o.Bytes))
 	}
 	return fmt.Sprintf("%s %s -> %s %s %s", o.Kind, t.bufName(o.Source), t.bufName(o.Buffer), o.DType, ir.FormatBytes(o.Bytes))
+}
+
+// gatherBytes is a group's all-gather output: W rows of its all-gather
+// input, which for a group gathering several dtypes is their bytes (R42),
+// not ShardNumel elements of the param dtype.
+func gatherBytes(g *Group, W int64) int64 {
+	if g.ShardBytes > 0 {
+		return g.ShardBytes * W
+	}
+	return g.ShardNumel * W * g.Policy.Param.Size()
 }
