@@ -26,8 +26,8 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "the fitted values and each run's residual; with -o, writes a hardware profile per chip.")
 		fl.PrintDefaults()
 	}
-	if err := fl.Parse(reorderFlags(args, map[string]bool{"gpu": true, "fit": true, "o": true})); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if fl.NArg() == 0 {
 		fl.Usage()

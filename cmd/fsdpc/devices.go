@@ -22,8 +22,8 @@ func runDevices(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: fsdpc devices [-toml]\n\nLists the local NVIDIA GPUs (through NVML): name, memory, NVLink links, driver.")
 		fl.PrintDefaults()
 	}
-	if err := fl.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	info, err := listDevices()
 	if errors.Is(err, devices.ErrNoDriver) {

@@ -27,8 +27,8 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "(model.toml or a zoo name), compiled on the fly. Exit status: 0 same, 1 different, 2 error.")
 		fl.PrintDefaults()
 	}
-	if err := fl.Parse(reorderFlags(args, map[string]bool{"format": true, "color": true})); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if fl.NArg() != 2 || (*format != "text" && *format != "markdown" && *format != "json") ||
 		(*color != "auto" && *color != "always" && *color != "never") {
@@ -104,6 +104,10 @@ func isTerminal(w io.Writer) bool {
 // diff.fsdpc.textconv "fsdpc textconv"` makes git diff and git log -p show
 // plan.bin files as their canonical text.
 func runTextconv(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprintln(stdout, "usage: fsdpc textconv plan.bin   (git's textconv driver; see docs/git.md)")
+		return 0
+	}
 	if len(args) != 1 {
 		fmt.Fprintln(stderr, "usage: fsdpc textconv plan.bin   (git's textconv driver; see docs/git.md)")
 		return 2

@@ -24,12 +24,16 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "names, shapes and order against the plan and applies it with fully_shard, bottom-up.")
 		fl.PrintDefaults()
 	}
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fl.Usage()
+		return 0
+	}
 	if len(args) == 0 || args[0] != "torch" {
 		fl.Usage()
 		return 2
 	}
-	if err := fl.Parse(reorderFlags(args[1:], map[string]bool{"model": true, "o": true})); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args[1:]); !ok {
+		return code
 	}
 	if *model == "" || fl.NArg() > 1 {
 		fl.Usage()

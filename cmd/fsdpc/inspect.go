@@ -23,8 +23,8 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nPrints parameter totals, bytes by dtype, FLOPs per step and a per-module table.")
 		fl.PrintDefaults()
 	}
-	if err := fl.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if fl.NArg() != 1 {
 		fl.Usage()

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/fsdpc/fsdpc/schedule"
 )
 
 func main() {
@@ -48,6 +51,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		printVersion(stdout)
+		return 0
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "fsdpc: unknown command %q\n\n", args[0])
@@ -55,6 +62,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return cmd.run(args[1:], stdout, stderr)
+}
+
+// printVersion names the build (the module version, or the VCS revision
+// go build stamped), the plan.bin format it writes and the FSDP semantics
+// its schedules model.
+func printVersion(w io.Writer) {
+	version := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && version == "(devel)" {
+				version = "(devel) " + s.Value
+			}
+		}
+	}
+	fmt.Fprintf(w, "fsdpc %s\nplan format %d\nsemantics %s\n", version, schedule.FormatVersion, schedule.Semantics)
 }
 
 func usage(w io.Writer) {
@@ -71,7 +96,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "A model argument is a TOML file or the name of a built-in model (fsdpc zoo).")
-	fmt.Fprintln(w, "Run 'fsdpc <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Run 'fsdpc <command> -h' for a command's flags, 'fsdpc --version' for the version.")
 }
 
 // reportErr prints an error, one problem a line, and returns exit code 1.

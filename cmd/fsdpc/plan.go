@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,12 +26,12 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	fsdpcKnobs := fl.Bool("fsdpc-knobs", false, "with -tune: also try decisions only fsdpc's executor can run (reduce_scatter_buffers)")
 	headroom := fl.Float64("headroom", planner.DefaultHeadroom*100, "with -tune: the percentage of the memory budget to keep free")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] model.toml|zoo-name")
+		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] [-tune [-fsdpc-knobs] [-headroom PCT]] model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nCompiles the model into an FSDP plan, writes plan.bin and prints a summary.")
 		fl.PrintDefaults()
 	}
-	if err := fl.Parse(reorderFlags(args, map[string]bool{"o": true, "d": true})); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if *dump == "help" {
 		for _, name := range planner.PassNames() {
@@ -218,9 +219,10 @@ func groupRange(p *schedule.Plan) string {
 }
 
 // reorderFlags moves flags after the positional arguments to the front, so
-// `fsdpc plan model.toml -o x.bin` works as users expect; valued names the
-// flags that take a value.
-func reorderFlags(args []string, valued map[string]bool) []string {
+// `fsdpc plan model.toml -o x.bin` works as users expect. Whether a flag
+// takes the next argument as its value is read from fl itself: a boolean flag
+// (`--virtual`) never does, so `run plan.bin --virtual --scale 16` parses.
+func reorderFlags(fl *flag.FlagSet, args []string) []string {
 	var flags, pos []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -231,7 +233,7 @@ func reorderFlags(args []string, valued map[string]bool) []string {
 		if strings.HasPrefix(a, "-") && a != "-" {
 			flags = append(flags, a)
 			name := strings.TrimLeft(a, "-")
-			if valued[name] && !strings.Contains(name, "=") && i+1 < len(args) {
+			if !strings.Contains(name, "=") && takesValue(fl, name) && i+1 < len(args) {
 				flags = append(flags, args[i+1])
 				i++
 			}
@@ -240,4 +242,29 @@ func reorderFlags(args []string, valued map[string]bool) []string {
 		pos = append(pos, a)
 	}
 	return append(flags, pos...)
+}
+
+// takesValue reports whether fl defines name as a flag that needs a value.
+func takesValue(fl *flag.FlagSet, name string) bool {
+	f := fl.Lookup(name)
+	if f == nil {
+		return false
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return false
+	}
+	return true
+}
+
+// parseFlags parses args with flags anywhere on the line. When ok is false
+// the command returns code: 0 for -h/--help (usage was printed), 2 for a bad
+// flag (the flag package named it).
+func parseFlags(fl *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fl.Parse(reorderFlags(fl, args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
 }

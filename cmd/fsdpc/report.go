@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,11 +18,8 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nWrites one self-contained HTML page: the simulated step's timeline per stream, memory over GPU time by buffer kind with the peak explained, compute/communication/exposed time per group, the plan's decisions and warnings; with two plans, both and their difference.")
 		fl.PrintDefaults()
 	}
-	if err := fl.Parse(reorderFlags(args, map[string]bool{"o": true})); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if fl.NArg() < 1 || fl.NArg() > 2 || *out == "" {
 		fl.Usage()

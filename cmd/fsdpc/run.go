@@ -32,12 +32,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "--backend cuda starts one fsdpc-cuda worker per GPU (--nproc-per-node on this node).")
 		fl.PrintDefaults()
 	}
-	valued := map[string]bool{"backend": true, "scale": true, "steps": true, "ranks": true, "timeout": true, "model": true, "python": true}
-	for _, name := range cudaFlagNames {
-		valued[name] = true
-	}
-	if err := fl.Parse(reorderFlags(args, valued)); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if fl.NArg() != 1 {
 		fl.Usage()

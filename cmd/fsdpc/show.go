@@ -18,8 +18,8 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nPrints a plan in its canonical text form (or JSON).")
 		fl.PrintDefaults()
 	}
-	if err := fl.Parse(reorderFlags(args, nil)); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if fl.NArg() != 1 {
 		fl.Usage()

@@ -21,8 +21,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nSimulates one training step of the plan on its target: step time, exposed communication per group, memory.")
 		fl.PrintDefaults()
 	}
-	if err := fl.Parse(reorderFlags(args, map[string]bool{"trace": true, "trace-ranks": true})); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if fl.NArg() != 1 {
 		fl.Usage()
@@ -97,8 +97,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc verify plan.bin\n\nProves the plan's schedule safe (happens-before order of every buffer use, collectives against the layout) and within its memory budget.")
 	}
-	if err := fl.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if fl.NArg() != 1 {
 		fl.Usage()

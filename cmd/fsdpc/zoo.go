@@ -15,8 +15,8 @@ func runZoo(args []string, stdout, stderr io.Writer) int {
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc zoo\n\nLists the built-in models with their size and target cluster.")
 	}
-	if err := fl.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
 	}
 	if fl.NArg() != 0 {
 		fl.Usage()
