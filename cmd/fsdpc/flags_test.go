@@ -72,3 +72,21 @@ func TestReorderFlags(t *testing.T) {
 		t.Errorf("parsed scale %d, args %q", *scale, fl.Args())
 	}
 }
+
+// A command that takes a plan also takes a model file or zoo name and
+// compiles it on the fly, as diff does.
+func TestPlanCommandsTakeZooNames(t *testing.T) {
+	for _, args := range [][]string{
+		{"sim", "llama3-8b"},
+		{"verify", "llama3-8b"},
+		{"show", "llama3-8b"},
+	} {
+		if code, _, stderr := runCLI(args...); code != 0 {
+			t.Errorf("fsdpc %s: exit code %d\n%s", strings.Join(args, " "), code, stderr)
+		}
+	}
+	code, _, stderr := runCLI("sim", "no-such-model")
+	if code != 1 || !strings.Contains(stderr, "no built-in model") {
+		t.Errorf("fsdpc sim no-such-model: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fsdpc/fsdpc/executor"
-	"github.com/fsdpc/fsdpc/schedule"
 )
 
 func runRun(args []string, stdout, stderr io.Writer) int {
@@ -25,7 +24,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	var cf cudaFlags
 	cf.register(fl)
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host|cuda|torch] [--scale K] [--steps N] [--ranks N] plan.bin")
+		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host|cuda|torch] [--scale K] [--steps N] [--ranks N] plan.bin|model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nRuns the plan's training steps for real on every rank, checks every all-gather, gradient,")
 		fmt.Fprintln(stderr, "parameter and optimizer state against an unsharded reference, and measures each memory")
 		fmt.Fprintln(stderr, "pool against the plan's prediction. Exits 1 on a mismatch, a hazard or a deadlock.")
@@ -63,7 +62,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fsdpc run: unknown backend %q: host, cuda or torch\n", *backend)
 		return 2
 	}
-	p, err := schedule.ReadFile(fl.Arg(0))
+	p, err := loadPlan(fl.Arg(0))
 	if err != nil {
 		return reportErr(stderr, err)
 	}

@@ -14,7 +14,7 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	asJSON := fl.Bool("json", false, "print the plan as JSON")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc show [-json] plan.bin")
+		fmt.Fprintln(stderr, "usage: fsdpc show [-json] plan.bin|model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nPrints a plan in its canonical text form (or JSON).")
 		fl.PrintDefaults()
 	}
@@ -25,7 +25,7 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
-	p, err := schedule.ReadFile(fl.Arg(0))
+	p, err := loadPlan(fl.Arg(0))
 	if err != nil {
 		return reportErr(stderr, err)
 	}

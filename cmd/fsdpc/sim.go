@@ -17,7 +17,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	trace := fl.String("trace", "", "write a Chrome trace (open it in Perfetto) to this file")
 	traceRanks := fl.String("trace-ranks", "", "ranks the trace draws: all, or a list like 0,3,8-15 (default: all of up to 8 ranks, else the first node)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc sim [-trace trace.json [-trace-ranks all|0,3,8-15]] plan.bin")
+		fmt.Fprintln(stderr, "usage: fsdpc sim [-trace trace.json [-trace-ranks all|0,3,8-15]] plan.bin|model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nSimulates one training step of the plan on its target: step time, exposed communication per group, memory.")
 		fl.PrintDefaults()
 	}
@@ -28,7 +28,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
-	p, err := schedule.ReadFile(fl.Arg(0))
+	p, err := loadPlan(fl.Arg(0))
 	if err != nil {
 		return reportErr(stderr, err)
 	}
@@ -95,7 +95,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("verify", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc verify plan.bin\n\nProves the plan's schedule safe (happens-before order of every buffer use, collectives against the layout) and within its memory budget.")
+		fmt.Fprintln(stderr, "usage: fsdpc verify plan.bin|model.toml|zoo-name\n\nProves the plan's schedule safe (happens-before order of every buffer use, collectives against the layout) and within its memory budget.")
 	}
 	if code, ok := parseFlags(fl, args); !ok {
 		return code
@@ -104,7 +104,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
-	p, err := schedule.ReadFile(fl.Arg(0))
+	p, err := loadPlan(fl.Arg(0))
 	if err != nil {
 		return reportErr(stderr, err)
 	}
