@@ -90,3 +90,15 @@ func TestPlanCommandsTakeZooNames(t *testing.T) {
 		t.Errorf("fsdpc sim no-such-model: exit %d, stderr %q", code, stderr)
 	}
 }
+
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		code, stdout, stderr := runCLI("completion", shell)
+		if code != 0 || !strings.Contains(stdout, "plan") || !strings.Contains(stdout, "llama3-8b") {
+			t.Errorf("fsdpc completion %s: exit %d\n%s%s", shell, code, stdout, stderr)
+		}
+	}
+	if code, _, stderr := runCLI("completion", "tcsh"); code != 2 || !strings.Contains(stderr, `unknown shell "tcsh"`) {
+		t.Errorf("fsdpc completion tcsh: exit %d, %q", code, stderr)
+	}
+}

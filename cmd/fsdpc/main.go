@@ -26,20 +26,21 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"inspect":   {"summarise a model: parameters, FLOPs, activations per module", runInspect},
-		"import":    {"import a model from another format (import hf config.json)", runImport},
-		"zoo":       {"list the built-in models", runZoo},
-		"plan":      {"compile a model into an FSDP plan (plan.bin)", runPlan},
-		"show":      {"print a plan.bin as canonical text or JSON", runShow},
-		"devices":   {"list the local NVIDIA GPUs (NVML)", runDevices},
-		"sim":       {"simulate a plan: step time, exposed communication, memory, Chrome trace", runSim},
-		"report":    {"write a self-contained HTML report of a plan (or two, with their diff)", runReport},
-		"verify":    {"prove a plan's schedule safe and within its memory budget", runVerify},
-		"diff":      {"compare two plans (or models) for review: exit 0 same, 1 different, 2 error", runDiff},
-		"textconv":  {"print a plan.bin as text for git diff (git's textconv driver)", runTextconv},
-		"run":       {"run a plan for real on the host and check it against an unsharded reference", runRun},
-		"emit":      {"emit PyTorch code: the model as an nn.Module, the plan as apply_plan (emit torch)", runEmit},
-		"calibrate": {"fit the cost model to measured runs (CSV) and write hardware profiles", runCalibrate},
+		"inspect":    {"summarise a model: parameters, FLOPs, activations per module", runInspect},
+		"import":     {"import a model from another format (import hf config.json)", runImport},
+		"zoo":        {"list the built-in models", runZoo},
+		"plan":       {"compile a model into an FSDP plan (plan.bin)", runPlan},
+		"show":       {"print a plan.bin as canonical text or JSON", runShow},
+		"devices":    {"list the local NVIDIA GPUs (NVML)", runDevices},
+		"sim":        {"simulate a plan: step time, exposed communication, memory, Chrome trace", runSim},
+		"report":     {"write a self-contained HTML report of a plan (or two, with their diff)", runReport},
+		"verify":     {"prove a plan's schedule safe and within its memory budget", runVerify},
+		"diff":       {"compare two plans (or models) for review: exit 0 same, 1 different, 2 error", runDiff},
+		"textconv":   {"print a plan.bin as text for git diff (git's textconv driver)", runTextconv},
+		"run":        {"run a plan for real on the host and check it against an unsharded reference", runRun},
+		"emit":       {"emit PyTorch code: the model as an nn.Module, the plan as apply_plan (emit torch)", runEmit},
+		"completion": {"print a shell completion script (completion bash|zsh|fish)", runCompletion},
+		"calibrate":  {"fit the cost model to measured runs (CSV) and write hardware profiles", runCalibrate},
 	}
 }
 
@@ -92,7 +93,7 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "A model argument is a TOML file or the name of a built-in model (fsdpc zoo).")
