@@ -105,11 +105,11 @@ func isTerminal(w io.Writer) bool {
 // plan.bin files as their canonical text.
 func runTextconv(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprintln(stdout, "usage: fsdpc textconv plan.bin   (git's textconv driver; see docs/git.md)")
+		fmt.Fprintln(stdout, "usage: fsdpc textconv plan.bin   (git's textconv driver; see the git section of docs/diff.md)")
 		return 0
 	}
 	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: fsdpc textconv plan.bin   (git's textconv driver; see docs/git.md)")
+		fmt.Fprintln(stderr, "usage: fsdpc textconv plan.bin   (git's textconv driver; see the git section of docs/diff.md)")
 		return 2
 	}
 	p, err := schedule.ReadFile(args[0])
