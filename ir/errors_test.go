@@ -326,7 +326,10 @@ func TestLoadJunk(t *testing.T) {
 			continue
 		}
 		t.Logf("%s: %d bytes, %v, %d diagnostics, first %q", c.name, len(c.src), elapsed, len(ds), ds[0])
-		if elapsed > 5*time.Second {
+		// A guard against a hang or a quadratic blow-up (each case loads in
+		// about a second), not a speed measurement: that is for benchmarks,
+		// and a loaded CI machine must not fail it.
+		if elapsed > time.Minute {
 			t.Errorf("%s: Load took %v", c.name, elapsed)
 		}
 		for _, msg := range checkDiagnostics(c.name+".toml", c.src, ds) {
