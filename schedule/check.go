@@ -173,8 +173,14 @@ func (c *checker) program() {
 			}
 			state[o.Buffer] = live
 		case OpFree:
+			// A free names the buffer it frees: without one, the verifier
+			// and executors would index the buffer table with -1.
+			if o.Buffer < 0 || o.Buffer >= len(p.Buffers) {
+				c.errorf("op %d (free on %s) frees no buffer (buffer %d)", i, o.Stream, o.Buffer)
+				continue
+			}
 			use(i, o, o.Buffer, "freed")
-			if o.Buffer >= 0 && o.Buffer < len(p.Buffers) {
+			{
 				if p.Buffers[o.Buffer].Persistent {
 					c.errorf("op %d frees persistent buffer %q", i, p.Buffers[o.Buffer].Name)
 				}
