@@ -24,6 +24,9 @@ type lowerer struct {
 	ties      []pendingTie
 	blockPath []string
 	tooBig    bool
+	// numel counts the elements of every parameter made so far, against
+	// maxModelElements.
+	numel int64
 }
 
 type pendingInputs struct {
@@ -400,6 +403,14 @@ func (l *lowerer) newParam(module ModuleID, local string, shape []int64, dt DTyp
 	}
 	if _, ok := mulInt64(numel, dt.Size()); !ok {
 		report("shape", "parameter %q: %d elements of %s overflow 64-bit byte counts", name, numel, dt)
+		return -1
+	}
+	// The planner multiplies element counts by bytes per element, by the
+	// optimizer's states and by micro-batches and sums them over the whole
+	// model; capping the model's elements keeps every such figure far
+	// inside int64 instead of letting it wrap to a negative "fits".
+	if l.numel += numel; l.numel > maxModelElements {
+		report("shape", "parameter %q takes the model past %d parameter elements (2^44, about 17.6 trillion), fsdpc's limit", name, int64(maxModelElements))
 		return -1
 	}
 	if _, clash := l.moduleByName[name]; clash {

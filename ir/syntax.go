@@ -104,16 +104,19 @@ func (a attrValues) names(k string) map[string]string {
 
 // Limits that keep a hostile file from exhausting memory.
 const (
-	maxRepeat     = 1 << 20
-	maxDims       = 8
-	maxDim        = 1 << 40
-	maxModules    = 1 << 20 // a million modules take seconds and a gigabyte to build
-	maxParams     = 1 << 20
-	maxNesting    = 64
-	maxWorldSize  = 1 << 24
-	maxSeqTokens  = 1 << 40
-	maxNameLength = 256
-	maxFlop       = 1e30 // explicit FLOPs of one module per micro-batch
+	maxRepeat  = 1 << 20
+	maxDims    = 8
+	maxDim     = 1 << 40
+	maxModules = 1 << 20 // a million modules take seconds and a gigabyte to build
+	maxParams  = 1 << 20
+	// maxModelElements bounds the parameter elements of a whole model
+	// (docs/model-format.md, Limits).
+	maxModelElements = 1 << 44
+	maxNesting       = 64
+	maxWorldSize     = 1 << 24
+	maxSeqTokens     = 1 << 40
+	maxNameLength    = 256
+	maxFlop          = 1e30 // explicit FLOPs of one module per micro-batch
 )
 
 var moduleKeys = []string{"name", "kind", "repeat", "block", "module", "param", "inputs",
