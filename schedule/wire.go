@@ -91,11 +91,11 @@ import (
 	"math"
 	"math/bits"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 )
 
@@ -200,52 +200,14 @@ func Decode(b []byte) (p *Plan, err error) {
 }
 
 // WriteFile writes the plan to path atomically: readers see the old file
-// or the complete new one, never a part, whatever happens meanwhile.
-func WriteFile(path string, p *Plan) (err error) {
+// or the complete new one, never a part, whatever happens meanwhile. Only a
+// regular file is ever replaced (internal/atomicfile).
+func WriteFile(path string, p *Plan) error {
 	b, err := Encode(p)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s is a directory", path)
-	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(b); err != nil {
-		return err
-	}
-	// CreateTemp makes the file private; a plan is an ordinary artifact.
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	// Make the rename itself durable; not every system can sync a
-	// directory, and the file is complete either way.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(path, b)
 }
 
 // ReadFile reads and decodes a plan.bin file.

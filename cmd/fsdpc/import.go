@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/ir/hf"
 )
@@ -92,6 +92,9 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if err := atomicfile.NotAnInput(*out, pos[0]); err != nil {
+		return reportErr(stderr, err)
+	}
 	if err := writeAtomic(*out, text); err != nil {
 		return reportErr(stderr, err)
 	}
@@ -161,38 +164,6 @@ func readConfig(path string) (src []byte, name string, err error) {
 }
 
 // writeAtomic replaces path with data so that readers see the old file or
-// the new one, never a part: a temporary file in the same directory (so
-// the rename stays on one file system), renamed over path once complete.
-func writeAtomic(path string, data []byte) (err error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s is a directory", path)
-	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	// CreateTemp makes the file private; a model file is ordinary text.
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
+// the new one, never a part, and refuses to replace anything but a regular
+// file.
+func writeAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }

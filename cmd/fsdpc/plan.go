@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -49,6 +50,9 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	}
 	m, err := loadModel(fl.Arg(0))
 	if err != nil {
+		return reportErr(stderr, err)
+	}
+	if err := atomicfile.NotAnInput(*out, fl.Arg(0)); err != nil {
 		return reportErr(stderr, err)
 	}
 	for _, w := range m.Warnings {
