@@ -70,7 +70,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 			return reportErr(stderr, err)
 		}
 		path := filepath.Join(*out, strings.ReplaceAll(fit.GPU, "+", "_")+".profile.toml")
-		if err := writeFileAtomic(path, b.Bytes()); err != nil {
+		if err := writeAtomic(path, b.Bytes()); err != nil {
 			return reportErr(stderr, err)
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", path)
@@ -104,28 +104,5 @@ func addMeasured(set *calibrate.Set, arg string) error {
 	}
 	set.Runs = append(set.Runs, more.Runs...)
 	set.Skipped = append(set.Skipped, more.Skipped...)
-	return nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it over path, so a failure never leaves a partial profile.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".fsdpc-profile-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
 	return nil
 }
