@@ -117,6 +117,9 @@ const (
 	maxSeqTokens     = 1 << 40
 	maxNameLength    = 256
 	maxFlop          = 1e30 // explicit FLOPs of one module per micro-batch
+	// maxActivationBytes bounds one module's explicit activation_bytes:
+	// 1 TiB, so the sum over at most maxModules modules stays inside int64.
+	maxActivationBytes = 1 << 40
 )
 
 var moduleKeys = []string{"name", "kind", "repeat", "block", "module", "param", "inputs",
@@ -270,7 +273,11 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 		}
 	}
 	if b, ok := t.bytes("activation_bytes"); ok {
-		md.actBytes = &b
+		if b > maxActivationBytes {
+			d.errorf(t.at("activation_bytes"), "activation_bytes must be at most 1 TiB (%d bytes) per module, not %d", int64(maxActivationBytes), b)
+		} else {
+			md.actBytes = &b
+		}
 	}
 
 	switch {
