@@ -1,17 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/executor/gpu"
 	"github.com/fsdpc/fsdpc/executor/launch"
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -216,21 +216,13 @@ func join(p *schedule.Plan, planPath string, env launch.Env, dev gpu.Device, lib
 }
 
 // writeTrace writes the measured step next to where the simulator's would
-// go, atomically.
+// go, through the one atomic writer every fsdpc output uses.
 func writeTrace(path string, q *schedule.Plan, sim *schedule.Simulation) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
+	var buf bytes.Buffer
+	if err := schedule.WriteTrace(&buf, q, sim, schedule.TraceOptions{}); err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := schedule.WriteTrace(tmp, q, sim, schedule.TraceOptions{}); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, buf.Bytes())
 }
 
 // bench measures the device figures the acceptance checks read.
