@@ -91,15 +91,6 @@ func isPlanFile(path string) bool {
 	return bytes.Equal(head, []byte("\x89FSP"))
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 // runTextconv prints a plan as text for git: `git config
 // diff.fsdpc.textconv "fsdpc textconv"` makes git diff and git log -p show
 // plan.bin files as their canonical text.

@@ -22,6 +22,10 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
+// troubleCode is a command's exit code for an error where it is not 1:
+// diff exits 1 for "different", so its errors exit 2.
+var troubleCode = map[string]int{"diff": 2}
+
 var commands map[string]command
 
 func init() {
@@ -44,7 +48,28 @@ func init() {
 	}
 }
 
+// run runs the command args name and returns the exit code. Every write
+// to stdout and stderr is checked: when one fails (a full disk, a closed
+// file), the exit code says so even if the command finished, because its
+// output is incomplete.
 func run(args []string, stdout, stderr io.Writer) int {
+	out, errOut := &checkedWriter{w: stdout}, &checkedWriter{w: stderr}
+	code := dispatch(args, out, errOut)
+	trouble := 1
+	if len(args) > 0 && troubleCode[args[0]] != 0 {
+		trouble = troubleCode[args[0]]
+	}
+	if err := out.Err(); err != nil {
+		fmt.Fprintf(errOut, "fsdpc: writing standard output: %v\n", err)
+		code = max(code, trouble)
+	}
+	if errOut.Err() != nil {
+		code = max(code, trouble)
+	}
+	return code
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		if len(args) == 0 {

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -67,7 +66,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, err)
 	}
 	opts := executor.Options{Scale: *scale, Steps: *steps, Ranks: *ranks, Timeout: *timeout}
-	prog := &progress{w: stderr, tty: stderrIsTerminal(stderr), steps: *steps}
+	prog := &progress{w: stderr, tty: isTerminal(stderr), steps: *steps}
 	opts.Progress = prog.update
 	rep, err := executor.Run(p, b, opts)
 	prog.finish()
@@ -81,15 +80,6 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, fmt.Errorf("fsdpc run %s: %w", fl.Arg(0), err))
 	}
 	return 0
-}
-
-func stderrIsTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // progress draws a bar on a terminal, or prints a line as each step
