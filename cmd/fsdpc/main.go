@@ -23,8 +23,9 @@ type command struct {
 }
 
 // troubleCode is a command's exit code for an error where it is not 1:
-// diff exits 1 for "different", so its errors exit 2.
-var troubleCode = map[string]int{"diff": 2}
+// diff exits 1 for "different" and reshard for "not loadable", so their
+// errors exit 2.
+var troubleCode = map[string]int{"diff": 2, "reshard": 2}
 
 var commands map[string]command
 
@@ -45,6 +46,8 @@ func init() {
 		"emit":       {"emit PyTorch code: the model as an nn.Module, the plan as apply_plan (emit torch)", runEmit},
 		"completion": {"print a shell completion script (completion bash|zsh|fish)", runCompletion},
 		"calibrate":  {"fit the cost model to measured runs (CSV) and write hardware profiles", runCalibrate},
+		"checkpoint": {"a plan's distributed checkpoint: size per rank, save and load time", runCheckpoint},
+		"reshard":    {"the reads that load one plan's checkpoint under another: exit 0 loadable, 1 not, 2 error", runReshard},
 	}
 }
 

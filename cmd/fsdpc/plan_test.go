@@ -38,8 +38,13 @@ func TestPlanAndShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if text != string(golden) {
-		t.Errorf("show of the written plan differs from plans/llama3-8b.plan.txt")
+	// The plan's text is the golden; the checkpoint section follows it.
+	plan, ckpt, ok := strings.Cut(text, "\ncheckpoint (torch.distributed.checkpoint, 8 ranks)\n")
+	if !ok || plan != string(golden) {
+		t.Errorf("show of the written plan differs from plans/llama3-8b.plan.txt, or has no checkpoint section")
+	}
+	if !strings.Contains(ckpt, "files      1 per rank (__<rank>_0.distcp), and .metadata on rank 0") {
+		t.Errorf("show's checkpoint section lacks the files:\n%s", ckpt)
 	}
 	code, js, _ := runCLI("show", "--json", bin)
 	var doc map[string]any

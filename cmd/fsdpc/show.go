@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/fsdpc/fsdpc/checkpoint"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -15,7 +16,7 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	asJSON := fl.Bool("json", false, "print the plan as JSON")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc show [-json] plan.bin|model.toml|zoo-name")
-		fmt.Fprintln(stderr, "\nPrints a plan in its canonical text form (or JSON).")
+		fmt.Fprintln(stderr, "\nPrints a plan in its canonical text form, then its checkpoint (sizes, files per rank); or the plan as JSON.")
 		fl.PrintDefaults()
 	}
 	if code, ok := parseFlags(fl, args); !ok {
@@ -40,5 +41,13 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	if err := schedule.WriteText(stdout, p); err != nil {
 		return reportErr(stderr, err)
 	}
+	// The checkpoint section follows the plan's canonical text (which
+	// plans/*.plan.txt pin), derived from it.
+	l, err := checkpoint.FromPlan(p)
+	if err != nil {
+		return reportErr(stderr, fmt.Errorf("%s: checkpoint: %w", fl.Arg(0), err))
+	}
+	fmt.Fprintln(stdout)
+	l.WriteSummary(stdout)
 	return 0
 }

@@ -1,0 +1,332 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
+)
+
+// counts is how many parameters and optimizer states the layout holds.
+func (l *Layout) counts() (params, states int) {
+	for i := range l.Tensors {
+		if l.Tensors[i].State == "" {
+			params++
+		} else {
+			states++
+		}
+	}
+	return params, states
+}
+
+func (l *Layout) nodes() int { return (l.World() + l.GPUsPerNode - 1) / l.GPUsPerNode }
+
+func gbps(b float64) string { return strconv.FormatFloat(b/1e9, 'g', 4, 64) + " GB/s" }
+
+func secs(s float64) string {
+	if s < 1 {
+		return strconv.FormatFloat(s*1e3, 'f', 1, 64) + " ms"
+	}
+	return strconv.FormatFloat(s, 'f', 2, 64) + " s"
+}
+
+// WriteSummary prints the checkpoint section of fsdpc show: entries,
+// sizes, files and bytes per rank.
+func (l *Layout) WriteSummary(w io.Writer) {
+	params, states := l.counts()
+	m, o := l.Totals()
+	fmt.Fprintf(w, "checkpoint (torch.distributed.checkpoint, %d ranks)\n", l.World())
+	fmt.Fprintf(w, "  entries    %d parameters, %d optimizer states (%s)\n", params, states, l.Optimizer)
+	fmt.Fprintf(w, "  total      %s: model %s, optimizer %s\n", ir.FormatBytes(m+o), ir.FormatBytes(m), ir.FormatBytes(o))
+	fmt.Fprintf(w, "  files      1 per rank (%s), and %s on rank 0\n", "__<rank>_0.distcp", MetadataFile)
+	lo, hi := int64(-1), int64(0)
+	loR, hiR := 0, 0
+	for r := range l.World() {
+		rm, ro := l.RankBytes(r)
+		if b := rm + ro; lo < 0 || b < lo {
+			lo, loR = b, r
+		}
+		if b := rm + ro; b > hi {
+			hi, hiR = b, r
+		}
+	}
+	if lo == hi {
+		fmt.Fprintf(w, "  per rank   %s\n", ir.FormatBytes(hi))
+	} else {
+		fmt.Fprintf(w, "  per rank   %s (rank %d) … %s (rank %d)\n", ir.FormatBytes(lo), loR, ir.FormatBytes(hi), hiR)
+	}
+}
+
+// rankRow is one line of a per-rank table; runs of equal lines are
+// printed once with their rank range.
+type rankRow struct {
+	from, to int
+	cells    []string
+}
+
+func rankRows(n int, cells func(r int) []string) []rankRow {
+	var rows []rankRow
+	for r := range n {
+		c := cells(r)
+		if len(rows) > 0 && strings.Join(rows[len(rows)-1].cells, "\x00") == strings.Join(c, "\x00") {
+			rows[len(rows)-1].to = r
+			continue
+		}
+		rows = append(rows, rankRow{r, r, c})
+	}
+	return rows
+}
+
+func (r rankRow) label() string {
+	if r.from == r.to {
+		return strconv.Itoa(r.from)
+	}
+	return fmt.Sprintf("%d-%d", r.from, r.to)
+}
+
+// WriteEstimate prints fsdpc checkpoint's report.
+func (l *Layout) WriteEstimate(w io.Writer, e *Estimate, async bool) {
+	params, states := l.counts()
+	fmt.Fprintf(w, "checkpoint of %s: %d ranks (%d node(s) of %d, mesh %d×%d), optimizer %s\n",
+		l.Model, l.World(), l.nodes(), l.GPUsPerNode, l.Replicate, l.Shard, l.Optimizer)
+	fmt.Fprintf(w, "  entries   %d parameters, %d optimizer states\n", params, states)
+	fmt.Fprintf(w, "  size      model %s, optimizer %s, total %s\n", ir.FormatBytes(e.Model), ir.FormatBytes(e.Optim), ir.FormatBytes(e.Model+e.Optim))
+	agg := "no aggregate limit"
+	if e.Storage.WriteAggregate > 0 {
+		agg = "aggregate write " + gbps(e.Storage.WriteAggregate) + ", read " + gbps(e.Storage.ReadAggregate)
+	}
+	fmt.Fprintf(w, "  storage   %s: per node write %s, read %s; %s\n", e.Storage.Name, gbps(e.Storage.WritePerNode), gbps(e.Storage.ReadPerNode), agg)
+	fmt.Fprintf(w, "  save      %s  (each node writes at %s; host link %s per GPU)\n", secs(e.Save.Time), gbps(e.Save.Rate), gbps(l.HostBandwidth))
+	fmt.Fprintf(w, "  load      %s  (each node reads at %s; same plan)\n", secs(e.Load.Time), gbps(e.Load.Rate))
+	if async {
+		fmt.Fprintf(w, "  async     stages %s per rank, %s per node in pinned host memory; the step stalls %s; the files are written in the background in %s\n",
+			ir.FormatBytes(e.StagingBytes), ir.FormatBytes(e.NodeStaging), secs(e.Stall), secs(max(0, e.Save.Time-e.Stall)))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "  rank     model        optimizer    total        files  save        load")
+	for _, row := range rankRows(l.World(), func(r int) []string {
+		s, ld := e.Save.Ranks[r], e.Load.Ranks[r]
+		return []string{ir.FormatBytes(s.ModelBytes), ir.FormatBytes(s.OptimBytes), ir.FormatBytes(s.Bytes()),
+			strconv.Itoa(s.Files), secs(s.Time), secs(ld.Time)}
+	}) {
+		c := row.cells
+		fmt.Fprintf(w, "  %-8s %-12s %-12s %-12s %-6s %-11s %s\n", row.label(), c[0], c[1], c[2], c[3], c[4], c[5])
+	}
+}
+
+// EstimateJSON is fsdpc checkpoint -json.
+func (l *Layout) EstimateJSON(w io.Writer, e *Estimate, async bool) error {
+	type rank struct {
+		Rank                              int
+		ModelBytes, OptimizerBytes, Bytes int64
+		Files                             int
+		SaveSeconds, LoadSeconds          float64
+		LoadBytes                         int64
+	}
+	doc := struct {
+		Schema                               string `json:"schema"`
+		Model, Optimizer                     string
+		Ranks, Replicate, Shard, GPUsPerNode int
+		ModelBytes, OptimizerBytes           int64
+		Storage                              Storage
+		SaveSeconds, LoadSeconds             float64
+		Async                                bool
+		StagingBytesPerRank, StagingPerNode  int64   `json:",omitempty"`
+		StallSeconds                         float64 `json:",omitempty"`
+		PerRank                              []rank
+	}{Schema: "fsdpc.checkpoint/1", Model: l.Model, Optimizer: l.Optimizer, Ranks: l.World(), Replicate: l.Replicate,
+		Shard: l.Shard, GPUsPerNode: l.GPUsPerNode, ModelBytes: e.Model, OptimizerBytes: e.Optim, Storage: e.Storage,
+		SaveSeconds: e.Save.Time, LoadSeconds: e.Load.Time, Async: async}
+	if async {
+		doc.StagingBytesPerRank, doc.StagingPerNode, doc.StallSeconds = e.StagingBytes, e.NodeStaging, e.Stall
+	}
+	for r := range l.World() {
+		s, ld := e.Save.Ranks[r], e.Load.Ranks[r]
+		doc.PerRank = append(doc.PerRank, rank{r, s.ModelBytes, s.OptimBytes, s.Bytes(), s.Files, s.Time, ld.Time, ld.Bytes()})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
+
+// ranges prints a sorted set of ranks compactly: "0-3,6".
+func ranges(set map[int]bool) string {
+	var rs []int
+	for r := range set {
+		rs = append(rs, r)
+	}
+	sort.Ints(rs)
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if i == j {
+			parts = append(parts, strconv.Itoa(rs[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+		}
+		i = j + 1
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+// rankSummary is one new rank's reads in brief.
+type rankSummary struct {
+	Rank               int
+	Reads              int
+	FromRanks          string
+	ModelBytes         int64
+	OptimizerBytes     int64
+	Bytes, RemoteBytes int64
+	LoadSeconds        float64
+}
+
+func (rs *Reshard) summaries(t Transfer) []rankSummary {
+	var out []rankSummary
+	for r := range rs.New.World() {
+		from := map[int]bool{}
+		for _, rd := range rs.Reads[r] {
+			from[rd.OldRank] = true
+		}
+		c := t.Ranks[r]
+		out = append(out, rankSummary{r, len(rs.Reads[r]), ranges(from), c.ModelBytes, c.OptimBytes, c.Bytes(), c.RemoteBytes, c.Time})
+	}
+	return out
+}
+
+func (rs *Reshard) header() string {
+	o, n := rs.Old, rs.New
+	return fmt.Sprintf("%s (%d ranks, mesh %d×%d) -> %s (%d ranks, mesh %d×%d)", o.Model, o.World(), o.Replicate, o.Shard, n.Model, n.World(), n.Replicate, n.Shard)
+}
+
+func (rs *Reshard) totals(t Transfer) (read, remote int64) {
+	for _, c := range t.Ranks {
+		read += c.Bytes()
+		remote += c.RemoteBytes
+	}
+	return read, remote
+}
+
+// readLine prints one read.
+func (rs *Reshard) readLine(rd Read) string {
+	return fmt.Sprintf("%s <- rank %d (%s) offsets %v lengths %v, %s",
+		rs.New.Tensors[rd.Tensor].FQN, rd.OldRank, FileName(rd.OldRank), rd.Offsets, rd.Lengths, ir.FormatBytes(rd.Bytes))
+}
+
+// WriteText prints fsdpc reshard's report; with reads, every read.
+func (rs *Reshard) WriteText(w io.Writer, st Storage, reads bool) {
+	t := rs.Transfer(st)
+	read, remote := rs.totals(t)
+	m, o := rs.Old.Totals()
+	fmt.Fprintf(w, "reshard %s\n", rs.header())
+	fmt.Fprintf(w, "  compatible: the same %d state entries; the checkpoint holds %s\n", len(rs.New.Tensors), ir.FormatBytes(m+o))
+	fmt.Fprintf(w, "  reads     %s in all, %s of it from files another node wrote\n", ir.FormatBytes(read), ir.FormatBytes(remote))
+	fmt.Fprintf(w, "  load      %s at %s (each node reads at %s)\n\n", secs(t.Time), st.Name, gbps(t.Rate))
+	fmt.Fprintln(w, "  rank     reads  from ranks   model        optimizer    total        remote       load")
+	sums := rs.summaries(t)
+	for _, row := range rankRows(len(sums), func(r int) []string {
+		s := sums[r]
+		// The sources differ from rank to rank; the run shows the first's.
+		return []string{strconv.Itoa(s.Reads), ir.FormatBytes(s.ModelBytes), ir.FormatBytes(s.OptimizerBytes),
+			ir.FormatBytes(s.Bytes), ir.FormatBytes(s.RemoteBytes), secs(s.LoadSeconds), s.FromRanks}
+	}) {
+		c := row.cells
+		fmt.Fprintf(w, "  %-8s %-6s %-12s %-12s %-12s %-12s %-12s %s\n", row.label(), c[0], c[6], c[1], c[2], c[3], c[4], c[5])
+	}
+	if reads {
+		for r := range rs.New.World() {
+			fmt.Fprintf(w, "\nrank %d reads\n", r)
+			for _, rd := range rs.Reads[r] {
+				fmt.Fprintln(w, "  "+rs.readLine(rd))
+			}
+		}
+	}
+}
+
+// WriteMarkdown prints the report for a pull-request comment.
+func (rs *Reshard) WriteMarkdown(w io.Writer, st Storage, reads bool) {
+	t := rs.Transfer(st)
+	read, remote := rs.totals(t)
+	fmt.Fprintf(w, "### Reshard %s\n\n", rs.header())
+	fmt.Fprintf(w, "Compatible: the same %d state entries. Reads **%s** in all (%s from other nodes); load **%s** at %s.\n\n",
+		len(rs.New.Tensors), ir.FormatBytes(read), ir.FormatBytes(remote), secs(t.Time), st.Name)
+	fmt.Fprintln(w, "| rank | reads | from ranks | model | optimizer | total | remote | load |")
+	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, s := range rs.summaries(t) {
+		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", s.Rank, s.Reads, s.FromRanks, ir.FormatBytes(s.ModelBytes),
+			ir.FormatBytes(s.OptimizerBytes), ir.FormatBytes(s.Bytes), ir.FormatBytes(s.RemoteBytes), secs(s.LoadSeconds))
+	}
+	if reads {
+		for r := range rs.New.World() {
+			fmt.Fprintf(w, "\n<details><summary>rank %d: %d reads</summary>\n\n```\n", r, len(rs.Reads[r]))
+			for _, rd := range rs.Reads[r] {
+				fmt.Fprintln(w, rs.readLine(rd))
+			}
+			fmt.Fprintln(w, "```\n</details>")
+		}
+	}
+}
+
+// JSONRead is one read in fsdpc reshard -format json.
+type JSONRead struct {
+	FQN     string  `json:"fqn"`
+	OldRank int     `json:"old_rank"`
+	File    string  `json:"file"`
+	Offsets []int64 `json:"offsets"`
+	Lengths []int64 `json:"lengths"`
+	Bytes   int64   `json:"bytes"`
+}
+
+// WriteJSON prints the report as JSON; with reads, every read.
+func (rs *Reshard) WriteJSON(w io.Writer, st Storage, reads bool) error {
+	t := rs.Transfer(st)
+	read, remote := rs.totals(t)
+	type rank struct {
+		rankSummary
+		Reads []JSONRead `json:"ReadList,omitempty"`
+	}
+	doc := struct {
+		Schema             string `json:"schema"`
+		Old, New           string
+		Compatible         bool
+		Storage            Storage
+		Bytes, RemoteBytes int64
+		LoadSeconds        float64
+		Ranks              []rank
+	}{Schema: "fsdpc.reshard/1", Old: rs.Old.Model, New: rs.New.Model, Compatible: true, Storage: st,
+		Bytes: read, RemoteBytes: remote, LoadSeconds: t.Time}
+	for _, s := range rs.summaries(t) {
+		rk := rank{rankSummary: s}
+		if reads {
+			for _, rd := range rs.Reads[s.Rank] {
+				rk.Reads = append(rk.Reads, JSONRead{rs.New.Tensors[rd.Tensor].FQN, rd.OldRank, FileName(rd.OldRank), rd.Offsets, rd.Lengths, rd.Bytes})
+			}
+		}
+		doc.Ranks = append(doc.Ranks, rk)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
+
+// IncompatibleJSON prints a refusal as JSON.
+func IncompatibleJSON(w io.Writer, e *IncompatibleError) error {
+	doc := struct {
+		Schema     string `json:"schema"`
+		Old, New   string
+		Compatible bool
+		Mismatches []Mismatch
+	}{"fsdpc.reshard/1", e.Old, e.New, false, e.Mismatches}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}

@@ -1,0 +1,180 @@
+package checkpoint
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Read is one read DCP's load planner performs for a rank of the new plan:
+// the part of an old chunk that the new rank's chunk needs. Offsets and
+// Lengths are in the tensor's global index space (the intersection of the
+// two chunks); the bytes are read from the file the old rank wrote.
+type Read struct {
+	Tensor  int // index into both layouts' Tensors (they match)
+	OldRank int // the rank whose file holds the chunk
+	OldK    int // the chunk's shard index in the old layout
+	Offsets []int64
+	Lengths []int64
+	Bytes   int64
+}
+
+// Mismatch is one reason an old checkpoint cannot be loaded under a new
+// plan, naming the state-dict entry.
+type Mismatch struct {
+	FQN    string
+	Reason string
+}
+
+func (m Mismatch) String() string { return m.FQN + ": " + m.Reason }
+
+// IncompatibleError lists every entry the new plan cannot load.
+type IncompatibleError struct {
+	Old, New   string // the plans' model names
+	Mismatches []Mismatch
+}
+
+func (e *IncompatibleError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "the checkpoint of %s cannot be loaded under %s: %d state entries differ", e.Old, e.New, len(e.Mismatches))
+	const shown = 20
+	for i, m := range e.Mismatches {
+		if i == shown {
+			fmt.Fprintf(&b, "\n  … and %d more", len(e.Mismatches)-shown)
+			break
+		}
+		b.WriteString("\n  " + m.String())
+	}
+	return b.String()
+}
+
+// Compatible checks that two layouts hold the same state: the same
+// entries (no renamed parameter, no optimizer state gained or lost), each
+// with the same global shape and dtype, and the same optimizer. DCP's
+// default load planner fails on a key missing from the checkpoint and
+// loads a tensor only into one of the same size; fsdpc refuses before the
+// job runs and names every entry. The chunking may differ: that is
+// resharding.
+func Compatible(old, new *Layout) error {
+	var ms []Mismatch
+	if old.Optimizer != new.Optimizer {
+		ms = append(ms, Mismatch{"optim", fmt.Sprintf("optimizer %s was saved, the new plan uses %s", old.Optimizer, new.Optimizer)})
+	}
+	byName := make(map[string]int, len(old.Tensors))
+	for i := range old.Tensors {
+		byName[old.Tensors[i].FQN] = i
+	}
+	seen := make([]bool, len(old.Tensors))
+	for i := range new.Tensors {
+		n := &new.Tensors[i]
+		oi, ok := byName[n.FQN]
+		if !ok {
+			ms = append(ms, Mismatch{n.FQN, "not in the old checkpoint (a renamed or new parameter, or optimizer state the old plan did not keep)"})
+			continue
+		}
+		seen[oi] = true
+		o := &old.Tensors[oi]
+		if !slices.Equal(o.Shape, n.Shape) {
+			ms = append(ms, Mismatch{n.FQN, fmt.Sprintf("shape %v was saved, the new plan has %v", o.Shape, n.Shape)})
+		}
+		if o.DType != n.DType {
+			ms = append(ms, Mismatch{n.FQN, fmt.Sprintf("dtype %s was saved, the new plan has %s", o.DType, n.DType)})
+		}
+	}
+	for i := range old.Tensors {
+		if !seen[i] {
+			ms = append(ms, Mismatch{old.Tensors[i].FQN, "saved, but not in the new plan (a renamed or removed parameter, or optimizer state the new plan does not keep)"})
+		}
+	}
+	if len(ms) > 0 {
+		return &IncompatibleError{Old: old.Model, New: new.Model, Mismatches: ms}
+	}
+	return nil
+}
+
+// Reshard is the load of an old checkpoint under a new plan.
+type Reshard struct {
+	Old, New *Layout
+	// oldIndex maps a new tensor index to the old one.
+	oldIndex []int
+	// Reads[r] are new rank r's reads, in state-dict order.
+	Reads [][]Read
+}
+
+// OldTensor is the old layout's index of new tensor i.
+func (rs *Reshard) OldTensor(i int) int { return rs.oldIndex[i] }
+
+// Plan computes the reads every rank of the new plan performs, as DCP's
+// DefaultLoadPlanner does (create_read_items): for each entry of the
+// rank's state dict, its chunk is intersected with every saved chunk of
+// that entry, and each non-empty overlap is one read from the file of the
+// rank that wrote the saved chunk. Every replica of an HSDP plan reads its
+// own copy. It refuses layouts that do not hold the same state.
+func Plan(old, new *Layout) (*Reshard, error) {
+	if err := Compatible(old, new); err != nil {
+		return nil, err
+	}
+	rs := &Reshard{Old: old, New: new, oldIndex: make([]int, len(new.Tensors)), Reads: make([][]Read, new.World())}
+	byName := make(map[string]int, len(old.Tensors))
+	for i := range old.Tensors {
+		byName[old.Tensors[i].FQN] = i
+	}
+	for i := range new.Tensors {
+		rs.oldIndex[i] = byName[new.Tensors[i].FQN]
+	}
+	for r := range new.World() {
+		k := r % new.Shard
+		for ti := range new.Tensors {
+			nt := &new.Tensors[ti]
+			want := nt.Chunk(k)
+			if nt.ShardDim < 0 {
+				want = nt.Chunk(0)
+			}
+			if nt.ShardDim >= 0 && want.Numel() == 0 {
+				continue
+			}
+			oi := rs.oldIndex[ti]
+			ot := &old.Tensors[oi]
+			for ok := range ot.Chunks(old.Shard) {
+				have := ot.Chunk(ok)
+				offs, lens, n := intersect(want, have)
+				if n == 0 || old.Writer[oi][ok] < 0 {
+					continue
+				}
+				rs.Reads[r] = append(rs.Reads[r], Read{Tensor: ti, OldRank: old.Writer[oi][ok], OldK: ok,
+					Offsets: offs, Lengths: lens, Bytes: n * nt.DType.Size()})
+			}
+		}
+	}
+	return rs, nil
+}
+
+// intersect is the overlap of two chunks of one tensor, and its numel.
+func intersect(a, b Chunk) (offs, lens []int64, numel int64) {
+	offs, lens = make([]int64, len(a.Offsets)), make([]int64, len(a.Offsets))
+	numel = 1
+	for d := range a.Offsets {
+		lo := max(a.Offsets[d], b.Offsets[d])
+		hi := min(a.Offsets[d]+a.Lengths[d], b.Offsets[d]+b.Lengths[d])
+		if hi <= lo {
+			return nil, nil, 0
+		}
+		offs[d], lens[d] = lo, hi-lo
+		numel *= hi - lo
+	}
+	return offs, lens, numel
+}
+
+// RankBytes is what new rank r reads in all, and the part of it from
+// files written on another node (which, on node-local storage, must be
+// copied there first).
+func (rs *Reshard) RankBytes(r int) (total, remote int64) {
+	node := r / rs.New.GPUsPerNode
+	for _, rd := range rs.Reads[r] {
+		total += rd.Bytes
+		if rd.OldRank/rs.Old.GPUsPerNode != node {
+			remote += rd.Bytes
+		}
+	}
+	return total, remote
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gpt2At writes gpt2-124m with another cluster line into dir.
+func gpt2At(t *testing.T, dir, name, old, new string) string {
+	t.Helper()
+	src, err := os.ReadFile("../../plans/gpt2-124m.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(src), old, new, 1)
+	if s == string(src) {
+		t.Fatalf("%q not in gpt2-124m.toml", old)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCheckpointCommand(t *testing.T) {
+	code, out, errOut := runCLI("checkpoint", "--async", "--storage", "5GB/s", "gpt2-124m")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"checkpoint of gpt2-124m: 8 ranks", "148 parameters, 444 optimizer states",
+		"model 474.70 MiB, optimizer 949.40 MiB, total 1.39 GiB", "per node write 5 GB/s", "async     stages 178.02 MiB per rank"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, js, _ := runCLI("checkpoint", "-json", "--storage", "shared", "gpt2-124m")
+	var doc struct {
+		ModelBytes, OptimizerBytes int64
+		PerRank                    []struct{ Bytes int64 }
+	}
+	if code != 0 || json.Unmarshal([]byte(js), &doc) != nil || len(doc.PerRank) != 8 || doc.ModelBytes != 124439808*4 {
+		t.Errorf("checkpoint -json: exit %d, %+v", code, doc)
+	}
+	for _, bad := range [][]string{{"checkpoint", "--storage", "tape", "gpt2-124m"}, {"checkpoint"}, {"checkpoint", "--aggregate", "fast", "gpt2-124m"}} {
+		if code, _, _ := runCLI(bad...); code != 2 {
+			t.Errorf("fsdpc %s: exit %d, want 2", strings.Join(bad, " "), code)
+		}
+	}
+	if code, _, errOut := runCLI("checkpoint", "no-such-model"); code != 1 || !strings.Contains(errOut, "no-such-model") {
+		t.Errorf("a missing model: exit %d, %s", code, errOut)
+	}
+}
+
+func TestReshardCommand(t *testing.T) {
+	dir := t.TempDir()
+	four := gpt2At(t, dir, "g4.toml", "world_size = 8", "world_size = 4")
+	code, out, errOut := runCLI("reshard", "gpt2-124m", four)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{"reshard gpt2-124m (8 ranks, mesh 1×8) -> gpt2-124m (4 ranks, mesh 1×4)", "compatible: the same 592 state entries", "reads     1.39 GiB in all"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCLI("reshard", "-reads", "gpt2-124m", four)
+	if code != 0 || !strings.Contains(out, "model.transformer.wte.weight <- rank 2 (__2_0.distcp) offsets [12566 0] lengths [6283 768]") {
+		t.Errorf("-reads: exit %d, no read of wte from rank 2:\n%s", code, out)
+	}
+	if code, out, _ = runCLI("reshard", "-format", "markdown", "gpt2-124m", four); code != 0 || !strings.Contains(out, "| rank | reads | from ranks |") {
+		t.Errorf("markdown: exit %d\n%s", code, out)
+	}
+	code, js, _ := runCLI("reshard", "-format", "json", "-reads", "gpt2-124m", four)
+	var doc struct {
+		Compatible bool
+		Ranks      []struct {
+			ReadList []struct {
+				FQN   string `json:"fqn"`
+				Bytes int64  `json:"bytes"`
+			}
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(js), &doc) != nil || !doc.Compatible || len(doc.Ranks) != 4 || len(doc.Ranks[0].ReadList) == 0 {
+		t.Errorf("json: exit %d, %.300s", code, js)
+	}
+
+	// A changed dtype is refused, naming the parameter; so is another
+	// optimizer.
+	fp16 := gpt2At(t, dir, "fp16.toml", `dtype = "fp32"`, `dtype = "bf16"`)
+	code, out, _ = runCLI("reshard", "gpt2-124m", fp16)
+	if code != 1 || !strings.Contains(out, "model.transformer.wte.weight: dtype fp32 was saved, the new plan has bf16") {
+		t.Errorf("changed dtype: exit %d\n%s", code, out)
+	}
+	sgd := gpt2At(t, dir, "sgd.toml", `optimizer = "adamw"`, `optimizer = "sgd"`)
+	code, js, _ = runCLI("reshard", "-format", "json", "gpt2-124m", sgd)
+	if code != 1 || !strings.Contains(js, `"Compatible": false`) || !strings.Contains(js, "optimizer adamw was saved, the new plan uses sgd") {
+		t.Errorf("another optimizer: exit %d\n%.500s", code, js)
+	}
+	for _, bad := range [][]string{{"reshard", "gpt2-124m"}, {"reshard", "-format", "xml", "gpt2-124m", four}, {"reshard", "gpt2-124m", "nope"}} {
+		if code, _, _ := runCLI(bad...); code != 2 {
+			t.Errorf("fsdpc %s: exit %d, want 2", strings.Join(bad, " "), code)
+		}
+	}
+}
