@@ -6,14 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/fsdpc/fsdpc/internal/inputfile"
 )
 
 // MaxFileSize bounds a model file; real models are a few kilobytes.
@@ -21,24 +21,13 @@ const MaxFileSize = 16 << 20
 
 // LoadFile reads and lowers a model file.
 func LoadFile(path string) (*Model, error) {
-	f, err := os.Open(path)
+	// One byte past the limit is enough for Load to say the file is too
+	// big; a FIFO, device or directory is refused (internal/inputfile).
+	src, err := inputfile.ReadFile(path, "a model file", MaxFileSize)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory, not a model file", path)
-	}
-	var buf bytes.Buffer
-	// One byte past the limit is enough for Load to say the file is too big.
-	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return Load(path, buf.Bytes())
+	return Load(path, src)
 }
 
 // Load parses, checks and lowers a model file's contents. The error, when

@@ -3,13 +3,14 @@ package ir
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/fsdpc/fsdpc/internal/inputfile"
 )
 
 // ProfileValue is one constant of a hardware profile: a cost-model
@@ -45,18 +46,12 @@ func (d *decoder) readProfile(t *tbl, preset string) []ProfileValue {
 		d.errorf(at, "profile %s: %s", path, fmt.Sprintf(format, args...))
 		return nil
 	}
-	info, err := os.Stat(path)
+	text, err := inputfile.ReadFile(path, "a profile", maxProfileSize)
 	switch {
 	case err != nil:
 		return fail("%v", err)
-	case !info.Mode().IsRegular():
-		return fail("not a regular file")
-	case info.Size() > maxProfileSize:
+	case len(text) > maxProfileSize:
 		return fail("larger than %d KiB; a profile is a few lines", maxProfileSize>>10)
-	}
-	text, err := os.ReadFile(path)
-	if err != nil {
-		return fail("%v", err)
 	}
 	var raw map[string]any
 	if _, err := toml.Decode(string(text), &raw); err != nil {

@@ -90,12 +90,12 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
 	"runtime/debug"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
+	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/ir"
 )
 
@@ -212,7 +212,7 @@ func WriteFile(path string, p *Plan) error {
 
 // ReadFile reads and decodes a plan.bin file.
 func ReadFile(path string) (*Plan, error) {
-	f, err := os.Open(path)
+	f, err := inputfile.Open(path, "a plan.bin file")
 	if err != nil {
 		return nil, err
 	}
@@ -220,9 +220,6 @@ func ReadFile(path string) (*Plan, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory, not a plan.bin file", path)
 	}
 	if st.Size() > MaxFileSize {
 		return nil, fmt.Errorf("%s is %s, larger than any plan.bin (at most %s): %w", path,

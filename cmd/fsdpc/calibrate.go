@@ -6,11 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/fsdpc/fsdpc/calibrate"
+	"github.com/fsdpc/fsdpc/internal/inputfile"
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 func runCalibrate(args []string, stdout, stderr io.Writer) int {
@@ -82,18 +83,18 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 // given as model.toml=train.log, to the set.
 func addMeasured(set *calibrate.Set, arg string) error {
 	if model, log, ok := strings.Cut(arg, "="); ok {
-		src, err := os.ReadFile(model)
+		src, err := inputfile.ReadFile(model, "a model file", ir.MaxFileSize)
 		if err != nil {
 			return err
 		}
-		f, err := os.Open(log)
+		f, err := inputfile.Open(log, "a training log")
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		return set.AddLog(model, src, log, f)
 	}
-	f, err := os.Open(arg)
+	f, err := inputfile.Open(arg, "a CSV of runs")
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
+	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/schedule"
 	"github.com/fsdpc/fsdpc/schedule/diff"
@@ -77,9 +77,10 @@ func loadPlan(arg string) (*schedule.Plan, error) {
 	return planner.Plan(m, planner.Options{})
 }
 
-// isPlanFile reports whether a file starts with plan.bin's magic.
+// isPlanFile reports whether a regular file starts with plan.bin's magic
+// (anything else is read as a model, which says what is wrong with it).
 func isPlanFile(path string) bool {
-	f, err := os.Open(path)
+	f, err := inputfile.Open(path, "a plan")
 	if err != nil {
 		return false
 	}
@@ -107,7 +108,7 @@ func runTextconv(args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, schedule.ErrBadMagic) {
 		// git may hand over an empty or foreign blob (a deleted file): show
 		// it as it is rather than failing the whole diff.
-		raw, rerr := os.ReadFile(args[0])
+		raw, rerr := inputfile.ReadFile(args[0], "a plan.bin file", 1<<20)
 		if rerr == nil && len(raw) < 1<<20 {
 			stdout.Write(raw)
 			return 0

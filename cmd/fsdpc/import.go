@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
+	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/ir/hf"
 )
@@ -141,14 +142,11 @@ func readConfig(path string) (src []byte, name string, err error) {
 	if path == "-" {
 		r, name = os.Stdin, "<stdin>"
 	} else {
-		f, err := os.Open(path)
+		f, err := inputfile.Open(path, "a config.json (give the config.json inside a model's directory)")
 		if err != nil {
 			return nil, "", err
 		}
 		defer f.Close()
-		if st, err := f.Stat(); err == nil && st.IsDir() {
-			return nil, "", fmt.Errorf("%s is a directory; give the config.json inside it", path)
-		}
 		r, name = f, path
 	}
 	// config.json files are a few kilobytes; the bound keeps a wrong

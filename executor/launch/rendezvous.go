@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/fsdpc/fsdpc/internal/inputfile"
 )
 
 // DefaultTimeout is how long a rendezvous waits for every rank.
@@ -81,7 +83,7 @@ func (p *peer) name() string {
 // run the same plan.bin.
 func HashFile(path string) ([32]byte, error) {
 	var sum [32]byte
-	f, err := os.Open(path)
+	f, err := inputfile.Open(path, "a plan.bin file")
 	if err != nil {
 		return sum, err
 	}
