@@ -91,6 +91,9 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	if err != nil {
 		return fail(err)
 	}
+	if err := atomicfile.NotAnInput(*trace, planPath); *trace != "" && err != nil {
+		return fail(fmt.Errorf("--trace: %w", err)) // before the run, not after
+	}
 	if *nccl == "" {
 		*nccl = getenv("FSDPC_NCCL")
 	}
@@ -177,7 +180,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	fmt.Fprintf(stdout, "device calls    %.0f per rank and step (run average: set-up and checked steps included), for %d plan ops: %.2f per op\n",
 		perStep, len(p.Ops), perStep/float64(len(p.Ops)))
 	if *trace != "" && m.Timings != nil {
-		if err := writeTrace(*trace, q, m.Timings); err != nil {
+		if err := writeTrace(*trace, planPath, q, m.Timings); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "trace: %s\n", *trace)
@@ -216,8 +219,12 @@ func join(p *schedule.Plan, planPath string, env launch.Env, dev gpu.Device, lib
 }
 
 // writeTrace writes the measured step next to where the simulator's would
-// go, through the one atomic writer every fsdpc output uses.
-func writeTrace(path string, q *schedule.Plan, sim *schedule.Simulation) error {
+// go, through the one atomic writer every fsdpc output uses, never over
+// the plan it ran.
+func writeTrace(path, planPath string, q *schedule.Plan, sim *schedule.Simulation) error {
+	if err := atomicfile.NotAnInput(path, planPath); err != nil {
+		return err // checked before the run too; the run took a while
+	}
 	var buf bytes.Buffer
 	if err := schedule.WriteTrace(&buf, q, sim, schedule.TraceOptions{}); err != nil {
 		return err

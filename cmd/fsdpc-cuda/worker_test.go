@@ -102,6 +102,7 @@ func TestWorkerErrors(t *testing.T) {
 		{"a bad bandwidth", cpu, nil, []string{"--virtual", "--link-bandwidth=fast", bin}, 2, "--link-bandwidth"},
 		{"a bad stand-in", cpu, nil, []string{"--virtual", "--stand-in=nap", bin}, 2, "spin or burn"},
 		{"no plan", cpu, nil, []string{"--virtual"}, 2, "usage"},
+		{"a trace over the plan", cpu, nil, []string{"--virtual", "--trace=" + bin, bin}, 1, "is the input"},
 		{"a missing plan", cpu, nil, []string{"--virtual", filepath.Join(t.TempDir(), "none.bin")}, 1, "none.bin"},
 	}
 	for _, c := range cases {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/fsdpc/fsdpc/calibrate"
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/ir"
 )
@@ -59,6 +60,26 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		}
 		fits = append(fits, fit)
 	}
+	// Every file read: CSVs, and each model=log pair's two.
+	var inputs []string
+	for _, arg := range fl.Args() {
+		model, log, ok := strings.Cut(arg, "=")
+		if ok {
+			inputs = append(inputs, model, log)
+		} else {
+			inputs = append(inputs, arg)
+		}
+	}
+	profilePath := func(fit *calibrate.Fit) string {
+		return filepath.Join(*out, strings.ReplaceAll(fit.GPU, "+", "_")+".profile.toml")
+	}
+	if *out != "" {
+		for _, fit := range fits {
+			if err := atomicfile.NotAnInput(profilePath(fit), inputs...); err != nil {
+				return reportErr(stderr, err)
+			}
+		}
+	}
 	for _, fit := range fits {
 		calibrate.WriteFit(stdout, fit)
 	}
@@ -70,8 +91,8 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		if err := calibrate.WriteProfile(&b, fit, strings.Join(fl.Args(), ", ")); err != nil {
 			return reportErr(stderr, err)
 		}
-		path := filepath.Join(*out, strings.ReplaceAll(fit.GPU, "+", "_")+".profile.toml")
-		if err := writeAtomic(path, b.Bytes()); err != nil {
+		path := profilePath(fit)
+		if err := writeOutput(path, b.Bytes(), inputs); err != nil {
 			return reportErr(stderr, err)
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", path)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/schedule"
 	"github.com/fsdpc/fsdpc/torchgen"
 )
@@ -39,6 +40,10 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
+	inputs := append([]string{*model}, fl.Args()...)
+	if err := atomicfile.NotAnInput(*out, inputs...); *out != "" && err != nil {
+		return reportErr(stderr, err)
+	}
 	m, err := loadModel(*model)
 	if err != nil {
 		return reportErr(stderr, err)
@@ -64,7 +69,7 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, py)
 		return 0
 	}
-	if err := writeAtomic(*out, []byte(py)); err != nil {
+	if err := writeOutput(*out, []byte(py), inputs); err != nil {
 		return reportErr(stderr, err)
 	}
 	return 0

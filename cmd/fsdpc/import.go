@@ -96,7 +96,7 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 	if err := atomicfile.NotAnInput(*out, pos[0]); err != nil {
 		return reportErr(stderr, err)
 	}
-	if err := writeAtomic(*out, text); err != nil {
+	if err := writeOutput(*out, text, pos); err != nil {
 		return reportErr(stderr, err)
 	}
 	m, err := ir.Load(*out, text)
@@ -161,7 +161,15 @@ func readConfig(path string) (src []byte, name string, err error) {
 	return src, name, nil
 }
 
-// writeAtomic replaces path with data so that readers see the old file or
-// the new one, never a part, and refuses to replace anything but a regular
-// file.
-func writeAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
+// writeOutput replaces path with data so that readers see the old file or
+// the new one, never a part. It refuses to replace anything but a regular
+// file, or any of the command's inputs (by file identity: a hard link, a
+// symlink or another spelling of an input's path is that input). Every
+// command's outputs go through it, naming their inputs, so none can
+// overwrite what it read.
+func writeOutput(path string, data []byte, inputs []string) error {
+	if err := atomicfile.NotAnInput(path, inputs...); err != nil {
+		return err
+	}
+	return atomicfile.Write(path, data)
+}

@@ -49,3 +49,69 @@ func TestOutputsNeverClobber(t *testing.T) {
 		t.Error("/dev/null is no longer a device")
 	}
 }
+
+// TestOutputNeverAnInput: no command writes over any of its inputs, known
+// by file identity: here each output is a hard link to an input, a path
+// no string comparison would match.
+func TestOutputNeverAnInput(t *testing.T) {
+	dir := t.TempDir()
+	copyFile := func(from, to string) string {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, to)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	link := func(of, name string) string {
+		path := filepath.Join(dir, name)
+		if err := os.Link(of, path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	model := copyFile("../../plans/gpt2-124m.toml", "m.toml")
+	config := copyFile(llamaConfig, "config.json")
+	bin := filepath.Join(dir, "plan.bin")
+	if code, _, errOut := runCLI("plan", "-o", bin, model); code != 0 {
+		t.Fatalf("plan exited %d: %s", code, errOut)
+	}
+	// calibrate -o DIR writes DIR/a100-80gb.profile.toml: make that the CSV.
+	csv := copyFile("../../calibrate/published-runs.csv", "runs.csv")
+	link(csv, "a100-80gb.profile.toml")
+	modelLink, binLink, configLink := link(model, "m-link.toml"), link(bin, "plan-link.bin"), link(config, "config-link.json")
+	inputs := map[string][]byte{}
+	for _, p := range []string{model, bin, config, csv} {
+		inputs[p], _ = os.ReadFile(p)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"plan", []string{"plan", "-o", modelLink, model}},
+		{"import", []string{"import", "hf", config, "-o", configLink}},
+		{"emit model", []string{"emit", "torch", "--model", model, "-o", modelLink}},
+		{"emit plan", []string{"emit", "torch", "--model", "gpt2-124m", bin, "-o", binLink}},
+		{"report", []string{"report", "-o", binLink, bin}},
+		{"report second input", []string{"report", "-o", modelLink, "llama3-8b", model}},
+		{"sim -trace", []string{"sim", "-trace", binLink, bin}},
+		{"calibrate", []string{"calibrate", "-fit", "max_efficiency", "-gpu", "a100-80gb", "-o", dir, csv}},
+		{"run --backend cuda --trace", []string{"run", "--backend", "cuda", "--worker", "/bin/true", "--trace", binLink, bin}},
+	} {
+		code, stdout, stderr := runCLI(c.args...)
+		if code != 1 || !strings.Contains(stderr, "is the input") {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and \"is the input\"", c.name, code, stderr)
+		}
+		if stdout != "" {
+			t.Errorf("%s: printed %q before refusing", c.name, stdout)
+		}
+		for p, want := range inputs {
+			if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+				t.Fatalf("%s: input %s was overwritten", c.name, p)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/report"
 )
 
@@ -25,6 +26,10 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
+	// Refused before the work, as when writing.
+	if err := atomicfile.NotAnInput(*out, fl.Args()...); err != nil {
+		return reportErr(stderr, err)
+	}
 	var inputs []report.Input
 	for _, arg := range fl.Args() {
 		p, err := loadPlan(arg)
@@ -37,7 +42,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	if err := report.Write(&buf, inputs...); err != nil {
 		return reportErr(stderr, err)
 	}
-	if err := writeAtomic(*out, buf.Bytes()); err != nil {
+	if err := writeOutput(*out, buf.Bytes(), fl.Args()); err != nil {
 		return reportErr(stderr, fmt.Errorf("writing %s: %w", *out, err))
 	}
 	fmt.Fprintf(stdout, "report: %s (%d KiB, self-contained; open it in a browser)\n", *out, (buf.Len()+1023)/1024)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fsdpc/fsdpc/executor/launch"
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -125,6 +126,9 @@ func runCUDA(planPath string, cf cudaFlags, wa workerArgs, stdout, stderr io.Wri
 	p, err := schedule.ReadFile(planPath)
 	if err != nil {
 		return reportErr(stderr, err)
+	}
+	if err := atomicfile.NotAnInput(cf.trace, planPath); cf.trace != "" && err != nil {
+		return reportErr(stderr, fmt.Errorf("fsdpc run: --trace: %w", err))
 	}
 	world := p.Cluster.WorldSize
 	nproc := cf.nproc

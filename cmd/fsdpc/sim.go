@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -28,6 +29,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
+	if err := atomicfile.NotAnInput(*trace, fl.Arg(0)); *trace != "" && err != nil {
+		return reportErr(stderr, err) // before the summary, which would read as success
+	}
 	p, err := loadPlan(fl.Arg(0))
 	if err != nil {
 		return reportErr(stderr, err)
@@ -47,7 +51,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if err := schedule.WriteTrace(&buf, p, sim, schedule.TraceOptions{Model: model, Ranks: ranks}); err != nil {
 			return reportErr(stderr, err)
 		}
-		if err := writeAtomic(*trace, buf.Bytes()); err != nil {
+		if err := writeOutput(*trace, buf.Bytes(), fl.Args()); err != nil {
 			return reportErr(stderr, fmt.Errorf("writing %s: %w", *trace, err))
 		}
 		fmt.Fprintf(stdout, "trace: %s, %s (open in https://ui.perfetto.dev)\n", *trace, rankList(ranks, p.Cluster.WorldSize))

@@ -82,7 +82,7 @@ func NotAnInput(out string, inputs ...string) error {
 	}
 	for _, in := range inputs {
 		if ist, err := os.Stat(in); err == nil && os.SameFile(ost, ist) {
-			return fmt.Errorf("-o %s is the input %s: choose another output file", out, in)
+			return fmt.Errorf("output %s is the input %s: choose another output file", out, in)
 		}
 	}
 	return nil
