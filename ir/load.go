@@ -94,6 +94,9 @@ func load(file string, src []byte, override func(*Model)) (m *Model, err error) 
 	defaultDType := d.modelSection(root, m)
 	if m.Name == "" {
 		m.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+		if err := validLabel(m.Name); err != nil {
+			d.keyErrorf("", "the model has no [model] name and its file name does not make one: %v; give [model] name", err)
+		}
 	}
 	d.trainSection(root, m)
 	d.clusterSection(root, m)
@@ -105,6 +108,9 @@ func load(file string, src []byte, override func(*Model)) (m *Model, err error) 
 		m.Train.ActivationDType = defaultDType
 		if pd := m.Policy.Default.ParamDType; pd != DTypeInvalid {
 			m.Train.ActivationDType = pd
+		}
+		if !m.Train.ActivationDType.IsFloat() {
+			d.errorf("model.dtype", "model.dtype %s is not a floating-point type, so activations have no dtype: set train.activation_dtype or policy.param_dtype (and requires_grad = false on %s parameters)", m.Train.ActivationDType, m.Train.ActivationDType)
 		}
 	}
 	if _, ok := mulInt64(m.Train.MicroBatch, m.Train.SeqLen); !ok {
@@ -130,6 +136,12 @@ func load(file string, src []byte, override func(*Model)) (m *Model, err error) 
 		if !blocks[name].used && !d.diags.HasErrors() { // after errors, use is not fully known
 			d.warnf(blocks[name].path, "block %q is never used", name)
 		}
+	}
+	if !d.diags.HasErrors() && !root.has("module") {
+		// Root parameters are read by the root's own forward around its
+		// children (ViT's cls_token); with no module there is no forward
+		// to read them, no gradient and nothing to plan.
+		d.keyErrorf("param[0]", "the model declares parameters but no modules: root [[param]]s are used by the forward of the modules around them; add [[module]] entries")
 	}
 	if !d.diags.HasErrors() {
 		l.buildDataflow()

@@ -413,6 +413,13 @@ func (l *lowerer) newParam(module ModuleID, local string, shape []int64, dt DTyp
 		report("shape", "parameter %q takes the model past %d parameter elements (2^44, about 17.6 trillion), fsdpc's limit", name, int64(maxModelElements))
 		return -1
 	}
+	// PyTorch refuses requires_grad on integer and bool tensors, so such a
+	// parameter can only be frozen; training it would plan gradients and
+	// optimizer states that cannot exist.
+	if rg && !dt.IsFloat() {
+		report("name", "parameter %q is %s and requires a gradient, but only floating-point parameters can (PyTorch refuses requires_grad on %s tensors): set requires_grad = false or a floating-point dtype", name, dt, dt)
+		return -1
+	}
 	if _, clash := l.moduleByName[name]; clash {
 		report("name", "parameter %q has the name of a module", name)
 		return -1

@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -28,6 +29,8 @@ func (d *decoder) modelSection(root *tbl, m *Model) (dtype DType) {
 	if s, ok := t.str("name"); ok {
 		if s == "" {
 			d.errorf(t.at("name"), "model name must not be empty")
+		} else if err := validLabel(s); err != nil {
+			d.errorf(t.at("name"), "model %v", err)
 		}
 		m.Name = s
 	}
@@ -225,18 +228,17 @@ func (d *decoder) gpuTable(path string, v any, g *GPU) string {
 		}
 	}
 	if s, ok := t.str("name"); ok {
+		if err := validLabel(s); err != nil {
+			d.errorf(t.at("name"), "GPU %v", err)
+		}
 		g.Name = s
 	}
 	if b, ok := t.bytes("hbm"); ok {
-		if b == 0 {
-			d.errorf(t.at("hbm"), "hbm must be positive")
-		}
+		d.inRange(t.at("hbm"), "hbm", float64(b), minHBM, maxHBM, "B")
 		g.HBMBytes = b
 	}
 	if f, ok := t.number("hbm_bandwidth", ParseBandwidth); ok {
-		if f == 0 {
-			d.errorf(t.at("hbm_bandwidth"), "hbm_bandwidth must be positive")
-		}
+		d.inRange(t.at("hbm_bandwidth"), "hbm_bandwidth", f, minHBMBandwidth, maxBandwidth, "B/s")
 		g.HBMBandwidth = f
 	}
 	floatRate := false // flops names a bf16, fp16 or fp32 rate, valid or not
@@ -248,6 +250,8 @@ func (d *decoder) gpuTable(path string, v any, g *GPU) string {
 				if f, ok := ft.number(k, ParseFLOPS); ok {
 					if f == 0 {
 						d.errorf(ft.at(k), "%s must be positive; leave out a dtype the GPU has no rate for", k)
+					} else {
+						d.inRange(ft.at(k), k, f, minFLOPS, maxFLOPS, "FLOP/s")
 					}
 					g.PeakFLOPS[dt] = f
 				}
@@ -315,9 +319,7 @@ func (d *decoder) link(t *tbl, key, def string) float64 {
 		if t.has(key) {
 			d.keyErrorf(t.at(key), "give %s or %s_bandwidth, not both", key, key)
 		}
-		if f <= 0 {
-			d.errorf(t.at(key+"_bandwidth"), "%s_bandwidth must be positive", key)
-		}
+		d.inRange(t.at(key+"_bandwidth"), key+"_bandwidth", f, minLinkBandwidth, maxBandwidth, "B/s")
 		return f
 	}
 	name := def
@@ -459,4 +461,26 @@ func (d *decoder) groupPolicy(t *tbl, m *Model) GroupPolicy {
 		}
 	}
 	return g
+}
+
+// Physical ranges for a GPU given as figures. A figure outside them is a
+// typo or a unit slip (1e-300 TFLOPS predicted "step NaN µs"); the bounds
+// sit orders of magnitude beyond any device fsdpc models, so no real card
+// is refused.
+const (
+	minFLOPS         = 1e9  // 1 GFLOP/s
+	maxFLOPS         = 1e17 // 100 PFLOP/s
+	minHBMBandwidth  = 1e9  // 1 GB/s
+	minLinkBandwidth = 1e6  // 1 MB/s
+	maxBandwidth     = 1e14 // 100 TB/s
+	minHBM           = 1 << 20
+	maxHBM           = 1 << 50 // 1 PiB
+)
+
+// inRange reports a figure outside [lo, hi].
+func (d *decoder) inRange(at, key string, v, lo, hi float64, unit string) {
+	if v < lo || v > hi {
+		d.errorf(at, "%s = %s %s is outside the physical range fsdpc accepts, %s to %s %s", key,
+			strconv.FormatFloat(v, 'g', 4, 64), unit, strconv.FormatFloat(lo, 'g', -1, 64), strconv.FormatFloat(hi, 'g', -1, 64), unit)
+	}
 }

@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // The syntax tree: the model file decoded and checked key by key, before
@@ -141,6 +142,21 @@ func validName(s string) error {
 		}
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
 			return fmt.Errorf("name %q may contain only letters, digits, '_' and '-'", s)
+		}
+	}
+	return nil
+}
+
+// validLabel checks a free-text name (the model's, a GPU's): printable
+// characters only, so a name cannot add lines to show's or textconv's
+// output (a reviewer would read forged text) or break the trace's JSON.
+func validLabel(s string) error {
+	if len(s) > maxNameLength {
+		return fmt.Errorf("name is longer than %d characters", maxNameLength)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("name %q may contain only printable characters (no control characters, line breaks or tabs)", s)
 		}
 	}
 	return nil

@@ -36,10 +36,19 @@ import (
 // outputs at two.
 func emitSchedule(s *state) error {
 	e := newEmitter(s)
+	if err := e.checkGradientsReach(); err != nil {
+		return err
+	}
 	accum := s.m.Train.GradAccum
+	// Every group and segment issues several operations per micro-batch
+	// (at least a gather, its wait, a compute and a free), so a schedule
+	// that cannot fit is refused before it is built.
+	if least := minOpsPerUnit * accum * int64(len(e.p.Groups)+len(e.segments)); least > int64(opLimit) {
+		return e.tooLongError()
+	}
 	e.presize(int(accum))
 	e.persistent()
-	for mb := 0; mb < int(accum); mb++ {
+	for mb := 0; mb < int(accum) && !e.tooLong; mb++ {
 		e.micro = mb
 		e.phase = schedule.PhaseForward
 		e.forward()
@@ -48,6 +57,9 @@ func emitSchedule(s *state) error {
 	}
 	e.phase = schedule.PhaseOptimizer
 	e.optimizer()
+	if e.tooLong {
+		return e.tooLongError()
+	}
 	e.p.Events = e.nextEvent
 	for g := range e.p.Groups {
 		if e.mistargeted[g] {
@@ -59,12 +71,34 @@ func emitSchedule(s *state) error {
 	return nil
 }
 
+// MaxOpsPerRank bounds a plan's schedule: 4,194,304 operations per rank
+// encode to about 170 MiB of plan.bin (about 40 bytes each) and take the
+// planner about 1.5 GiB (about 350 bytes each, measured on the zoo and on
+// 10,000 to 100,000 repeated layers), so every plan fsdpc writes can be
+// read back by show, verify and run (plan.bin is at most 1 GiB) on a
+// machine with a few gigabytes. docs/model-format.md, Limits.
+const MaxOpsPerRank = 1 << 22
+
+// opLimit is MaxOpsPerRank; tests lower it to reach the limit cheaply.
+var opLimit = MaxOpsPerRank
+
+// minOpsPerUnit is fewer operations than any group or segment issues in a
+// micro-batch (the zoo issues 12 to 47).
+const minOpsPerUnit = 4
+
+func (e *emitter) tooLongError() error {
+	return fmt.Errorf("the schedule needs more than %d operations per rank (train.grad_accum = %d micro-batches over %d FSDP units and %d compute segments), fsdpc's limit: use fewer micro-batches per step or coarser units",
+		opLimit, e.m.Train.GradAccum, len(e.p.Groups), len(e.segments))
+}
+
 type emitter struct {
 	s     *state
 	m     *ir.Model
 	p     *schedule.Plan
 	micro int
 	phase schedule.Phase
+	// tooLong is set once the schedule reaches MaxOpsPerRank operations.
+	tooLong bool
 
 	nextEvent   int
 	eventStream []schedule.Stream // where each event was recorded
@@ -134,6 +168,35 @@ func newEmitter(s *state) *emitter {
 	e.first, e.last = s.forwardSpans()
 	e.buildSegments()
 	return e
+}
+
+// checkGradientsReach refuses a unit whose parameters require gradients
+// that autograd never produces: none of its modules is on a path to the
+// loss with a gradient, so backward never reaches it. FSDP2 would leave
+// those gradients None and skip them; a model file that says they train
+// has a mistake the user should hear about, not a plan that pretends.
+func (e *emitter) checkGradientsReach() error {
+	reached := make([]bool, len(e.p.Groups))
+	for i := range e.segments {
+		if e.segments[i].grad {
+			reached[e.segments[i].group] = true
+		}
+	}
+	for g := range e.p.Groups {
+		if !e.trains(g) || reached[g] {
+			continue
+		}
+		name := ""
+		for _, gp := range e.p.Groups[g].Params {
+			if gp.RequiresGrad {
+				name = gp.Name
+				break
+			}
+		}
+		return fmt.Errorf("parameter %q requires a gradient, but backward never reaches %s: no module of it computes with a trainable parameter or an input that needs a gradient; set requires_grad = false or give it a module that uses it",
+			name, groupLabel(&e.p.Groups[g]))
+	}
+	return nil
 }
 
 // presize reserves the program's slices from the emitter's own shape, so
@@ -227,6 +290,10 @@ func segmentName(m *ir.Model, mods []ir.ModuleID) string {
 // --- emission primitives -------------------------------------------------
 
 func (e *emitter) op(o schedule.Op) {
+	if len(e.p.Ops) >= opLimit {
+		e.tooLong = true // reported after the micro-batch; see emitSchedule
+		return
+	}
 	o.Phase, o.Micro = e.phase, e.micro
 	e.p.Ops = append(e.p.Ops, o)
 }

@@ -207,8 +207,18 @@ func (v *hbVerifier) collectives() {
 	type count struct{ gather, reduce, allReduce int }
 	perMicro := map[[2]int]*count{} // (group, micro)
 	pendingGather := map[int]int{}  // group -> op of a gather not yet copied out
+	// A gather nothing waited for (a mistargeted backward prefetch) is
+	// waited and dropped, as FSDP2's finalize_backward does: freeing its
+	// output ends it as a copy-out would.
+	gatherOf := map[int]int{} // output buffer -> group of a pending gather
 	for i := range p.Ops {
 		o := &p.Ops[i]
+		if o.Kind == OpFree {
+			if g, ok := gatherOf[o.Buffer]; ok {
+				delete(gatherOf, o.Buffer)
+				delete(pendingGather, g)
+			}
+		}
 		if o.Group < 0 {
 			continue
 		}
@@ -226,6 +236,7 @@ func (v *hbVerifier) collectives() {
 				v.errorf("%s gathers group %s again before %s was copied out", v.describe(i), (g).Label(), v.describe(prev))
 			}
 			pendingGather[o.Group] = i
+			gatherOf[o.Buffer] = o.Group
 			wantPG, wantSize := PGShard, W
 			if o.PG == PGPostForward {
 				wantPG, wantSize = PGPostForward, g.Policy.ReshardTo
@@ -240,6 +251,9 @@ func (v *hbVerifier) collectives() {
 				v.errorf("%s moves %d bytes of %s; the layout gives %d bytes of %s", v.describe(i), o.Bytes, o.DType, gatherBytes, g.Policy.Param)
 			}
 		case OpCopyOut:
+			if prev, ok := pendingGather[o.Group]; ok {
+				delete(gatherOf, p.Ops[prev].Buffer)
+			}
 			delete(pendingGather, o.Group)
 		case OpReduceScatter:
 			c.reduce++
