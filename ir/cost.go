@@ -9,6 +9,8 @@ func (l *lowerer) computeCosts() {
 	ctx := costCtx{batch: m.Train.MicroBatch, seq: m.Train.SeqLen, act: m.Train.ActivationDType.Size(), compile: m.Train.Compile}
 	ctx.tokens, _ = mulInt64(ctx.batch, ctx.seq)
 	regionSeen := map[ModuleID]bool{}
+	m.MFU = MFUCounts{}
+	experts := map[ModuleID]work{} // MoE modules: which child holds routed experts
 	for _, id := range m.Forward {
 		mod := &m.Modules[id]
 		for _, src := range mod.Inputs {
@@ -30,6 +32,10 @@ func (l *lowerer) computeCosts() {
 			}
 		}
 		c := l.moduleCost(mod, md, w, trainable)
+		m.MFU.AttnFlopsDense += w.attnDense
+		if w.experts != "" {
+			experts[id] = w
+		}
 		if region, ok := m.region(id); ok && mod.OutputRequiresGrad {
 			mode := m.Train.Checkpointing
 			if mode == CheckpointNone || mode == CheckpointSelectiveLayer {
@@ -67,6 +73,7 @@ func (l *lowerer) computeCosts() {
 	for id := len(m.Modules) - 1; id > 0; id-- {
 		m.Modules[m.Modules[id].Parent].Cost.add(m.Modules[id].Cost)
 	}
+	m.MFU.Params = m.mfuParams(experts)
 }
 
 // region returns the checkpoint region enclosing a module, if any.

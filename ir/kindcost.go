@@ -45,6 +45,14 @@ type work struct {
 	// scratchBwd is memory the module's backward holds only while it runs
 	// (the loss's logit gradients).
 	scratchBwd int64
+	// attnDense is the attention core's forward FLOPs counted over every
+	// (query, key) pair, causal or not: the convention MFU formulas use.
+	attnDense float64
+	// experts names the child holding a MoE's routed experts, and
+	// expertShare the fraction of them a token visits (top_k/experts), so
+	// MFU counts only a token's active parameters.
+	experts     string
+	expertShare float64
 }
 
 type costCtx struct {
@@ -262,6 +270,7 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	if a.bool("causal", true) && !cross {
 		pairs = f(c.seq) * float64(c.seq+1) / 2
 	}
+	w.attnDense = 4 * float64(c.batch) * f(c.seq, kvSeq) * f(d.heads, d.headDim)
 	flash := a.bool("flash", true)
 	core := matmul{flops: 4 * float64(c.batch) * pairs * f(d.heads, d.headDim), dxFactor: 2.5, attention: true}
 	if !flash {
@@ -328,6 +337,7 @@ func mlaWork(a attrValues, c costCtx) (work, error) {
 	if a.bool("causal", true) {
 		pairs = f(c.seq) * float64(c.seq+1) / 2
 	}
+	w.attnDense = 2 * float64(c.batch) * f(c.seq, c.seq) * f(d.heads) * float64(d.qk+d.v)
 	flash := a.bool("flash", true)
 	core := matmul{flops: 2 * float64(c.batch) * pairs * f(d.heads) * float64(d.qk+d.v), dxFactor: 2.5, attention: true}
 	if !flash {
@@ -378,6 +388,7 @@ func moeWork(a attrValues, c costCtx) (work, error) {
 		projections = []string{up, down}
 	}
 	exName := roleName(a, "experts", "experts")
+	w.experts, w.expertShare = exName, float64(topK)/float64(experts)
 	if a.bool("grouped", false) {
 		// One tensor per projection holds every expert: one matmul each
 		// over all the routed tokens, not one per expert (65536 experts

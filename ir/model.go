@@ -37,6 +37,9 @@ type Model struct {
 	Cluster Cluster
 	Policy  Policy
 
+	// MFU is what model FLOPs utilization counts of the model (mfu.go).
+	MFU MFUCounts
+
 	// Warnings found while lowering; they do not stop anything.
 	Warnings Diagnostics
 

@@ -144,13 +144,21 @@ func build(in Input, id string) (planView, error) {
 		{"model", p.Header.Model},
 		{"cluster", fmt.Sprintf("%d × %s (%d per node)", p.Cluster.WorldSize, p.Cluster.GPU, p.Cluster.GPUsPerNode)},
 		{"step time", diff.Seconds(sim.StepTime)},
+	}
+	// The step as the sum of its parts (schedule.StepBreakdown).
+	for _, part := range sim.Breakdown.Parts() {
+		v.Summary = append(v.Summary, kv{"  " + part.Label, fmt.Sprintf("%s (%.1f%%)", diff.Seconds(part.Seconds), 100*part.Seconds/step)})
+	}
+	tp := schedule.NewThroughput(p, sim.StepTime, 0)
+	v.Summary = append(v.Summary, []kv{
 		{"compute alone", diff.Seconds(sim.ComputeTime)},
-		{"exposed communication", fmt.Sprintf("%s (%.1f%% of the step)", diff.Seconds(sim.ExposedComm), 100*sim.ExposedComm/step)},
 		{"CPU issue", diff.Seconds(sim.CPUTime)},
+		{"throughput", fmt.Sprintf("%.0f tokens/s per GPU, %d tokens per step", tp.TokensPerSecondPerGPU, tp.TokensPerStep)},
+		{"HFU", fmt.Sprintf("%.1f%% of the %s peak", 100*tp.HFU, tp.PeakDType)},
 		{"peak allocated", ir.FormatBytes(sim.PeakAllocated)},
 		{"peak reserved", fmt.Sprintf("%s of a %s budget", ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(p.Cluster.MemoryBudget))},
 		{"groups, ops", fmt.Sprintf("%d groups, %d ops", len(p.Groups), len(p.Ops))},
-	}
+	}...)
 	x := func(t float64) float64 { return leftMargin + t/step*chartWidth }
 	v.Ticks = timeTicks(step, x)
 

@@ -176,6 +176,7 @@ func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation,
 		}
 	}
 	sim.LinkShareRounds = rounds
+	sim.Breakdown = sim.breakdown(p, base)
 	sim.notePeaks(p)
 	return sim, rounds, nil
 }
@@ -218,6 +219,8 @@ type Simulation struct {
 	ExposedByGroup []float64
 	// CPUTime is when the CPU finished issuing the step.
 	CPUTime float64
+	// Breakdown splits StepTime into parts that add up to it.
+	Breakdown StepBreakdown
 	// LinkShareRounds is how many rounds link sharing took to settle.
 	LinkShareRounds int
 	Ops             []Timing
@@ -232,6 +235,10 @@ type Simulation struct {
 	PeakOp        int
 	PeakByPool    [numPools]int64
 	PeakReserved  int64
+	// waitingForCPU and computeEnd feed Breakdown: how long the compute
+	// stream stood idle until the CPU issued its next operation, and when
+	// its last operation ended.
+	waitingForCPU, computeEnd float64
 }
 
 // OpDuration is an operation's time on the model alone, in seconds: what
@@ -295,6 +302,10 @@ func run(p *Plan, m *Model, dur []float64) *Simulation {
 		cpu += m.issueCost(o)
 		s := o.Stream
 		start := math.Max(ready[s], issued)
+		if s == StreamCompute && issued > ready[s] && o.Kind != OpAlloc && o.Kind != OpFree && o.Kind != OpRecord && o.Kind != OpSync {
+			// The compute stream stands idle until the CPU issues this.
+			sim.waitingForCPU += issued - ready[s]
+		}
 		switch o.Kind {
 		case OpWait:
 			t := eventTime[o.Event]
@@ -335,6 +346,7 @@ func run(p *Plan, m *Model, dur []float64) *Simulation {
 		sim.Ops[i] = Timing{start, end}
 	}
 	sim.CPUTime = cpu
+	sim.computeEnd = ready[StreamCompute]
 	sim.StepTime = cpu
 	for _, r := range ready {
 		sim.StepTime = math.Max(sim.StepTime, r)

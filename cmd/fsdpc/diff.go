@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/fsdpc/fsdpc/internal/inputfile"
+	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/schedule"
 	"github.com/fsdpc/fsdpc/schedule/diff"
@@ -75,6 +76,29 @@ func loadPlan(arg string) (*schedule.Plan, error) {
 		return nil, err
 	}
 	return planner.Plan(m, planner.Options{})
+}
+
+// loadPlanModel is loadPlan that also returns the model the plan was
+// made from when it can be had (see modelFor): the argument itself, the
+// file modelFile names, or the built-in model a plan file was made from.
+func loadPlanModel(arg, modelFile string) (*schedule.Plan, *ir.Model, error) {
+	if isPlanFile(arg) {
+		p, err := schedule.ReadFile(arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		m, err := modelFor(p, modelFile)
+		return p, m, err
+	}
+	if modelFile != "" {
+		return nil, nil, fmt.Errorf("-model is for a plan file; %s is a model already", arg)
+	}
+	m, err := loadModel(arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := planner.Plan(m, planner.Options{})
+	return p, m, err
 }
 
 // isPlanFile reports whether a regular file starts with plan.bin's magic

@@ -72,6 +72,11 @@ func printInspect(w io.Writer, m *ir.Model, depth int, all bool) {
 		c.WorldSize, c.GPU.Name, c.Nodes(), c.GPUsPerNode, mesh, ir.FormatBytes(c.MemoryBudget))
 	fmt.Fprintf(w, "FLOPs        per micro-batch per rank: forward %s, backward %s\n", ir.FormatFLOP(s.FlopsFwd), ir.FormatFLOP(s.FlopsBwd))
 	fmt.Fprintf(w, "             per step: %s per rank, %s across %d ranks\n", ir.FormatFLOP(s.FlopsPerStep), ir.FormatFLOP(s.FlopsPerStep*float64(c.WorldSize)), c.WorldSize)
+	if per := m.FLOPsPerToken(); per > 0 {
+		tokens := float64(t.MicroBatch) * float64(t.SeqLen)
+		fmt.Fprintf(w, "             for MFU: %s per token = 6 × %s parameters (embeddings excluded) + attention %s\n",
+			ir.FormatFLOP(per), commas(int64(m.MFU.Params)), ir.FormatFLOP(3*m.MFU.AttnFlopsDense/tokens))
+	}
 	fmt.Fprintf(w, "activations  %s saved per micro-batch per rank\n", ir.FormatBytes(s.ActivationBytes))
 	fmt.Fprintln(w)
 

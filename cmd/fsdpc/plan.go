@@ -26,8 +26,9 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	tune := fl.Bool("tune", false, "search the decisions the policy leaves open for the fastest plan that fits")
 	fsdpcKnobs := fl.Bool("fsdpc-knobs", false, "with -tune: also try decisions only fsdpc's executor can run (reduce_scatter_buffers)")
 	headroom := fl.Float64("headroom", planner.DefaultHeadroom*100, "with -tune: the percentage of the memory budget to keep free")
+	trainTokens := fl.String("train-tokens", "", "also say how long training on this many tokens takes (15T, 300B, 2.5e12)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] [-tune [-fsdpc-knobs] [-headroom PCT]] model.toml|zoo-name")
+		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] [-tune [-fsdpc-knobs] [-headroom PCT]] [-train-tokens N] model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nCompiles the model into an FSDP plan, writes plan.bin and prints a summary.")
 		fl.PrintDefaults()
 	}
@@ -47,6 +48,13 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if *dump != "" && *dump != "all" && planner.PassDoc(*dump) == "" {
 		fmt.Fprintf(stderr, "fsdpc plan: no pass %q (passes: %s)\n", *dump, strings.Join(planner.PassNames(), ", "))
 		return 2
+	}
+	var tokens float64
+	if *trainTokens != "" {
+		var err error
+		if tokens, err = parseTokens(*trainTokens); err != nil {
+			return reportErr(stderr, err)
+		}
 	}
 	m, err := loadModel(fl.Arg(0))
 	if err != nil {
@@ -95,7 +103,13 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		size = st.Size()
 	}
 	if *dump == "" {
-		printPlanSummary(stdout, p, *out, size)
+		// The plan stores the prediction's totals; the breakdown and the
+		// throughput come from simulating it again.
+		sim, err := schedule.Simulate(p, schedule.NewModel(p))
+		if err != nil {
+			return reportErr(stderr, err)
+		}
+		printPlanSummary(stdout, p, *out, size, sim, m.FLOPsPerToken(), tokens)
 	}
 	if tuning != nil {
 		printTuning(stdout, tuning)
@@ -152,7 +166,7 @@ func printTuning(w io.Writer, t *planner.Tuning) {
 }
 
 // printPlanSummary says in a few lines what the plan decided.
-func printPlanSummary(w io.Writer, p *schedule.Plan, path string, size int64) {
+func printPlanSummary(w io.Writer, p *schedule.Plan, path string, size int64, sim *schedule.Simulation, perToken, trainTokens float64) {
 	c := p.Cluster
 	fmt.Fprintf(w, "plan %s -> %s (%s)\n", p.Header.Model, path, ir.FormatBytes(size))
 	mesh := fmt.Sprintf("FSDP over %d ranks", c.Shard)
@@ -188,10 +202,10 @@ func printPlanSummary(w io.Writer, p *schedule.Plan, path string, size int64) {
 		return g.Policy.Param.String() + "/" + g.Policy.Reduce.String()
 	}))
 	fmt.Fprintf(w, "  schedule: %d ops, %d buffers, %d events per rank\n", len(p.Ops), len(p.Buffers), p.Events)
-	pr := p.Prediction
-	fmt.Fprintf(w, "predicted per rank: step %s (compute %s, exposed communication %s), peak memory %s allocated, %s reserved of a %s budget\n",
-		seconds(pr.StepTime), seconds(pr.ComputeTime), seconds(pr.ExposedComm),
-		ir.FormatBytes(pr.PeakAllocated), ir.FormatBytes(pr.PeakReserved), ir.FormatBytes(c.MemoryBudget))
+	fmt.Fprintf(w, "predicted per rank: step %s, peak memory %s allocated, %s reserved of a %s budget\n",
+		seconds(sim.StepTime), ir.FormatBytes(sim.PeakAllocated), ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(c.MemoryBudget))
+	printBreakdown(w, "  ", sim)
+	printThroughput(w, "  ", p, sim.StepTime, schedule.NewThroughput(p, sim.StepTime, perToken), trainTokens)
 	if len(p.Warnings) > 0 {
 		fmt.Fprintf(w, "warnings:\n")
 		for _, warn := range p.Warnings {

@@ -17,8 +17,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	trace := fl.String("trace", "", "write a Chrome trace (open it in Perfetto) to this file")
 	traceRanks := fl.String("trace-ranks", "", "ranks the trace draws: all, or a list like 0,3,8-15 (default: all of up to 8 ranks, else the first node)")
+	trainTokens := fl.String("train-tokens", "", "also say how long training on this many tokens takes (15T, 300B, 2.5e12)")
+	modelFile := fl.String("model", "", "with a plan file: the model it was made from, for MFU (built-in models are found by themselves)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc sim [-trace trace.json [-trace-ranks all|0,3,8-15]] plan.bin|model.toml|zoo-name")
+		fmt.Fprintln(stderr, "usage: fsdpc sim [-trace trace.json [-trace-ranks all|0,3,8-15]] [-train-tokens N] [-model model.toml] plan.bin|model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nSimulates one training step of the plan on its target: step time, exposed communication per group, memory.")
 		fl.PrintDefaults()
 	}
@@ -32,7 +34,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if err := atomicfile.NotAnInput(*trace, fl.Arg(0)); *trace != "" && err != nil {
 		return reportErr(stderr, err) // before the summary, which would read as success
 	}
-	p, err := loadPlan(fl.Arg(0))
+	var tokens float64
+	if *trainTokens != "" {
+		var err error
+		if tokens, err = parseTokens(*trainTokens); err != nil {
+			return reportErr(stderr, err)
+		}
+	}
+	p, m, err := loadPlanModel(fl.Arg(0), *modelFile)
 	if err != nil {
 		return reportErr(stderr, err)
 	}
@@ -45,7 +54,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
 	}
-	printSim(stdout, p, sim)
+	printSim(stdout, p, sim, flopsPerToken(m), tokens)
 	if *trace != "" {
 		var buf bytes.Buffer
 		if err := schedule.WriteTrace(&buf, p, sim, schedule.TraceOptions{Model: model, Ranks: ranks}); err != nil {
@@ -59,17 +68,21 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func printSim(w io.Writer, p *schedule.Plan, sim *schedule.Simulation) {
+func printSim(w io.Writer, p *schedule.Plan, sim *schedule.Simulation, perToken, trainTokens float64) {
 	fmt.Fprintf(w, "plan %s: %d × %s\n", p.Header.Model, p.Cluster.WorldSize, p.Cluster.GPU)
-	rows := [][]string{
-		{"step time", seconds(sim.StepTime)},
-		{"compute alone", seconds(sim.ComputeTime)},
-		{"exposed communication", fmt.Sprintf("%s (%.1f%% of the step)", seconds(sim.ExposedComm), 100*sim.ExposedComm/max(sim.StepTime, 1e-12))},
-		{"CPU issue", seconds(sim.CPUTime)},
-		{"peak memory allocated", ir.FormatBytes(sim.PeakAllocated)},
-		{"peak memory reserved", fmt.Sprintf("%s of a %s budget", ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(p.Cluster.MemoryBudget))},
+	step := max(sim.StepTime, 1e-12)
+	rows := [][]string{{"step time", seconds(sim.StepTime), ""}}
+	for _, part := range sim.Breakdown.Parts() {
+		rows = append(rows, []string{"  " + part.Label, seconds(part.Seconds), fmt.Sprintf("%.1f%%", 100*part.Seconds/step)})
 	}
+	rows = append(rows,
+		[]string{"compute alone (no communication)", seconds(sim.ComputeTime), ""},
+		[]string{"CPU done issuing", seconds(sim.CPUTime), ""},
+		[]string{"peak memory allocated", ir.FormatBytes(sim.PeakAllocated), ""},
+		[]string{"peak memory reserved", ir.FormatBytes(sim.PeakReserved), "of a " + ir.FormatBytes(p.Cluster.MemoryBudget) + " budget"})
 	printTable(w, rows, 1)
+	fmt.Fprintln(w)
+	printThroughput(w, "", p, sim.StepTime, schedule.NewThroughput(p, sim.StepTime, perToken), trainTokens)
 	type exposed struct {
 		group string
 		t     float64
