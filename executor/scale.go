@@ -21,8 +21,8 @@ import (
 // sized by the layout, so these explain a measured peak that differs from
 // the plan's own prediction).
 func Scale(p *schedule.Plan, k int) (q *schedule.Plan, diffs []string, err error) {
-	if k < 1 {
-		return nil, nil, fmt.Errorf("scale %d: it must be at least 1", k)
+	if k < 1 || k > MaxScale {
+		return nil, nil, fmt.Errorf("scale %d: it must be from 1 to %d", k, MaxScale)
 	}
 	layouts, err := buildLayouts(p)
 	if err != nil {
@@ -155,7 +155,18 @@ func scaleShardDim(d, W, c, k int64) (d2, c2 int64) {
 	return d, c
 }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+// MaxScale bounds Run's scale: k³ divides FLOPs and k² activation bytes,
+// and 2^20 already shrinks every dimension of any model fsdpc plans
+// (at most 2^40 per dimension) to a handful of rows.
+const MaxScale = 1 << 20
+
+// ceilDiv is ⌈a/b⌉ for a ≥ 0 and b > 0, without the overflow of a+b-1.
+func ceilDiv(a, b int64) int64 {
+	if a <= 0 {
+		return 0
+	}
+	return (a-1)/b + 1
+}
 
 // scaleOpaque shrinks a size the layout does not give (activations) by f,
 // to a multiple of 8 bytes, keeping non-zero sizes non-zero.

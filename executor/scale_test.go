@@ -2,6 +2,8 @@ package executor
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/fsdpc/fsdpc/plans"
@@ -57,7 +59,7 @@ func TestScaleKeepsStructure(t *testing.T) {
 				if _, diffs, err := Scale(p, 1); err != nil || len(diffs) > 0 {
 					t.Fatalf("scale 1: %v %v", err, diffs)
 				}
-				for _, k := range []int{1, 16, 4096} {
+				for _, k := range []int{1, 16, 4096, MaxScale} {
 					q, _, err := Scale(p, k)
 					if err != nil {
 						t.Fatal(err)
@@ -103,6 +105,17 @@ func TestScaleKeepsStructure(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestScaleRange: a scale past MaxScale is refused. 2^63-1 once wrapped
+// ceilDiv and k² to zero-sized dimensions and an internal error.
+func TestScaleRange(t *testing.T) {
+	p := zooPlan(t, "gpt2-124m", layers(2))
+	for _, k := range []int{0, -1, MaxScale + 1, math.MaxInt} {
+		if _, _, err := Scale(p, k); err == nil || !strings.Contains(err.Error(), "it must be from 1 to") {
+			t.Errorf("scale %d: error %v; want the range", k, err)
 		}
 	}
 }

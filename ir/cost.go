@@ -1,13 +1,17 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/fsdpc/fsdpc/internal/checked"
+)
 
 // computeCosts runs after the forward order is known: whether a module needs
 // a backward depends on what flows into it.
 func (l *lowerer) computeCosts() {
 	m := l.m
 	ctx := costCtx{batch: m.Train.MicroBatch, seq: m.Train.SeqLen, act: m.Train.ActivationDType.Size(), compile: m.Train.Compile}
-	ctx.tokens, _ = mulInt64(ctx.batch, ctx.seq)
+	ctx.tokens, _ = checked.Mul(ctx.batch, ctx.seq)
 	regionSeen := map[ModuleID]bool{}
 	m.MFU = MFUCounts{}
 	experts := map[ModuleID]work{} // MoE modules: which child holds routed experts

@@ -107,6 +107,17 @@ func (l *lowerer) buildDataflow() {
 				l.d.errorf(path, "module %q lists itself in inputs", m.Modules[src].Name)
 				continue
 			}
+			// A module's input feeds its first children, and a container's
+			// output is its children's: reading a module inside it, or one
+			// it sits inside, is a cycle through the hierarchy.
+			if isAncestor(m, p.module, src) {
+				l.d.errorf(path, "module %q reads %q, which is inside it: its inputs feed its children, so this is a cycle; read a module outside it", m.Modules[p.module].Name, m.Modules[src].Name)
+				continue
+			}
+			if isAncestor(m, src, p.module) {
+				l.d.errorf(path, "module %q reads %q, which it is inside: that module's output is made by its children, this one among them, so this is a cycle", m.Modules[p.module].Name, m.Modules[src].Name)
+				continue
+			}
 			srcs = append(srcs, src)
 		}
 		explicit[p.module] = srcs
@@ -370,4 +381,14 @@ func (l *lowerer) findCycle(start int64, in map[int64]bool) []ModuleID {
 		}
 	}
 	return []ModuleID{ModuleID(start)}
+}
+
+// isAncestor reports whether a is a proper ancestor of b.
+func isAncestor(m *Model, a, b ModuleID) bool {
+	for p := m.Modules[b].Parent; p != NoModule; p = m.Modules[p].Parent {
+		if p == a {
+			return true
+		}
+	}
+	return false
 }

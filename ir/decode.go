@@ -19,6 +19,8 @@ type decoder struct {
 	// the key of every problem in diags.
 	dropped int
 	seen    map[string]bool
+	// limit marks the problem being reported as a limit (limitErrorf).
+	limit bool
 }
 
 func (d *decoder) report(sev Severity, path string, atValue bool, format string, args ...any) {
@@ -33,7 +35,7 @@ func (d *decoder) report(sev Severity, path string, atValue bool, format string,
 			pos = loc.val
 		}
 	}
-	x := Diagnostic{Severity: sev, File: d.file, Pos: pos, Path: path, Msg: fmt.Sprintf(format, args...)}
+	x := Diagnostic{Severity: sev, File: d.file, Pos: pos, Path: path, Msg: fmt.Sprintf(format, args...), Limit: d.limit}
 	// One problem per place: the instances of a declaration repeated or
 	// used through blocks differ only in numbers and names (layers.0.attn,
 	// layers.1.attn), different problems at one place in other words.
@@ -80,6 +82,14 @@ func (x Diagnostic) key() string {
 
 func (d *decoder) errorf(path string, format string, args ...any) {
 	d.report(Error, path, true, format, args...)
+}
+
+// limitErrorf reports a documented limit exceeded (Diagnostic.Limit),
+// placed at the key.
+func (d *decoder) limitErrorf(path string, format string, args ...any) {
+	d.limit = true
+	d.report(Error, path, false, format, args...)
+	d.limit = false
 }
 
 func (d *decoder) keyErrorf(path string, format string, args ...any) {

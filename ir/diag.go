@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -36,6 +37,11 @@ type Diagnostic struct {
 	Pos      Pos
 	Path     string
 	Msg      string
+	// Limit marks an error that a size beyond one of fsdpc's documented
+	// limits caused (docs/model-format.md, Limits), not a mistake in the
+	// file: a generator such as the HF importer passes it on as the
+	// model's size, not as a bug of its own.
+	Limit bool
 }
 
 func (d Diagnostic) String() string {
@@ -175,4 +181,23 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
+}
+
+// ExceedsLimits reports whether err is a model's diagnostics and every
+// error among them is a documented limit.
+func ExceedsLimits(err error) bool {
+	var ds Diagnostics
+	if !errors.As(err, &ds) {
+		return false
+	}
+	any := false
+	for _, d := range ds {
+		if d.Severity == Error {
+			if !d.Limit {
+				return false
+			}
+			any = true
+		}
+	}
+	return any
 }

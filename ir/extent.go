@@ -1,6 +1,10 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/fsdpc/fsdpc/internal/checked"
+)
 
 // Before expanding anything, lowering counts what the declarations expand
 // to, so that a few lines (repeat = 1000000 around a block that repeats a
@@ -20,7 +24,7 @@ func (e extent) plus(o extent) extent {
 
 func (e extent) times(n int64) extent {
 	mul := func(a int64) int64 {
-		if p, ok := mulInt64(a, n); ok {
+		if p, ok := checked.Mul(a, n); ok {
 			return min(p, extentCap)
 		}
 		return extentCap

@@ -3,6 +3,8 @@ package ir
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/fsdpc/fsdpc/internal/checked"
 )
 
 // Cost formulas. FLOPs count matrix multiplies at 2 per multiply-add; the
@@ -68,7 +70,7 @@ func (z *sizer) mul(xs ...int64) int64 {
 	p := int64(1)
 	for _, x := range xs {
 		var ok bool
-		if p, ok = mulInt64(p, x); !ok {
+		if p, ok = checked.Mul(p, x); !ok {
 			if z.err == nil {
 				z.err = fmt.Errorf("an activation size overflows 64 bits")
 			}

@@ -1,6 +1,10 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/fsdpc/fsdpc/internal/checked"
+)
 
 // The parameters each kind creates, as child modules named like PyTorch's
 // (torchtitan's by default, overridable with `names`).
@@ -76,10 +80,10 @@ func attentionDims(a attrValues) (attnDims, error) {
 	}
 	d.kvDim = a.int("kv_dim", d.dim)
 	var ok bool
-	if d.qOut, ok = mulInt64(d.heads, d.headDim); !ok {
+	if d.qOut, ok = checked.Mul(d.heads, d.headDim); !ok {
 		return d, fmt.Errorf("heads × head_dim overflows")
 	}
-	if d.kvOut, ok = mulInt64(d.kvHeads, d.headDim); !ok {
+	if d.kvOut, ok = checked.Mul(d.kvHeads, d.headDim); !ok {
 		return d, fmt.Errorf("kv_heads × head_dim overflows")
 	}
 	d.fused = a.bool("fused_qkv", false)
@@ -288,7 +292,7 @@ func moeShape(a attrValues) (kindShape, error) {
 		s.children = []childSpec{ex, router}
 	}
 	if n := a.int("shared_experts", 0); n > 0 {
-		h, ok := mulInt64(n, hidden)
+		h, ok := checked.Mul(n, hidden)
 		if !ok {
 			return s, fmt.Errorf("shared_experts × hidden overflows")
 		}
@@ -384,7 +388,7 @@ func mlaSizes(a attrValues) (mlaDims, error) {
 		nope: a.int("qk_nope_head_dim", 0), rope: a.int("qk_rope_head_dim", 0), v: a.int("v_head_dim", 0), bias: a.bool("bias", false)}
 	d.qk = d.nope + d.rope
 	for _, x := range [][2]int64{{d.heads, d.qk}, {d.heads, d.nope + d.v}, {d.heads, d.v}} {
-		if _, ok := mulInt64(x[0], x[1]); !ok {
+		if _, ok := checked.Mul(x[0], x[1]); !ok {
 			return d, fmt.Errorf("heads × head size overflows")
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/fsdpc/fsdpc/internal/inputfile"
+
+	"github.com/fsdpc/fsdpc/internal/checked"
 )
 
 // MaxFileSize bounds a model file; real models are a few kilobytes.
@@ -113,7 +115,7 @@ func load(file string, src []byte, override func(*Model)) (m *Model, err error) 
 			d.errorf("model.dtype", "model.dtype %s is not a floating-point type, so activations have no dtype: set train.activation_dtype or policy.param_dtype (and requires_grad = false on %s parameters)", m.Train.ActivationDType, m.Train.ActivationDType)
 		}
 	}
-	if _, ok := mulInt64(m.Train.MicroBatch, m.Train.SeqLen); !ok {
+	if _, ok := checked.Mul(m.Train.MicroBatch, m.Train.SeqLen); !ok {
 		d.errorf("train.seq_len", "micro_batch × seq_len overflows")
 	}
 	modules := d.moduleList(root, 0)

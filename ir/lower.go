@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fsdpc/fsdpc/internal/checked"
 )
 
 // Lowering expands the syntax tree into the flat module and parameter
@@ -24,6 +26,8 @@ type lowerer struct {
 	ties      []pendingTie
 	blockPath []string
 	tooBig    bool
+	// tooLarge: the model passed maxModelElements (reported once).
+	tooLarge bool
 	// numel counts the elements of every parameter made so far, against
 	// maxModelElements.
 	numel int64
@@ -87,7 +91,7 @@ func (l *lowerer) newModule(parent ModuleID, local string, kind Kind, md *module
 			if md != nil {
 				path = md.path
 			}
-			l.d.keyErrorf(path, "the model expands to more than %d modules", maxModules)
+			l.d.limitErrorf(path, "the model expands to more than %d modules, fsdpc's limit", maxModules)
 		}
 		return -1
 	}
@@ -375,7 +379,7 @@ func (l *lowerer) newParam(module ModuleID, local string, shape []int64, dt DTyp
 	if len(l.m.Params) >= maxParams {
 		if !l.tooBig {
 			l.tooBig = true
-			l.d.keyErrorf(path, "the model has more than %d parameters tensors", maxParams)
+			l.d.limitErrorf(path, "the model has more than %d parameter tensors, fsdpc's limit", maxParams)
 		}
 		return -1
 	}
@@ -396,12 +400,12 @@ func (l *lowerer) newParam(module ModuleID, local string, shape []int64, dt DTyp
 	numel := int64(1)
 	for _, d := range shape {
 		var ok bool
-		if numel, ok = mulInt64(numel, d); !ok {
+		if numel, ok = checked.Mul(numel, d); !ok {
 			report("shape", "parameter %q: shape %s has more elements than fit in 64 bits", name, formatShape(shape))
 			return -1
 		}
 	}
-	if _, ok := mulInt64(numel, dt.Size()); !ok {
+	if _, ok := checked.Mul(numel, dt.Size()); !ok {
 		report("shape", "parameter %q: %d elements of %s overflow 64-bit byte counts", name, numel, dt)
 		return -1
 	}
@@ -410,7 +414,14 @@ func (l *lowerer) newParam(module ModuleID, local string, shape []int64, dt DTyp
 	// model; capping the model's elements keeps every such figure far
 	// inside int64 instead of letting it wrap to a negative "fits".
 	if l.numel += numel; l.numel > maxModelElements {
-		report("shape", "parameter %q takes the model past %d parameter elements (2^44, about 17.6 trillion), fsdpc's limit", name, int64(maxModelElements))
+		if !l.tooLarge { // once: every later parameter is past it too
+			l.tooLarge = true
+			at := l.declOf(module).path
+			if path != "" {
+				at = childPath(path, "shape")
+			}
+			l.d.limitErrorf(at, "parameter %q takes the model past %d parameter elements (2^44, about 17.6 trillion), fsdpc's limit", name, int64(maxModelElements))
+		}
 		return -1
 	}
 	// PyTorch refuses requires_grad on integer and bool tensors, so such a

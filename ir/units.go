@@ -3,7 +3,6 @@ package ir
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -127,18 +126,6 @@ func ParseFLOP(s string) (float64, error) {
 		return 0, fmt.Errorf("unknown work unit in %q (use FLOP, GFLOP, TFLOP)", s)
 	}
 	return v * m, nil
-}
-
-// mulInt64 multiplies and reports overflow.
-func mulInt64(a, b int64) (int64, bool) {
-	if a < 0 || b < 0 {
-		return 0, false
-	}
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi != 0 || lo > math.MaxInt64 {
-		return 0, false
-	}
-	return int64(lo), true
 }
 
 // satAdd adds non-negative sizes, saturating instead of wrapping.

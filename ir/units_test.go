@@ -1,6 +1,10 @@
 package ir
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/fsdpc/fsdpc/internal/checked"
+)
 
 func TestParseBytes(t *testing.T) {
 	tests := []struct {
@@ -74,13 +78,13 @@ func TestFormat(t *testing.T) {
 }
 
 func TestMulInt64(t *testing.T) {
-	if _, ok := mulInt64(1<<32, 1<<31-1); !ok {
+	if _, ok := checked.Mul(1<<32, 1<<31-1); !ok {
 		t.Error("2^63 - 2^32 should fit")
 	}
-	if _, ok := mulInt64(1<<32, 1<<32); ok {
+	if _, ok := checked.Mul(1<<32, 1<<32); ok {
 		t.Error("2^64 must overflow")
 	}
-	if _, ok := mulInt64(3037000500, 3037000500); ok {
+	if _, ok := checked.Mul(3037000500, 3037000500); ok {
 		t.Error("just over 2^63 must overflow")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/fsdpc/fsdpc/internal/checked"
 )
 
 // Verify checks the IR's invariants. Load runs it on every model it
@@ -162,7 +164,7 @@ func (v *verifier) params() {
 			if d < 1 {
 				v.errorf("param %q has dimension %d", p.Name, d)
 			}
-			if n, ok = mulInt64(n, d); !ok {
+			if n, ok = checked.Mul(n, d); !ok {
 				v.errorf("param %q: numel overflows", p.Name)
 			}
 		}

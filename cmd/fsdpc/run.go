@@ -37,8 +37,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
-	if *scale < 1 || *steps < 1 || *ranks < 0 {
-		fmt.Fprintln(stderr, "fsdpc run: --scale and --steps must be at least 1, --ranks not negative")
+	if *scale < 1 || *scale > executor.MaxScale || *steps < 1 || *ranks < 0 {
+		fmt.Fprintf(stderr, "fsdpc run: --scale must be from 1 to %d, --steps at least 1, --ranks not negative\n", executor.MaxScale)
 		return 2
 	}
 	var b executor.Backend

@@ -260,6 +260,9 @@ func activation(c *config, m *model) (key, act, gated string) {
 		act, ok = c.optString(key)
 	}
 	switch {
+	case ok && act == "":
+		c.errorf("%s is empty: name the activation, for example %q (%s's default)", key, f.act, f.class)
+		return key, "", ""
 	case ok:
 		m.actNote = fmt.Sprintf("%s = %q", key, clean(act))
 	case c.has(key):
@@ -390,7 +393,7 @@ func readDeepSeek(c *config, m *model) {
 		m.assume("n_routed_experts is not set: every layer has a dense MLP")
 	}
 	_, act, gated := activation(c, m)
-	if gated != "swiglu" {
+	if gated != "swiglu" && act != "" { // "": already reported
 		c.errorf("hidden_act %q is not supported for %s: its MLPs are SwiGLU (silu)", clean(act), m.modelType)
 	}
 	m.act = gated

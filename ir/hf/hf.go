@@ -100,6 +100,11 @@ func ConvertWith(file string, configJSON []byte, opt Options) ([]byte, error) {
 	// here turns a gap between importer and ir into an error, not a surprise
 	// for the user later.
 	if _, err := ir.Load(m.name+".toml", out); err != nil {
+		if ir.ExceedsLimits(err) {
+			// Sizes the config may hold but fsdpc cannot plan: the
+			// config's doing, said in the model's terms.
+			return nil, fmt.Errorf("%s: the model is beyond fsdpc's limits (docs/model-format.md, Limits):\n%v", file, err)
+		}
 		return nil, fmt.Errorf("%s: internal error: the imported model does not load (please report):\n%v", file, err)
 	}
 	return out, nil

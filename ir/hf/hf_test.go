@@ -437,6 +437,12 @@ func TestErrors(t *testing.T) {
 			[]string{"num_attention_heads (32) is not a multiple of num_key_value_heads (5)"}},
 		{"activation", strings.Replace(llama, `"hidden_act": "silu"`, `"hidden_act": "relu"`, 1), Options{},
 			[]string{`hidden_act "relu" is not supported for llama`}},
+		{"every size at its maximum", strings.NewReplacer(`"hidden_size": 4096`, `"hidden_size": 16777216`, `"intermediate_size": 14336`, `"intermediate_size": 16777216`,
+			`"vocab_size": 128256`, `"vocab_size": 16777216`, `"num_attention_heads": 32`, `"num_attention_heads": 16777216`,
+			`"num_key_value_heads": 8`, `"num_key_value_heads": 16777216`).Replace(llama), Options{},
+			[]string{"the model is beyond fsdpc's limits", `parameter "model.embed_tokens.weight" takes the model past 17592186044416 parameter elements`}},
+		{"empty activation", strings.Replace(llama, `"hidden_act": "silu"`, `"hidden_act": ""`, 1), Options{},
+			[]string{`hidden_act is empty: name the activation, for example "silu"`}},
 		{"gemma activation", strings.Replace(string(mustRead(t, "gemma-2b")), `"hidden_act": "gelu"`, `"hidden_act": "relu"`, 1), Options{},
 			[]string{`hidden_act "relu" is not supported for gemma`}},
 		{"mistral needs kv heads", `{"model_type": "mistral", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32}`, Options{},
@@ -455,6 +461,9 @@ func TestErrors(t *testing.T) {
 			out, err := ConvertWith("cfg.json", []byte(tc.src), tc.opt)
 			if err == nil {
 				t.Fatalf("no error; output:\n%s", out)
+			}
+			if strings.Contains(err.Error(), "internal error") {
+				t.Errorf("a config the user wrote gave an internal error: %v", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
