@@ -119,7 +119,13 @@ func Scale(p *schedule.Plan, k int) (q *schedule.Plan, diffs []string, err error
 			o.Bytes = scaleOpaque(o.Bytes, K*K)
 		}
 		if k > 1 {
+			// The attention core is part of FLOPs and shrinks with it. The
+			// GEMM shapes would not stay integral and within the scaled
+			// FLOPs, so the scaled plan charges its matmuls at the flat
+			// efficiency (schedule.Model.Kernel without shapes).
 			o.FLOPs /= float64(K * K * K)
+			o.AttnFLOPs /= float64(K * K * K)
+			o.GEMMs = nil
 		}
 		q.Ops[i] = o
 	}

@@ -54,6 +54,7 @@ func (l *lowerer) computeCosts() {
 					c.ActivationBytes = w.inputBytes
 				}
 				c.FlopsRecompute = c.FlopsFwd
+				c.GEMMsBwd = MergeGEMMs(c.GEMMsBwd, c.GEMMsFwd)
 				c.AttnFlopsBwd += c.AttnFlopsFwd
 				c.ElemBytesBwd = satAdd(c.ElemBytesBwd, c.ElemBytesFwd)
 			case CheckpointSelective:
@@ -124,42 +125,56 @@ func (m *Model) anyTrainable(id ModuleID) bool {
 func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable func(string) bool) Cost {
 	var c Cost
 	c.ElemBytesFwd, c.ScratchBwd = w.elemFwd, w.scratchBwd
+	var fwd, bwd []GEMM
 	for _, mm := range w.mms {
 		if mm.attention {
 			c.AttnFlopsFwd += mm.flops
 		}
+		if mm.gemm.known() {
+			fwd = append(fwd, mm.gemm)
+		}
 	}
+	c.GEMMsFwd = MergeGEMMs(fwd)
 	if !mod.OutputRequiresGrad {
 		// Nothing needs a gradient: autograd records no backward here.
 		for _, mm := range w.mms {
 			c.FlopsFwd += mm.flops
 		}
 		if md != nil && md.flopsFwd != nil {
-			c.FlopsFwd = *md.flopsFwd
+			c.FlopsFwd, c.GEMMsFwd = *md.flopsFwd, nil
 		}
 		return c
 	}
 	c.ElemBytesBwd = satMul2(w.elemFwd)
 	for _, mm := range w.mms {
 		c.FlopsFwd += mm.flops
+		dx, dw := mm.gemm.backward()
 		if !mm.readsInput || mod.InputsRequireGrad {
 			c.FlopsBwd += mm.flops * mm.dxFactor
 			if mm.attention {
 				c.AttnFlopsBwd += mm.flops * mm.dxFactor
 			}
+			if mm.gemm.known() {
+				bwd = append(bwd, dx)
+			}
 		}
 		for _, wt := range mm.weights {
 			if trainable(wt) {
 				c.FlopsBwd += mm.flops
+				if mm.gemm.known() {
+					bwd = append(bwd, dw)
+				}
 				break
 			}
 		}
 	}
+	c.GEMMsBwd = MergeGEMMs(bwd)
 	c.ActivationBytes = w.saved
 	if md == nil {
 		return c
 	}
 	if md.flopsFwd != nil {
+		c.GEMMsFwd, c.GEMMsBwd = nil, nil
 		c.FlopsFwd = *md.flopsFwd
 		if md.flopsBwd == nil {
 			// The rule of thumb for explicit modules: one forward's worth
@@ -171,6 +186,7 @@ func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable func
 		}
 	}
 	if md.flopsBwd != nil {
+		c.GEMMsBwd = nil
 		c.FlopsBwd = *md.flopsBwd
 	}
 	if md.actBytes != nil {

@@ -12,6 +12,24 @@ type gpuPreset struct {
 	tflops map[DType]float64
 }
 
+// gpuSMs is each preset's count of streaming multiprocessors (compute
+// units on AMD), what a GEMM's output tiles are spread over in waves
+// (docs/cost-model.md): H100 SXM5 132 and H100 PCIe 114 ("NVIDIA H100
+// Tensor Core GPU Architecture" whitepaper, table 3), H200 the same GH100
+// configuration as H100 SXM5, A100 108 ("NVIDIA A100 Tensor Core GPU
+// Architecture" whitepaper, table 1), L40S 142 (L40S datasheet), B200 148
+// (the CUDA runtime's multiProcessorCount on B200), MI300X 304 compute
+// units (AMD CDNA 3 architecture whitepaper).
+var gpuSMs = map[string]int{
+	"h100-sxm": 132, "h100-pcie": 114, "h200": 132, "b200": 148,
+	"a100-40gb": 108, "a100-80gb": 108, "l40s": 142, "mi300x": 304,
+}
+
+// SMCount returns the streaming multiprocessors of the GPU preset whose
+// device name is name, 0 for a GPU given as figures (its GEMMs are then
+// charged without wave quantisation).
+func SMCount(name string) int { return gpuSMs[GPUPresetOf(name)] }
+
 // Memory is what the device reports as its total (nvidia-smi, rocm-smi),
 // not the marketing figure: an "80GB" H100 shows 81,559 MiB.
 const (

@@ -29,6 +29,10 @@ type matmul struct {
 	// attention: the attention core, charged at FlashAttention's
 	// efficiency rather than a GEMM's.
 	attention bool
+	// gemm is the forward multiply's shape (output rows M = tokens, N =
+	// output features, K = input features); zero when the shape is not a
+	// plain GEMM (the attention core) or not known.
+	gemm GEMM
 }
 
 type work struct {
@@ -109,11 +113,14 @@ func linearMM(name string, n, in, out, loraRank int64, readsInput bool) []matmul
 	if name != "" {
 		prefix = name + "."
 	}
-	mms := []matmul{{flops: 2 * f(n, in, out), weights: []string{prefix + "weight", prefix + "bias"}, readsInput: readsInput, dxFactor: 1}}
+	mms := []matmul{{flops: 2 * f(n, in, out), weights: []string{prefix + "weight", prefix + "bias"}, readsInput: readsInput, dxFactor: 1,
+		gemm: GEMM{n, out, in, 1}}}
 	if loraRank > 0 {
 		mms = append(mms,
-			matmul{flops: 2 * f(n, in, loraRank), weights: []string{prefix + "lora_A.weight"}, readsInput: readsInput, dxFactor: 1},
-			matmul{flops: 2 * f(n, loraRank, out), weights: []string{prefix + "lora_B.weight"}, dxFactor: 1})
+			matmul{flops: 2 * f(n, in, loraRank), weights: []string{prefix + "lora_A.weight"}, readsInput: readsInput, dxFactor: 1,
+				gemm: GEMM{n, loraRank, in, 1}},
+			matmul{flops: 2 * f(n, loraRank, out), weights: []string{prefix + "lora_B.weight"}, dxFactor: 1,
+				gemm: GEMM{n, out, loraRank, 1}})
 	}
 	return mms
 }
@@ -216,7 +223,14 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		for _, kk := range kernel {
 			macs *= float64(kk)
 		}
-		w.mms = []matmul{{flops: 2 * macs, weights: []string{"weight", "bias"}, readsInput: true, dxFactor: 1}}
+		// An implicit GEMM per group: output positions × the group's
+		// output channels, reducing over its input channels and the kernel.
+		red := in / max(groups, 1)
+		for _, kk := range kernel {
+			red *= kk
+		}
+		w.mms = []matmul{{flops: 2 * macs, weights: []string{"weight", "bias"}, readsInput: true, dxFactor: 1,
+			gemm: GEMM{pos, out / max(groups, 1), red, groups}}}
 		w.inputBytes = z.mul(c.batch, in, b)
 		for _, s := range a.ints("input_size") {
 			w.inputBytes = z.mul(w.inputBytes, s)
@@ -224,6 +238,21 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		w.saved, w.savedSelective = w.inputBytes, w.inputBytes
 	}
 	return w, z.err
+}
+
+// expertGEMM is the shape of one projection over every expert under
+// balanced routing: experts multiplies of top_k·T/experts tokens each, or
+// no shape when the tokens do not divide evenly.
+func expertGEMM(topK, tokens, experts, dim, hidden int64, down bool) GEMM {
+	routed, ok := mulInt64(topK, tokens)
+	if !ok || experts <= 0 || routed%experts != 0 {
+		return GEMM{}
+	}
+	in, out := dim, hidden
+	if down {
+		in, out = hidden, dim
+	}
+	return GEMM{routed / experts, out, in, experts}
 }
 
 // mlpSaved: a gated MLP keeps its input, the gate and up outputs and their
@@ -396,13 +425,20 @@ func moeWork(a attrValues, c costCtx) (work, error) {
 		// over all the routed tokens, not one per expert (65536 experts
 		// repeated over many layers would take minutes to list).
 		for _, p := range projections {
-			w.mms = append(w.mms, matmul{flops: 2 * routed * f(dim, hidden), weights: []string{exName + "." + p}, readsInput: p != down, dxFactor: 1})
+			w.mms = append(w.mms, matmul{flops: 2 * routed * f(dim, hidden), weights: []string{exName + "." + p}, readsInput: p != down, dxFactor: 1,
+				gemm: expertGEMM(topK, T, experts, dim, hidden, p == down)})
 		}
 	} else {
 		for e := int64(0); e < experts; e++ {
 			for _, p := range projections {
 				ref := exName + "." + strconv.FormatInt(e, 10) + "." + p + ".weight"
-				w.mms = append(w.mms, matmul{flops: 2 * routed / float64(experts) * f(dim, hidden), weights: []string{ref}, readsInput: p != down, dxFactor: 1})
+				g := expertGEMM(topK, T, experts, dim, hidden, p == down)
+				g.Count = 1
+				if !g.known() {
+					g = GEMM{}
+				}
+				w.mms = append(w.mms, matmul{flops: 2 * routed / float64(experts) * f(dim, hidden), weights: []string{ref}, readsInput: p != down, dxFactor: 1,
+					gemm: g})
 			}
 		}
 	}

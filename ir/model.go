@@ -119,6 +119,13 @@ type Cost struct {
 	// ScratchBwd is memory the module's backward allocates and frees
 	// while it runs (the loss's logit gradients).
 	ScratchBwd int64
+	// GEMMsFwd and GEMMsBwd are the shapes of the module's matrix
+	// multiplies in forward and in backward (input and weight gradients,
+	// and the recomputed forward under checkpointing), merged by shape.
+	// Their FLOPs are part of FlopsFwd and FlopsBwd; FLOPs of matmuls
+	// whose shape is not known (explicit flops) are not listed. Only
+	// compute modules carry them: containers do not sum them.
+	GEMMsFwd, GEMMsBwd []GEMM
 }
 
 func (c *Cost) add(o Cost) {

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -75,7 +76,7 @@ func TestSelectiveRenamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if renamed.Modules[0].Cost != old.Modules[0].Cost {
+	if !reflect.DeepEqual(renamed.Modules[0].Cost, old.Modules[0].Cost) {
 		t.Error("selective and selective-op cost differently")
 	}
 }

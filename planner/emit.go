@@ -146,6 +146,8 @@ type segment struct {
 	// kernels' HBM traffic (ir.Cost).
 	attnFwd, attnBwd float64
 	elemFwd, elemBwd int64
+	// The shapes of its matrix multiplies (ir.Cost.GEMMsFwd, GEMMsBwd).
+	gemmFwd, gemmBwd []ir.GEMM
 }
 
 func newEmitter(s *state) *emitter {
@@ -242,6 +244,8 @@ func (e *emitter) buildSegments() {
 		seg.attnBwd += mod.Cost.AttnFlopsBwd
 		seg.elemFwd += mod.Cost.ElemBytesFwd
 		seg.elemBwd += mod.Cost.ElemBytesBwd
+		seg.gemmFwd = ir.MergeGEMMs(seg.gemmFwd, mod.Cost.GEMMsFwd)
+		seg.gemmBwd = ir.MergeGEMMs(seg.gemmBwd, mod.Cost.GEMMsBwd)
 		seg.grad = seg.grad || mod.OutputRequiresGrad
 		seg.paramNumel += subtree[id]
 		seg.recompute = max(seg.recompute, mod.Cost.ScratchBwd)
@@ -537,7 +541,7 @@ func (e *emitter) forward() {
 		o.Source, o.Buffer = e.unsharded[seg.group], e.segAct[si]
 		o.DType = e.computeDType(seg.group)
 		o.Bytes = seg.paramNumel*o.DType.Size() + seg.act
-		o.AttnFLOPs, o.ElemBytes = seg.attnFwd, seg.elemFwd
+		o.AttnFLOPs, o.ElemBytes, o.GEMMs = seg.attnFwd, seg.elemFwd, seg.gemmFwd
 		e.op(o)
 		for _, g := range closing[seg.end] {
 			e.postForward(g)

@@ -49,7 +49,7 @@ func (e *emitter) backward(sync bool) {
 		}
 		o.DType = e.computeDType(g)
 		o.Bytes = 2*seg.paramNumel*o.DType.Size() + 2*seg.act + seg.recompute
-		o.AttnFLOPs, o.ElemBytes = seg.attnBwd, seg.elemBwd
+		o.AttnFLOPs, o.ElemBytes, o.GEMMs = seg.attnBwd, seg.elemBwd, seg.gemmBwd
 		e.op(o)
 		e.free(rc)
 		e.free(e.segAct[si])

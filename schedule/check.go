@@ -215,6 +215,12 @@ func (c *checker) program() {
 			if o.Module < 0 || o.FLOPs < 0 || math.IsNaN(o.FLOPs) || math.IsInf(o.FLOPs, 0) {
 				c.errorf("op %d (%s) has no module or bad FLOPs", i, o.Kind)
 			}
+			if msg := checkGEMMs(o); msg != "" {
+				c.errorf("op %d (%s): %s", i, o.Kind, msg)
+			}
+		}
+		if len(o.GEMMs) > 0 && o.Kind != OpForward && o.Kind != OpBackward {
+			c.errorf("op %d (%s) lists GEMM shapes but computes nothing", i, o.Kind)
 		}
 	}
 	for i, s := range state {
@@ -222,6 +228,29 @@ func (c *checker) program() {
 			c.errorf("buffer %q is never freed", p.Buffers[i].Name)
 		}
 	}
+}
+
+// checkGEMMs: a compute op's GEMM shapes are positive, sorted by M, N, K
+// with no shape twice (ir.MergeGEMMs), and their FLOPs fit in the op's
+// non-attention FLOPs (to rounding).
+func checkGEMMs(o *Op) string {
+	sum := 0.0
+	for j, g := range o.GEMMs {
+		if g.M < 1 || g.N < 1 || g.K < 1 || g.Count < 1 {
+			return fmt.Sprintf("GEMM %d (%d×%d×%d, %d of them) has a dimension or count below 1", j, g.M, g.N, g.K, g.Count)
+		}
+		if j > 0 {
+			a := o.GEMMs[j-1]
+			if !(a.M < g.M || a.M == g.M && (a.N < g.N || a.N == g.N && a.K < g.K)) {
+				return fmt.Sprintf("GEMM %d is out of order or repeats a shape", j)
+			}
+		}
+		sum += g.FLOPs()
+	}
+	if limit := o.FLOPs - o.AttnFLOPs; sum > limit*(1+1e-9) {
+		return fmt.Sprintf("GEMM shapes hold %g FLOPs, more than the op's %g outside attention", sum, limit)
+	}
+	return ""
 }
 
 // profile: the cluster's hardware profile names known constants, once

@@ -18,7 +18,20 @@ type Hardware struct {
 	InterNodeBandwidth float64
 	HostBandwidth      float64 // host <-> device, bytes/s
 	GPUsPerNode        int
+	// SMs is the GPU's streaming multiprocessor count (ir.SMCount), over
+	// which a GEMM's output tiles run in waves; 0 when unknown (no wave
+	// quantisation).
+	SMs int
 }
+
+// GEMMTile is the output tile one SM computes per wave: cuBLAS's most
+// efficient tiles are 256×128 and 128×256, and with them "one thread
+// block per SM" runs, so a wave is as many tiles as the GPU has SMs
+// (NVIDIA, "Matrix Multiplication Background User's Guide", DU-09799-001,
+// sections 2.3 "Typical Tile Dimensions in cuBLAS and Performance" and
+// 3.2 "Wave Quantization"). On Hopper, CUTLASS's bf16 kernels use the
+// same 128×256 tile area.
+var GEMMTile = [2]int64{256, 128}
 
 // Calibration holds the model's constants.
 type Calibration struct {
@@ -109,12 +122,27 @@ func (c *Calibration) set(name string, v float64) {
 	}
 }
 
-// Kernel is the time of a forward or backward segment: its GEMMs at an
-// efficiency that grows with size (or its weight and activation traffic,
-// if slower), its attention core at FlashAttention's efficiency, and its
-// element-wise kernels at HBM speed, one after the other.
+// Kernel is the time of a forward or backward segment: its GEMMs by shape
+// (GEMMs) and any matmul FLOPs without a shape at an efficiency that
+// grows with size, or its weight and activation traffic if slower; its
+// attention core at FlashAttention's efficiency; and its element-wise
+// kernels at HBM speed, one after the other.
 func (m *Model) Kernel(o *Op) float64 {
-	t := m.Compute(o.FLOPs-o.AttnFLOPs, o.Bytes, o.DType)
+	var t float64
+	if len(o.GEMMs) == 0 {
+		t = m.Compute(o.FLOPs-o.AttnFLOPs, o.Bytes, o.DType)
+	} else {
+		var shaped float64
+		for _, g := range o.GEMMs {
+			t += float64(g.Count) * m.GEMM(g, o.DType)
+			shaped += g.FLOPs()
+		}
+		// Matmul work the plan gives no shape for (explicit flops).
+		if rest := o.FLOPs - o.AttnFLOPs - shaped; rest > 1e-9*shaped {
+			t += m.Compute(rest, 0, o.DType)
+		}
+		t = math.Max(t, float64(o.Bytes)/(m.HW.HBMBandwidth*m.Cal.MemoryEfficiency)+m.Cal.Launch)
+	}
 	if o.AttnFLOPs > 0 {
 		eff := m.Cal.AttentionForward
 		if o.Kind == OpBackward {
@@ -150,6 +178,63 @@ func (m *Model) Compute(flops float64, bytes int64, dt ir.DType) float64 {
 	}
 	return math.Max(arith, mem) + m.Cal.Launch
 }
+
+// GEMM is the time of one (M, N, K) matrix multiply in dtype dt: the
+// slower of its arithmetic and its memory traffic, plus a launch.
+// Arithmetic runs at MaxEfficiency of peak on every SM that has a tile,
+// and the output's tiles (GEMMTile, in the orientation that needs fewer
+// waves) run in waves of one tile per SM: a last, partial wave costs a
+// whole one (wave quantisation), and edge tiles a whole tile (tile
+// quantisation). Traffic is reading both operands and writing the output
+// once, so a multiply with a small N or K is bound by HBM, not the tensor
+// cores ("Math And Memory Bounds" in the guide GEMMTile cites).
+func (m *Model) GEMM(g ir.GEMM, dt ir.DType) float64 {
+	peak := m.HW.peak(dt)
+	if peak == 0 {
+		peak = m.HW.peak(ir.FP32)
+	}
+	flops := 2 * float64(g.M) * float64(g.N) * float64(g.K)
+	var arith float64
+	if flops > 0 && peak > 0 && !math.IsInf(peak, 1) && m.Cal.MaxEfficiency > 0 {
+		arith = flops / (peak * m.Cal.MaxEfficiency * m.WaveUtilization(g.M, g.N))
+	}
+	size := float64(dt.Size())
+	if size == 0 {
+		size = 2
+	}
+	traffic := (float64(g.M)*float64(g.K) + float64(g.K)*float64(g.N) + float64(g.M)*float64(g.N)) * size
+	mem := traffic / (m.HW.HBMBandwidth * m.Cal.MemoryEfficiency)
+	return math.Max(arith, mem) + m.Cal.Launch
+}
+
+// WaveUtilization is the fraction of the SM-time an M×N output keeps busy
+// with useful work: the output over the tiles of every wave it takes,
+// the better of GEMMTile's two orientations. An output of less than one
+// wave of tiles counts as 1: the libraries split such a multiply's K
+// across thread blocks to fill the GPU (CUTLASS's "split-K" for small M
+// and N with a large K, docs/efficient_gemm.md), and cuBLASLt has narrow
+// tiles down to 64×8 (cublasLtMatmulTile_t), so a skinny multiply is held
+// back by its traffic (GEMM), not by idle SMs. 1 when the SM count is not
+// known.
+func (m *Model) WaveUtilization(rows, cols int64) float64 {
+	sms := int64(m.HW.SMs)
+	if sms <= 0 || rows <= 0 || cols <= 0 {
+		return 1
+	}
+	best := 0.0
+	for _, t := range [][2]int64{GEMMTile, {GEMMTile[1], GEMMTile[0]}} {
+		tiles := ceilDiv(rows, t[0]) * ceilDiv(cols, t[1])
+		if tiles < sms {
+			return 1
+		}
+		waves := ceilDiv(tiles, sms)
+		u := float64(rows) * float64(cols) / (float64(waves) * float64(sms) * float64(t[0]*t[1]))
+		best = math.Max(best, u)
+	}
+	return best
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // Copy is a device-to-device copy or element-wise pass over bytes: read
 // and write.
@@ -247,5 +332,6 @@ func (m *Model) linkClass(n, stride int, kind OpKind) (int, float64) {
 
 func (c Cluster) hardware() Hardware {
 	return Hardware{PeakFLOPS: c.PeakFLOPS, HBMBandwidth: c.HBMBandwidth, IntraNodeBandwidth: c.IntraNodeBandwidth,
-		InterNodeBandwidth: c.InterNodeBandwidth, HostBandwidth: c.HostBandwidth, GPUsPerNode: c.GPUsPerNode}
+		InterNodeBandwidth: c.InterNodeBandwidth, HostBandwidth: c.HostBandwidth, GPUsPerNode: c.GPUsPerNode,
+		SMs: ir.SMCount(c.GPU)}
 }

@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) with the single-group-per-module path of torch 2.6 to 2.12
@@ -336,6 +336,12 @@ type Op struct {
 	// memory speed between the matmuls.
 	AttnFLOPs float64
 	ElemBytes int64
+	// GEMMs are the shapes of a forward's or backward's matrix multiplies,
+	// merged by shape and sorted (ir.MergeGEMMs); their FLOPs are part of
+	// FLOPs − AttnFLOPs. The cost model charges each by its shape (wave
+	// quantisation, memory-bound small N or K); FLOPs of matmuls whose
+	// shape is not known run at the flat GEMM efficiency.
+	GEMMs []ir.GEMM
 	// Uses are further buffers the op reads: a backward reads its
 	// activations and recomputes into a scratch buffer besides reading the
 	// unsharded parameters (Source) and writing gradients (Buffer).

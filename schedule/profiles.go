@@ -20,7 +20,7 @@ var profiles = map[string]func(*Calibration){
 // measured A100 runs (torchtitan, fms-fsdp).
 func ga100Profile(c *Calibration) {
 	c.AttentionForward, c.AttentionBackward = 0.6, 0.45
-	c.MaxEfficiency = 0.77
+	c.MaxEfficiency = 0.785
 }
 
 // gh100Profile: H100 and H200 SXM share the GH100 die and its 700 W
@@ -28,7 +28,7 @@ func ga100Profile(c *Calibration) {
 // (fms-fsdp on H100, KempnerForge on H200); attention keeps the default,
 // FlashAttention-2's 35% of peak on H100.
 func gh100Profile(c *Calibration) {
-	c.MaxEfficiency = 0.70
+	c.MaxEfficiency = 0.717
 }
 
 // CalibrationFor returns the calibration for a GPU by its preset name.

@@ -2,7 +2,7 @@
 // its bytes; docs/plan-format.md is the same specification with examples
 // and the reasons. testdata/tiny.plan.hex pins it byte by byte.
 //
-// Layout (format version 3). All integers are little-endian.
+// Layout (format version 4). All integers are little-endian.
 //
 //	offset     what
 //	0          magic, 4 bytes: 89 46 53 50 ("\x89FSP")
@@ -63,8 +63,9 @@
 //	            index Buffer (into Buffers), index Source (into Buffers),
 //	            index Event (below Events), enum PG, int PGSize, enum DType,
 //	            enum Reduce, float Factor, int Bytes, float FLOPs,
-//	            float AttnFLOPs, int ElemBytes,
+//	            float AttnFLOPs, int ElemBytes, list of GEMM GEMMs,
 //	            list of index Uses (into Buffers)
+//	GEMM        int M, int N, int K, int Count
 //	Prediction  float StepTime, float ComputeTime, float ExposedComm,
 //	            float CPUTime, list of float ExposedByGroup, int PeakAllocated,
 //	            index PeakOp (into Ops), list of int PeakByPool,
@@ -454,7 +455,6 @@ var (
 	minParam  = minSize(func(c *codec) { c.param(new(GroupParam)) })
 	minBuffer = minSize(func(c *codec) { c.buffer(new(Buffer), 0) })
 	minOp     = minSize(func(c *codec) { c.op(new(Op), new(Plan)) })
-	minOpV1   = minSizeAt(1, func(c *codec) { c.op(new(Op), new(Plan)) })
 )
 
 func minSize(f func(*codec)) int { return minSizeAt(FormatVersion, f) }
@@ -859,8 +859,8 @@ func (c *codec) plan(p *Plan) {
 		c.fail(0, "Events", ErrLength, "%d events but only %d ops: every event needs an op that records it", p.Events, len(p.Ops))
 	}
 	opSize := minOp
-	if c.version < 2 {
-		opSize = minOpV1
+	if c.version < FormatVersion {
+		opSize = minSizeAt(c.version, func(c *codec) { c.op(new(Op), new(Plan)) })
 	}
 	list(c, &p.Ops, opSize, "Ops", func(o *Op) { c.op(o, p) })
 	if !c.enc && c.err == nil && p.Events > len(p.Ops) {
@@ -957,6 +957,14 @@ func (c *codec) op(o *Op, p *Plan) {
 	if c.version >= 2 {
 		c.float(&o.AttnFLOPs, "AttnFLOPs")
 		sint(c, &o.ElemBytes, "ElemBytes")
+	}
+	if c.version >= 4 {
+		list(c, &o.GEMMs, 4, "GEMMs", func(g *ir.GEMM) {
+			sint(c, &g.M, "M")
+			sint(c, &g.N, "N")
+			sint(c, &g.K, "K")
+			sint(c, &g.Count, "Count")
+		})
 	}
 	list(c, &o.Uses, 1, "Uses", func(u *int) { c.index(u, len(p.Buffers), "", "buffers") })
 }

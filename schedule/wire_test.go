@@ -476,7 +476,8 @@ func tinyPlan() *Plan {
 				PG: PGShard, PGSize: 2, DType: ir.BF16, Bytes: 40},
 			{Kind: OpRecord, Stream: StreamAllGather, Group: 0, Module: -1, Buffer: -1, Source: -1, Event: 1},
 			{Kind: OpWait, Stream: StreamCompute, Group: 0, Module: -1, Buffer: -1, Source: -1, Event: 1},
-			{Kind: OpForward, Stream: StreamCompute, Group: 0, Module: 0, Buffer: -1, Source: 1, Event: -1, DType: ir.BF16, FLOPs: 1.5e6},
+			{Kind: OpForward, Stream: StreamCompute, Group: 0, Module: 0, Buffer: -1, Source: 1, Event: -1, DType: ir.BF16, FLOPs: 1.5e6,
+				GEMMs: []ir.GEMM{{M: 250, N: 60, K: 50, Count: 1}}},
 			{Kind: OpFree, Stream: StreamCompute, Group: 0, Module: -1, Buffer: 1, Source: -1, Event: -1},
 			{Kind: OpDivide, Stream: StreamCompute, Phase: PhaseBackward, Group: 0, Module: -1, Buffer: 2, Source: -1, Event: -1,
 				DType: ir.FP32, Reduce: ReduceSum, Factor: 2},
@@ -706,8 +707,8 @@ func TestRefusals(t *testing.T) {
 			ErrMalformed, 16, "never used"},
 		{"bytes after the sections", reseal(append(append(bytes.Clone(b[:len(b)-4]), 0), b[len(b)-4:]...)), ErrTrailingBytes,
 			len(b) - 4, "the sections end 1 byte before the checksum"},
-		{"sections end early", reseal(append(bytes.Clone(b[:off("Ops[10].ElemBytes")]), b[len(b)-4:]...)), ErrTruncated,
-			off("Ops[10].ElemBytes"), "(Ops[10].ElemBytes): the sections end"},
+		{"sections end early", reseal(append(bytes.Clone(b[:off("Ops[10].Uses count")]), b[len(b)-4:]...)), ErrTruncated,
+			off("Ops[10].Uses count"), "(Ops[10].Uses count): the sections end"},
 		{"fails Check", replace(t, b, tr, "Cluster.WorldSize", sv(3)), ErrInvalidPlan, -1, "cluster 3 = 1 × 2 is inconsistent"},
 		{"frees twice", replace(t, b, tr, "Ops[10].Kind", []byte{byte(OpFree)}), ErrInvalidPlan, -1, "op 10"},
 	}
@@ -1161,10 +1162,11 @@ func BenchmarkEncodeDecode405B(b *testing.B) {
 }
 
 // TestFixtureOlder: a version-1 plan (before ops carried AttnFLOPs and
-// ElemBytes) and a version-2 one (before the cluster carried a profile)
-// still decode, to the same plan with those fields zero.
+// ElemBytes), a version-2 one (before the cluster carried a profile) and a
+// version-3 one (before ops carried GEMM shapes) still decode, to the same
+// plan with those fields zero.
 func TestFixtureOlder(t *testing.T) {
-	for _, v := range []int{1, 2} {
+	for _, v := range []int{1, 2, 3} {
 		text, err := os.ReadFile(fmt.Sprintf("testdata/tiny-v%d.plan.hex", v))
 		if err != nil {
 			t.Fatal(err)
@@ -1174,7 +1176,12 @@ func TestFixtureOlder(t *testing.T) {
 			t.Fatalf("decoding the version-%d fixture: %v", v, err)
 		}
 		want := tinyPlan()
-		want.Cluster.Profile = nil
+		if v < 3 {
+			want.Cluster.Profile = nil
+		}
+		for i := range want.Ops {
+			want.Ops[i].GEMMs = nil
+		}
 		if v < 2 {
 			for i := range want.Ops {
 				want.Ops[i].AttnFLOPs, want.Ops[i].ElemBytes = 0, 0
