@@ -22,14 +22,17 @@ func Write(path string, data []byte) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+	tmp, err := createTemp(func() (*os.File, error) { return os.CreateTemp(dir, "."+base+".tmp*") })
 	if err != nil {
 		return err
 	}
+	// Every way out removes or renames the temporary file through done,
+	// which also forgets it for the signal cleanup (signal.go).
+	renamed := false
 	defer func() {
-		if err != nil {
+		if !renamed {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			done(tmp.Name(), func() error { return os.Remove(tmp.Name()) })
 		}
 	}()
 	if _, err = tmp.Write(data); err != nil {
@@ -45,7 +48,18 @@ func Write(path string, data []byte) (err error) {
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if TestHookBeforeRename != nil {
+		TestHookBeforeRename(tmp.Name())
+	}
+	renamed = true
+	err = done(tmp.Name(), func() error {
+		if err := os.Rename(tmp.Name(), path); err != nil {
+			os.Remove(tmp.Name())
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	// Make the rename itself durable; not every system can sync a
@@ -56,6 +70,11 @@ func Write(path string, data []byte) (err error) {
 	}
 	return nil
 }
+
+// TestHookBeforeRename, when set (by tests only), runs with the complete
+// temporary file's name just before it is renamed over the output: tests
+// block there to signal a process in the middle of a Write.
+var TestHookBeforeRename func(tmp string)
 
 // replaceable refuses an existing path that is not a regular file.
 func replaceable(path string) error {

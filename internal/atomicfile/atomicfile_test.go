@@ -71,3 +71,18 @@ func TestNotAnInput(t *testing.T) {
 		t.Errorf("a new output was refused: %v", err)
 	}
 }
+
+// TestWritesReleaseSignals: once no Write is in progress, nothing is
+// registered for the signal cleanup and no signal is caught, whether the
+// writes succeeded or failed.
+func TestWritesReleaseSignals(t *testing.T) {
+	dir := t.TempDir()
+	Write(filepath.Join(dir, "ok"), []byte("x"))
+	Write(filepath.Join(dir, "missing", "dir", "out"), []byte("x"))
+	Write(filepath.Join("/proc", "fsdpc-not-writable"), []byte("x"))
+	temps.Lock()
+	defer temps.Unlock()
+	if temps.active != 0 || len(temps.names) != 0 {
+		t.Errorf("after the writes: %d active, registered %v", temps.active, temps.names)
+	}
+}
