@@ -44,6 +44,9 @@ type Report struct {
 	// first failure, and the measurements are partial).
 	Completed bool
 	Failures  *FailureError
+	// Final is the reference's state after the last step, when the run
+	// saved a checkpoint (Options.Checkpoint).
+	Final *Final
 }
 
 // PoolReport compares one pool's measured peak with the prediction.

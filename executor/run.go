@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fsdpc/fsdpc/checkpoint"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -39,6 +40,11 @@ type Options struct {
 	// Progress, if set, is called about ten times a second while steps
 	// run, and once at the end.
 	Progress func(Progress)
+	// Checkpoint, if set, is a directory: after a verified run every rank
+	// saves its chunks of the parameters and optimizer states there
+	// (docs/checkpoint.md), and the report keeps the reference's final
+	// state (Report.Final) to check a load against.
+	Checkpoint string
 	// Local lists the ranks this process issues (nil: every rank). A
 	// process of a multi-process run issues its own rank; the others are
 	// other processes' (the backend's collectives reach them).
@@ -129,6 +135,15 @@ func Run(p *schedule.Plan, b Backend, opts Options) (*Report, error) {
 	d, err := compile(q, layouts, opt)
 	if err != nil {
 		return nil, err
+	}
+	var ckpt *checkpoint.Layout
+	if opts.Checkpoint != "" {
+		if standIns {
+			return nil, fmt.Errorf("checkpoint: the %s backend does not compute the parameters; save checkpoints from the host backend", backendName(b))
+		}
+		if ckpt, err = executorLayout(q, opt); err != nil {
+			return nil, err
+		}
 	}
 	if need := int64(opt.states) * 4; need > q.Train.OptimizerStateBytes && d.trains() {
 		return nil, fmt.Errorf("optimizer %s keeps %d bytes of state per element, but the plan allots %d (optimizer_state_bytes)", opt.name, need, q.Train.OptimizerStateBytes)
@@ -244,6 +259,12 @@ func Run(p *schedule.Plan, b Backend, opts Options) (*Report, error) {
 	rep.Failures = fails
 	if fails != nil {
 		return rep, fails
+	}
+	if ckpt != nil {
+		if err := d.saveCheckpoint(opts.Checkpoint, ckpt, opts.Steps); err != nil {
+			return rep, err
+		}
+		rep.Final = ref.final(ckpt)
 	}
 	return rep, nil
 }

@@ -106,3 +106,48 @@ func TestReshardCommand(t *testing.T) {
 		}
 	}
 }
+
+// fsdpc run --checkpoint saves, --load-under loads under another plan and
+// checks against the reference; a bad NEW is refused before the run.
+func TestRunCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	small := `[model]
+name = "small"
+dtype = "fp32"
+[train]
+seq_len = 16
+[cluster]
+gpu = "h100-sxm"
+world_size = 8
+[policy]
+param_dtype = "bf16"
+[[module]]
+name = "embed"
+kind = "embedding"
+num = 101
+dim = 24
+[[module]]
+name = "head"
+kind = "linear"
+in = 24
+out = 101
+`
+	old, new := filepath.Join(dir, "s8.toml"), filepath.Join(dir, "s12.toml")
+	os.WriteFile(old, []byte(small), 0o644)
+	os.WriteFile(new, []byte(strings.Replace(small, "world_size = 8", "world_size = 12", 1)), 0o644)
+	ck := filepath.Join(dir, "ckpt")
+	code, out, errOut := runCLI("run", "--steps", "2", "--checkpoint", ck, "--load-under", new, old)
+	if code != 0 || !strings.Contains(out, "loaded under "+new+" (12 ranks, mesh 1×12)") || !strings.Contains(out, "equal the reference") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(ck, "__7_0.distcp")); err != nil {
+		t.Error(err)
+	}
+	code, _, errOut = runCLI("run", "--checkpoint", filepath.Join(dir, "other"), "--load-under", "gpt2-124m", old)
+	if code != 1 || !strings.Contains(errOut, "model.transformer.wte.weight: not in the old checkpoint") {
+		t.Errorf("another model: exit %d\n%s", code, errOut)
+	}
+	if code, _, _ := runCLI("run", "--load-under", new, old); code != 2 {
+		t.Errorf("--load-under without --checkpoint: exit %d, want 2", code)
+	}
+}

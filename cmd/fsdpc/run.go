@@ -1,13 +1,17 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/fsdpc/fsdpc/checkpoint"
 	"github.com/fsdpc/fsdpc/executor"
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
 )
 
 func runRun(args []string, stdout, stderr io.Writer) int {
@@ -20,10 +24,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	timeout := fl.Duration("timeout", 10*time.Second, "declare a deadlock after this long without progress (cuda: the watchdog fails a collective not finished this long after it was enqueued, and aborts NCCL)")
 	model := fl.String("model", "", "torch backend: the model file or zoo name the plan was made from")
 	python := fl.String("python", "", "torch backend: a python3 with torch (default: the root .ci/install-torch builds)")
+	ckptDir := fl.String("checkpoint", "", "host backend: after the run, save every rank's chunks of the parameters and optimizer states into this directory (docs/checkpoint.md)")
+	loadUnder := fl.String("load-under", "", "with --checkpoint: load the checkpoint under this plan (plan.bin, model or zoo name) with the reshard reads and check every rank's state against the reference")
 	var cf cudaFlags
 	cf.register(fl)
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host|cuda|torch] [--scale K] [--steps N] [--ranks N] plan.bin|model.toml|zoo-name")
+		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host|cuda|torch] [--scale K] [--steps N] [--ranks N] [--checkpoint DIR [--load-under NEW]] plan.bin|model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nRuns the plan's training steps for real on every rank, checks every all-gather, gradient,")
 		fmt.Fprintln(stderr, "parameter and optimizer state against an unsharded reference, and measures each memory")
 		fmt.Fprintln(stderr, "pool against the plan's prediction. Exits 1 on a mismatch, a hazard or a deadlock.")
@@ -39,6 +45,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if *scale < 1 || *scale > executor.MaxScale || *steps < 1 || *ranks < 0 {
 		fmt.Fprintf(stderr, "fsdpc run: --scale must be from 1 to %d, --steps at least 1, --ranks not negative\n", executor.MaxScale)
+		return 2
+	}
+	if *loadUnder != "" && *ckptDir == "" || *ckptDir != "" && *backend != "host" {
+		fmt.Fprintln(stderr, "fsdpc run: --checkpoint needs the host backend, and --load-under needs --checkpoint")
 		return 2
 	}
 	var b executor.Backend
@@ -65,7 +75,14 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	opts := executor.Options{Scale: *scale, Steps: *steps, Ranks: *ranks, Timeout: *timeout}
+	var under *schedule.Plan
+	if *loadUnder != "" {
+		// Read before the run, so a bad NEW costs no run.
+		if under, err = loadPlan(*loadUnder); err != nil {
+			return reportErr(stderr, err)
+		}
+	}
+	opts := executor.Options{Scale: *scale, Steps: *steps, Ranks: *ranks, Timeout: *timeout, Checkpoint: *ckptDir}
 	prog := &progress{w: stderr, tty: isTerminal(stderr), steps: *steps}
 	opts.Progress = prog.update
 	rep, err := executor.Run(p, b, opts)
@@ -78,6 +95,24 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			return 1 // the report printed them
 		}
 		return reportErr(stderr, fmt.Errorf("fsdpc run %s: %w", fl.Arg(0), err))
+	}
+	if *ckptDir != "" {
+		fmt.Fprintf(stdout, "\ncheckpoint saved to %s (docs/checkpoint.md)\n", *ckptDir)
+	}
+	if under != nil {
+		res, err := executor.LoadCheckpoint(*ckptDir, under, *scale)
+		var ie *checkpoint.IncompatibleError
+		if errors.As(err, &ie) && *scale > 1 {
+			err = fmt.Errorf("%w\n(--scale keeps each plan's pattern of rows per rank, so plans for other meshes scale to other shapes: load at --scale 1)", err)
+		}
+		if err != nil {
+			return reportErr(stderr, fmt.Errorf("fsdpc run: loading %s under %s: %w", *ckptDir, *loadUnder, err))
+		}
+		if err := res.Check(rep.Final); err != nil {
+			return reportErr(stderr, fmt.Errorf("fsdpc run: %s loaded under %s differs from the reference: %w", *ckptDir, *loadUnder, err))
+		}
+		fmt.Fprintf(stdout, "loaded under %s (%d ranks, mesh %d×%d): %d reads, %s; every rank's parameters and optimizer states equal the reference\n",
+			*loadUnder, res.Plan.Cluster.WorldSize, res.Plan.Cluster.Replicate, res.Plan.Cluster.Shard, res.Reads, ir.FormatBytes(res.Bytes))
 	}
 	return 0
 }
