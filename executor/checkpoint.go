@@ -15,6 +15,7 @@ import (
 
 	"github.com/fsdpc/fsdpc/checkpoint"
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
+	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -264,13 +265,19 @@ type Restored struct {
 // and the entries concerned; on an error nothing is returned.
 func LoadCheckpoint(dir string, p *schedule.Plan, scale int) (*Restored, error) {
 	metaPath := filepath.Join(dir, MetadataName)
-	raw, err := os.ReadFile(metaPath)
+	// The metadata of a model of 10⁵ entries on 10⁴ ranks is far below
+	// this bound; a larger file is not fsdpc's.
+	const metaLimit = 1 << 30
+	raw, err := inputfile.ReadFile(metaPath, "a checkpoint's metadata", metaLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: missing: %s is not a complete checkpoint", metaPath, dir)
 	} else if err != nil {
 		return nil, err
 	}
 	var meta ckptMeta
+	if len(raw) > metaLimit {
+		return nil, fmt.Errorf("%s: larger than %s, not an fsdpc checkpoint's metadata", metaPath, ir.FormatBytes(metaLimit))
+	}
 	if err := json.Unmarshal(raw, &meta); err != nil {
 		return nil, fmt.Errorf("%s: %w", metaPath, err)
 	}
@@ -483,11 +490,14 @@ func (m *ckptMeta) readFiles(dir string, l *checkpoint.Layout, chunks [][]ckptCh
 			return nil, fmt.Errorf("%s: bad file name %q", filepath.Join(dir, MetadataName), f.Name)
 		}
 		path := filepath.Join(dir, f.Name)
-		b, err := os.ReadFile(path)
+		b, err := inputfile.ReadFile(path, "a checkpoint data file", max(f.Bytes, 0))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: missing; it holds %s", path, holds(f.Name))
 		} else if err != nil {
 			return nil, err
+		}
+		if int64(len(b)) > f.Bytes {
+			return nil, fmt.Errorf("%s: more than the %d bytes the metadata says (appended to or overwritten); it holds %s", path, f.Bytes, holds(f.Name))
 		}
 		if int64(len(b)) != f.Bytes {
 			return nil, fmt.Errorf("%s: %d bytes, the metadata says %d (truncated or overwritten); the first entry past its end is %s", path, len(b), f.Bytes, past(f.Name, int64(len(b))))

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fsdpc/fsdpc/checkpoint"
@@ -132,6 +133,18 @@ func TestCheckpointBadDirs(t *testing.T) {
 			os.WriteFile(f, b, 0o644)
 		}, p, []string{"__0_0.distcp: its SHA-256 differs", "model.transformer.wte.weight"}},
 		{"no metadata", func(dir string) { os.Remove(filepath.Join(dir, MetadataName)) }, p, []string{"metadata.json: missing"}},
+		{"a FIFO for a file", func(dir string) {
+			f := filepath.Join(dir, "__3_0.distcp")
+			os.Remove(f)
+			if err := syscall.Mkfifo(f, 0o644); err != nil {
+				t.Skip(err)
+			}
+		}, p, []string{"__3_0.distcp", "named pipe"}},
+		{"grown", func(dir string) {
+			f, _ := os.OpenFile(filepath.Join(dir, "__1_0.distcp"), os.O_APPEND|os.O_WRONLY, 0)
+			f.Write([]byte("extra"))
+			f.Close()
+		}, p, []string{"__1_0.distcp: more than the", "it holds model.transformer.wte.weight"}},
 		{"another model", func(string) {}, other, []string{"cannot be loaded under llama3-8b", "model.tok_embeddings.weight: not in the old checkpoint"}},
 	}
 	for _, tc := range tests {
