@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/fsdpc/fsdpc/checkpoint"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -14,9 +16,12 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("show", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	asJSON := fl.Bool("json", false, "print the plan as JSON")
+	full := fl.Bool("full", false, "print every line of the canonical text, without folding repeated blocks")
+	summary := fl.Bool("summary", false, "print the header, the groups without their parameters, the schedule's size and the checkpoint: no operations")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc show [-json] plan.bin|model.toml|zoo-name")
+		fmt.Fprintln(stderr, "usage: fsdpc show [-json | -full | -summary] plan.bin|model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nPrints a plan in its canonical text form, then its checkpoint (sizes, files per rank); or the plan as JSON.")
+		fmt.Fprintln(stderr, "Blocks that repeat with numbers stepping (layers.0 … layers.31) print once as \"N× { … }\" with ranges; -full prints them all, as textconv and plans/*.plan.txt do.")
 		fl.PrintDefaults()
 	}
 	if code, ok := parseFlags(fl, args); !ok {
@@ -38,7 +43,8 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if err := schedule.WriteText(stdout, p); err != nil {
+	var text bytes.Buffer
+	if err := schedule.WriteText(&text, p); err != nil {
 		return reportErr(stderr, err)
 	}
 	// The checkpoint section follows the plan's canonical text (which
@@ -47,7 +53,38 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, fmt.Errorf("%s: checkpoint: %w", fl.Arg(0), err))
 	}
-	fmt.Fprintln(stdout)
-	l.WriteSummary(stdout)
+	fmt.Fprintln(&text)
+	l.WriteSummary(&text)
+	lines := strings.Split(strings.TrimSuffix(text.String(), "\n"), "\n")
+	if *summary {
+		lines = summaryLines(lines)
+	}
+	if !*full {
+		lines = schedule.FoldRepeats(lines)
+	}
+	fmt.Fprintln(stdout, strings.Join(lines, "\n"))
 	return 0
+}
+
+// summaryLines keeps what a reviewer reads first: the header, each
+// group's policy lines without its parameters, the schedule's size line
+// without its operations, and whatever follows the schedule (the
+// checkpoint).
+func summaryLines(lines []string) []string {
+	var out []string
+	inOps := false
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "schedule "):
+			inOps = true
+			out = append(out, l)
+		case inOps && l == "":
+			inOps = false
+			out = append(out, l)
+		case inOps, strings.HasPrefix(l, "  param "):
+		default:
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -360,7 +360,8 @@ func (f *folder) edits() []FoldedEdit {
 var indexed = regexp.MustCompile(`^(.*)\.([0-9]+)$`)
 
 // Fold writes group names compactly: numbered instances of one module
-// become ranges, "layers.{0–3,5}"; other names are listed.
+// become ranges, "layers.{0–3,5}", and runs at a stride their first two and
+// last, "layers.{0,2,…,30}"; other names are listed.
 func Fold(names []string) string {
 	byPrefix := map[string][]int{}
 	var prefixes, plain []string
@@ -386,14 +387,26 @@ func Fold(names []string) string {
 		sort.Ints(idx)
 		var ranges []string
 		for i := 0; i < len(idx); {
+			// The longest arithmetic run from i: consecutive instances
+			// print as a range, four or more at a stride as its first
+			// two and last ("0,2,…,30", every other layer a unit).
 			j := i
-			for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
-				j++
+			if i+1 < len(idx) {
+				stride := idx[i+1] - idx[i]
+				for j+1 < len(idx) && idx[j+1]-idx[j] == stride {
+					j++
+				}
+				if stride > 1 && j-i < 3 {
+					j = i // two or three at a stride: list them
+				}
 			}
-			if j > i {
-				ranges = append(ranges, fmt.Sprintf("%d–%d", idx[i], idx[j]))
-			} else {
+			switch {
+			case j == i:
 				ranges = append(ranges, strconv.Itoa(idx[i]))
+			case idx[i+1]-idx[i] == 1:
+				ranges = append(ranges, fmt.Sprintf("%d–%d", idx[i], idx[j]))
+			default:
+				ranges = append(ranges, fmt.Sprintf("%d,%d,…,%d", idx[i], idx[i+1], idx[j]))
 			}
 			i = j + 1
 		}

@@ -181,6 +181,11 @@ func TestFold(t *testing.T) {
 		{[]string{"layers.0", "layers.1", "layers.2", "layers.5", "(root)"}, "(root), layers.{0–2,5}"},
 		{[]string{"layers.3"}, "layers.3"},
 		{[]string{"enc.block.1", "enc.block.2", "dec.block.0"}, "enc.block.{1–2}, dec.block.0"},
+		// Stride folding: every other layer, then a tail.
+		{[]string{"layers.0", "layers.2", "layers.4", "layers.6", "layers.30"}, "layers.{0,2,…,6,30}"},
+		{[]string{"layers.1", "layers.5", "layers.9", "layers.13"}, "layers.{1,5,…,13}"},
+		{[]string{"layers.0", "layers.3"}, "layers.{0,3}"},
+		{[]string{"layers.0", "layers.1", "layers.2", "layers.4", "layers.6", "layers.8"}, "layers.{0–2,4,6,8}"},
 	}
 	for _, tt := range tests {
 		if got := diff.Fold(tt.in); got != tt.want {

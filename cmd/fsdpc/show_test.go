@@ -1,0 +1,36 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestShowFolds: show prints repeated layers once with ranges, -full
+// prints every line, and -summary leaves out parameters and operations.
+func TestShowFolds(t *testing.T) {
+	code, folded, errOut := runCLI("show", "llama3-8b")
+	if code != 0 {
+		t.Fatalf("show: exit %d: %s", code, errOut)
+	}
+	_, full, _ := runCLI("show", "-full", "llama3-8b")
+	_, summary, _ := runCLI("show", "-summary", "llama3-8b")
+	lines := func(s string) int { return strings.Count(s, "\n") }
+	if lines(full) < 2000 || lines(folded)*5 > lines(full) {
+		t.Errorf("show printed %d lines, -full %d: want the fold to shorten it at least 5×", lines(folded), lines(full))
+	}
+	for _, want := range []string{"32× {\n  group layers.{0..31}\n", "    param layers.{0..31}.attention.wq.weight [4096,4096] fp32 rows 512/rank @0 grad@0\n",
+		"compute        forward layers.{0..30}.attention_norm … layers.{0..30}.feed_forward 4.12 TFLOP"} {
+		if !strings.Contains(folded, want) {
+			t.Errorf("folded show lacks %q", want)
+		}
+	}
+	for _, want := range []string{"group layers.17\n", "  param layers.31.ffn_norm.weight [4096] fp32 rows 512/rank @27263488 grad@27263488\n"} {
+		if !strings.Contains(full, want) {
+			t.Errorf("show -full lacks %q", want)
+		}
+	}
+	if strings.Contains(summary, "  param ") || strings.Contains(summary, "forward mb0") || !strings.Contains(summary, "schedule 1739 ops") ||
+		!strings.Contains(summary, "checkpoint (torch.distributed.checkpoint") || lines(summary) > 60 {
+		t.Errorf("show -summary is not a summary (%d lines):\n%s", lines(summary), summary)
+	}
+}
