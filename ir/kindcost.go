@@ -244,7 +244,7 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 // balanced routing: experts multiplies of top_k·T/experts tokens each, or
 // no shape when the tokens do not divide evenly.
 func expertGEMM(topK, tokens, experts, dim, hidden int64, down bool) GEMM {
-	routed, ok := mulInt64(topK, tokens)
+	routed, ok := checked.Mul(topK, tokens)
 	if !ok || experts <= 0 || routed%experts != 0 {
 		return GEMM{}
 	}

@@ -29,8 +29,9 @@ func TestPlanAndShow(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
 	}
-	// show reads plan.bin back: its text must be the reviewed golden plan.
-	code, text, errOut := runCLI("show", bin)
+	// show -full reads plan.bin back: its text must be the reviewed golden
+	// plan (plain show folds repeated blocks; TestShowFolds).
+	code, text, errOut := runCLI("show", "-full", bin)
 	if code != 0 {
 		t.Fatalf("show exited %d: %s", code, errOut)
 	}
