@@ -381,30 +381,6 @@ func bufDType(k schedule.BufferKind, gl *GroupLayout) ir.DType {
 
 type kinds []schedule.BufferKind
 
-// operandRules are the buffer kinds each op kind's target and source may
-// be (nil: must be absent; a leading -1-like "optional" is expressed by
-// optional below).
-var operandRules = map[schedule.OpKind]struct {
-	dst, src       kinds
-	dstOpt, srcOpt bool
-}{
-	schedule.OpCopyIn:        {kinds{schedule.BufAllGatherOut}, kinds{schedule.BufShardedParams, schedule.BufH2DTemp, schedule.BufPostForwardSlice}, false, false},
-	schedule.OpH2D:           {kinds{schedule.BufH2DTemp}, kinds{schedule.BufShardedParams}, false, false},
-	schedule.OpAllGather:     {kinds{schedule.BufAllGatherOut}, kinds{schedule.BufAllGatherOut}, false, true},
-	schedule.OpCopyOut:       {kinds{schedule.BufUnsharded}, kinds{schedule.BufAllGatherOut}, false, false},
-	schedule.OpReshard:       {kinds{schedule.BufPostForwardSlice}, kinds{schedule.BufUnsharded}, false, false},
-	schedule.OpForward:       {kinds{schedule.BufActivations}, kinds{schedule.BufUnsharded}, true, true},
-	schedule.OpBackward:      {kinds{schedule.BufUnshardedGrads}, kinds{schedule.BufUnsharded}, true, true},
-	schedule.OpReduceCopyIn:  {kinds{schedule.BufReduceScatterIn}, kinds{schedule.BufUnshardedGrads, schedule.BufAccumGrads}, false, false},
-	schedule.OpDivide:        {kinds{schedule.BufReduceScatterIn, schedule.BufReduceScatterOut}, kinds{schedule.BufReduceScatterIn, schedule.BufReduceScatterOut}, false, true},
-	schedule.OpReduceScatter: {kinds{schedule.BufReduceScatterOut}, kinds{schedule.BufReduceScatterIn}, false, false},
-	schedule.OpAllReduce:     {kinds{schedule.BufReduceScatterOut}, kinds{schedule.BufReduceScatterOut}, false, true},
-	schedule.OpCastGrad:      {kinds{schedule.BufShardedGrads}, kinds{schedule.BufReduceScatterOut}, false, false},
-	schedule.OpAccumulate:    {kinds{schedule.BufAccumGrads, schedule.BufShardedGrads, schedule.BufReduceScatterOut}, kinds{schedule.BufUnshardedGrads, schedule.BufShardedGrads, schedule.BufReduceScatterOut, schedule.BufH2DTemp}, false, false},
-	schedule.OpD2H:           {kinds{schedule.BufShardedGrads, schedule.BufH2DTemp}, kinds{schedule.BufShardedGrads, schedule.BufReduceScatterOut}, false, false},
-	schedule.OpOptimizer:     {kinds{schedule.BufShardedParams}, kinds{schedule.BufOptimizerState}, false, true},
-}
-
 func (ks kinds) has(k schedule.BufferKind) bool {
 	for _, x := range ks {
 		if x == k {
@@ -480,7 +456,8 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 				return nil, bad("group %d out of range", o.Group)
 			}
 			gl := layouts[o.Group]
-			rule, ok := operandRules[o.Kind]
+			// The operand rules are schedule.Verify's (one table).
+			rule, ok := schedule.Operands(o.Kind)
 			if !ok {
 				return nil, bad("the executor has no kernel for it")
 			}
@@ -489,7 +466,7 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 				ks   kinds
 				opt  bool
 				role string
-			}{{o.Buffer, rule.dst, rule.dstOpt, "target"}, {o.Source, rule.src, rule.srcOpt, "source"}} {
+			}{{o.Buffer, rule.Target, rule.TargetOptional, "target"}, {o.Source, rule.Source, rule.SourceOptional, "source"}} {
 				switch {
 				case x.buf == -1 && x.opt:
 				case !inRange(x.buf):

@@ -21,6 +21,7 @@ func Check(p *Plan) error {
 	c.profile()
 	c.groups()
 	c.program()
+	c.prediction()
 	if len(c.errs) > 0 {
 		if len(c.errs) > 8 {
 			c.errs = append(c.errs[:8], fmt.Sprintf("… and %d more", len(c.errs)-8))
@@ -135,6 +136,13 @@ func (c *checker) program() {
 			c.errorf("buffer %q: bad group or size", b.Name)
 		}
 	}
+	// Every micro-batch runs at least one op, so there are no more
+	// micro-batches than ops: later passes allocate per micro-batch.
+	ga := p.Train.GradAccum
+	if ga < 1 || ga > int64(len(p.Ops)) {
+		c.errorf("grad_accum %d for %d ops: every micro-batch needs ops", ga, len(p.Ops))
+		return
+	}
 	recorded := make([]bool, p.Events)
 	use := func(i int, o *Op, buf int, role string) {
 		if buf == -1 {
@@ -162,6 +170,10 @@ func (c *checker) program() {
 		if o.Group < -1 || o.Group >= len(p.Groups) || o.Module < -1 || o.Module >= len(p.Modules) {
 			c.errorf("op %d (%s): group or module out of range", i, o.Kind)
 		}
+		if o.Micro < 0 || int64(o.Micro) >= ga {
+			c.errorf("op %d (%s on %s) is in micro-batch %d of %d", i, o.Kind, o.Stream, o.Micro, ga)
+		}
+		c.unused(i, o)
 		switch o.Kind {
 		case OpAlloc:
 			if o.Buffer < 0 || o.Buffer >= len(p.Buffers) || state[o.Buffer] != unborn || p.Buffers[o.Buffer].Persistent {
@@ -251,6 +263,45 @@ func checkGEMMs(o *Op) string {
 		return fmt.Sprintf("GEMM shapes hold %g FLOPs, more than the op's %g outside attention", sum, limit)
 	}
 	return ""
+}
+
+// unused: fields an op's kind does not use are -1 or empty (plan.go), so
+// two plans that run the same program encode the same bytes and a flipped
+// bit in an unused field is refused rather than ignored.
+func (c *checker) unused(i int, o *Op) {
+	var bad []string
+	switch o.Kind {
+	case OpRecord, OpWait, OpSync:
+		if o.Buffer != -1 || o.Source != -1 || len(o.Uses) > 0 {
+			bad = append(bad, "buffers")
+		}
+	case OpAlloc, OpFree:
+		if o.Source != -1 || o.Event != -1 || len(o.Uses) > 0 {
+			bad = append(bad, "a source, event or uses")
+		}
+	default:
+		if o.Event != -1 {
+			bad = append(bad, "an event")
+		}
+	}
+	if o.Module != -1 && o.Kind != OpForward && o.Kind != OpBackward {
+		bad = append(bad, "a module")
+	}
+	if len(bad) > 0 {
+		c.errorf("op %d (%s on %s) names %s, which a %s does not use", i, o.Kind, o.Stream, strings.Join(bad, " and "), o.Kind)
+	}
+}
+
+// prediction: the stored forecast has one figure per group and per pool
+// (or none, before simulation), so readers can index it by group and pool.
+func (c *checker) prediction() {
+	pr := &c.p.Prediction
+	if n := len(pr.ExposedByGroup); n != 0 && n != len(c.p.Groups) {
+		c.errorf("the prediction splits exposed communication over %d groups; the plan has %d", n, len(c.p.Groups))
+	}
+	if n := len(pr.PeakByPool); n != 0 && n != int(numPools) {
+		c.errorf("the prediction has peaks for %d pools; there are %d", n, numPools)
+	}
 }
 
 // profile: the cluster's hardware profile names known constants, once

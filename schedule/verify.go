@@ -20,7 +20,14 @@ import (
 //     gathered once per unshard, reduced once per synchronising
 //     micro-batch (and all-reduced under HSDP), each over its process
 //     group with the sizes its layout gives;
-//   - every waited event is recorded (Check).
+//   - every waited event is recorded (Check);
+//   - what the program computes (dataflow.go): every op reads and writes
+//     the kinds of buffer its kind calls for, in its own group; every
+//     buffer is sized as its group's layout says; nothing reads a buffer
+//     no op has written; each micro-batch runs every module's forward once
+//     and its backward on that forward's activations; and every gradient
+//     a group has reaches its one optimizer step, each micro-batch's once,
+//     reduced.
 //
 // Because a plan is SPMD, every rank issues the same collectives in the
 // same order on each process group by construction. Verify returns every
@@ -30,6 +37,14 @@ func Verify(p *Plan) error {
 		return err
 	}
 	v := &hbVerifier{p: p}
+	v.operands()
+	v.sizes()
+	if len(v.errs) == 0 {
+		// These follow buffers through ops whose operands are now known to
+		// be of the right kinds.
+		v.modules()
+		v.gradients()
+	}
 	v.clocks()
 	v.buffers()
 	v.collectives()
@@ -138,6 +153,7 @@ func (v *hbVerifier) buffers() {
 		alloc[i], free[i] = -1, -1
 	}
 	uses := make([][]access, len(p.Buffers))
+	scratch := make([]bool, len(p.Buffers))
 	for i := range p.Ops {
 		o := &p.Ops[i]
 		switch o.Kind {
@@ -157,6 +173,13 @@ func (v *hbVerifier) buffers() {
 		for _, b := range o.reads() {
 			uses[b] = append(uses[b], access{i, false})
 		}
+		for _, u := range o.Uses {
+			// A backward recomputes into its scratch buffer: for order it
+			// counts as a read, but it needs nothing written there first.
+			if p.Buffers[u].Kind == BufRecompute {
+				scratch[u] = true
+			}
+		}
 		if o.Buffer >= 0 {
 			uses[o.Buffer] = append(uses[o.Buffer], access{i, true})
 		}
@@ -165,7 +188,10 @@ func (v *hbVerifier) buffers() {
 		name := p.Buffers[b].Name
 		var lastWrite = -1
 		var readsSinceWrite []int
-		for _, u := range uses[b] {
+		for j, u := range uses[b] {
+			if j == 0 && !u.write && !p.Buffers[b].Persistent && !scratch[b] {
+				v.errorf("%s reads buffer %q, which no op has written since its allocation", v.describe(u.op), name)
+			}
 			if a := alloc[b]; a >= 0 && !v.hb(a, u.op) {
 				v.errorf("%s uses buffer %q before its allocation %s is ordered before it", v.describe(u.op), name, v.describe(a))
 			}

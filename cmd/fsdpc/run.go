@@ -75,10 +75,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
+	if err := refuseUnproven(fl.Arg(0), p); err != nil {
+		return reportErr(stderr, err)
+	}
 	var under *schedule.Plan
 	if *loadUnder != "" {
 		// Read before the run, so a bad NEW costs no run.
 		if under, err = loadPlan(*loadUnder); err != nil {
+			return reportErr(stderr, err)
+		}
+		if err := refuseUnproven(*loadUnder, under); err != nil {
 			return reportErr(stderr, err)
 		}
 	}
@@ -115,6 +121,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			*loadUnder, res.Plan.Cluster.WorldSize, res.Plan.Cluster.Replicate, res.Plan.Cluster.Shard, res.Reads, ir.FormatBytes(res.Bytes))
 	}
 	return 0
+}
+
+// refuseUnproven stops every backend from running a plan that fsdpc
+// verify refuses (schedule.Prove): the executors check what they run,
+// but a plan whose safety is not proven is not one to run at all.
+func refuseUnproven(arg string, p *schedule.Plan) error {
+	if _, err := schedule.Prove(p); err != nil {
+		return fmt.Errorf("fsdpc run %s: refusing to run a plan that fsdpc verify refuses: %w", arg, err)
+	}
+	return nil
 }
 
 // progress draws a bar on a terminal, or prints a line as each step

@@ -130,6 +130,9 @@ func runCUDA(planPath string, cf cudaFlags, wa workerArgs, stdout, stderr io.Wri
 	if err := atomicfile.NotAnInput(cf.trace, planPath); cf.trace != "" && err != nil {
 		return reportErr(stderr, fmt.Errorf("fsdpc run: --trace: %w", err))
 	}
+	if err := refuseUnproven(planPath, p); err != nil {
+		return reportErr(stderr, err)
+	}
 	world := p.Cluster.WorldSize
 	nproc := cf.nproc
 	if nproc == 0 {

@@ -71,3 +71,60 @@ func TestRunSuggestsScale(t *testing.T) {
 		t.Errorf("the 405B plan at full size: exit %d, %s", code, errOut)
 	}
 }
+
+// TestRunRefusesWhatVerifyRefuses: a plan.bin that decodes but that
+// verify refuses (forged: a buffer smaller than its layout, so the memory
+// verdict is about another plan; or over its memory budget) is not run on
+// any backend. The host executor sizes buffers from the layout itself, so
+// without the refusal it ran the first one and reported success.
+func TestRunRefusesWhatVerifyRefuses(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "plan.bin")
+	if code, _, errOut := runCLI("plan", "gpt2-124m", "-o", bin); code != 0 {
+		t.Fatalf("plan exited %d: %s", code, errOut)
+	}
+	forge := func(name string, f func(p *schedule.Plan)) string {
+		p, err := schedule.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(p)
+		path := filepath.Join(dir, name)
+		if err := schedule.WriteFile(path, p); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cases := map[string]string{
+		forge("shrunk.bin", func(p *schedule.Plan) {
+			for i := range p.Buffers {
+				if p.Buffers[i].Kind == schedule.BufUnsharded {
+					p.Buffers[i].Bytes /= 2
+					return
+				}
+			}
+		}): "the group's layout makes it",
+		forge("over-budget.bin", func(p *schedule.Plan) { p.Cluster.MemoryBudget = 1 << 20 }): "over its budget",
+	}
+	for path, reason := range cases {
+		if code, _, errOut := runCLI("verify", path); code != 1 || !strings.Contains(errOut, reason) {
+			t.Errorf("verify %s: exit %d, %s", filepath.Base(path), code, errOut)
+		}
+		for _, backend := range []string{"host", "cuda", "torch"} {
+			args := []string{"run", "--backend", backend, path}
+			if backend == "host" {
+				args = append(args, "--scale", "64")
+			}
+			if backend == "torch" {
+				args = append(args, "--model", "gpt2-124m")
+			}
+			if backend == "cuda" {
+				args = append(args, "--worker", os.Args[0])
+			}
+			code, out, errOut := runCLI(args...)
+			if code != 1 || !strings.Contains(errOut, "refusing to run a plan that fsdpc verify refuses") || !strings.Contains(errOut, reason) {
+				t.Errorf("run --backend %s %s: exit %d\n%s\n%s", backend, filepath.Base(path), code, out, errOut)
+			}
+		}
+	}
+}

@@ -20,6 +20,9 @@ func runTorch(planPath, modelArg, python string, timeout time.Duration, stdout, 
 	if err != nil {
 		return reportErr(stderr, err)
 	}
+	if err := refuseUnproven(planPath, p); err != nil {
+		return reportErr(stderr, err)
+	}
 	m, err := loadModel(modelArg)
 	if err != nil {
 		return reportErr(stderr, err)

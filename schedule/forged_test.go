@@ -1,0 +1,141 @@
+package schedule_test
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/fsdpc/fsdpc/schedule"
+)
+
+// clonePlan copies what the forgeries below change.
+func clonePlan(p *Plan) *Plan {
+	q := *p
+	q.Ops = append([]Op(nil), p.Ops...)
+	for i := range q.Ops {
+		q.Ops[i].Uses = append([]int(nil), p.Ops[i].Uses...)
+	}
+	q.Buffers = append([]Buffer(nil), p.Buffers...)
+	q.Groups = append([]Group(nil), p.Groups...)
+	q.Prediction.ExposedByGroup = append([]float64(nil), p.Prediction.ExposedByGroup...)
+	return &q
+}
+
+func zooByName(t testing.TB, name string) *Plan {
+	t.Helper()
+	for _, z := range zoo(t) {
+		if z.name == name {
+			return z.plan
+		}
+	}
+	t.Fatalf("no zoo plan %s", name)
+	return nil
+}
+
+// nth returns the index of the n-th op (0-based) matching pred.
+func nth(t *testing.T, p *Plan, n int, pred func(o *Op) bool) int {
+	t.Helper()
+	for i := range p.Ops {
+		if pred(&p.Ops[i]) {
+			if n == 0 {
+				return i
+			}
+			n--
+		}
+	}
+	t.Fatal("no such op")
+	return -1
+}
+
+func kindIn(k OpKind, group int) func(o *Op) bool {
+	return func(o *Op) bool { return o.Kind == k && o.Group == group }
+}
+
+func deleteOp(p *Plan, i int) { p.Ops = append(p.Ops[:i], p.Ops[i+1:]...) }
+
+// forgeries are hand-made plans that order every buffer use correctly (or
+// break only what Check must see) but compute the wrong thing; each was
+// accepted by Verify (or hung it) before the dataflow checks. Group 1 of
+// GPT-2 is transformer.h.0; the plan has 2 micro-batches.
+var forgeries = []struct {
+	name   string
+	forge  func(t *testing.T, p *Plan)
+	reason string
+}{
+	{"copy-out reads activations", func(t *testing.T, p *Plan) {
+		co := nth(t, p, 0, kindIn(OpCopyOut, 1))
+		p.Ops[co].Source = p.Ops[nth(t, p, 0, kindIn(OpForward, 0))].Buffer // live: the root's activations
+	}, "a all-gather-out"},
+	{"copy-in writes another group's all-gather output", func(t *testing.T, p *Plan) {
+		ci := nth(t, p, 0, kindIn(OpCopyIn, 1))
+		p.Ops[ci].Buffer = p.Ops[nth(t, p, 0, kindIn(OpCopyIn, 0))].Buffer // still live
+	}, "belongs to another group"},
+	{"a buffer smaller than its layout", func(t *testing.T, p *Plan) {
+		b := p.Ops[nth(t, p, 0, kindIn(OpCopyOut, 1))].Buffer
+		p.Buffers[b].Bytes /= 2
+	}, "the group's layout makes it"},
+	{"copy-in left out: the all-gather reads nothing", func(t *testing.T, p *Plan) {
+		deleteOp(p, nth(t, p, 0, kindIn(OpCopyIn, 1)))
+	}, "which no op has written since its allocation"},
+	{"all-gather left out", func(t *testing.T, p *Plan) {
+		deleteOp(p, nth(t, p, 0, kindIn(OpAllGather, 1)))
+	}, "which no all-gather has filled"},
+	{"a forward relabelled to another module", func(t *testing.T, p *Plan) {
+		p.Ops[nth(t, p, 0, kindIn(OpForward, 1))].Module = p.Ops[nth(t, p, 0, kindIn(OpForward, 2))].Module
+	}, "runs forward 2 times in micro-batch 0"},
+	{"a backward reads another module's activations", func(t *testing.T, p *Plan) {
+		// The root group runs two segments (the head, then the
+		// embeddings); the head's backward reads the embeddings'.
+		head, emb := nth(t, p, 0, kindIn(OpBackward, 0)), nth(t, p, 1, kindIn(OpBackward, 0))
+		if p.Ops[head].Module == p.Ops[emb].Module {
+			t.Fatal("the root group has one segment")
+		}
+		p.Ops[head].Uses = append([]int(nil), p.Ops[emb].Uses...)
+	}, "not by its own module's forward"},
+	{"a backward relabelled to the other micro-batch", func(t *testing.T, p *Plan) {
+		p.Ops[nth(t, p, 1, kindIn(OpBackward, 1))].Micro = 0
+	}, "runs backward 2 times in micro-batch 0"},
+	{"a micro-batch label past grad_accum", func(t *testing.T, p *Plan) {
+		p.Ops[nth(t, p, 0, kindIn(OpForward, 1))].Micro = 2
+	}, "is in micro-batch 2 of 2"},
+	{"grad_accum far beyond the ops", func(t *testing.T, p *Plan) {
+		p.Train.GradAccum = 1 << 40
+	}, "every micro-batch needs ops"},
+	{"a backward that writes no gradients", func(t *testing.T, p *Plan) {
+		p.Ops[nth(t, p, 1, kindIn(OpBackward, 1))].Buffer = -1
+	}, "writes no gradients"},
+	{"a micro-batch's gradient never accumulated", func(t *testing.T, p *Plan) {
+		deleteOp(p, nth(t, p, 0, kindIn(OpAccumulate, 1)))
+	}, "a gradient is dropped"},
+	{"a micro-batch's gradient accumulated twice", func(t *testing.T, p *Plan) {
+		i := nth(t, p, 0, kindIn(OpAccumulate, 1))
+		p.Ops = append(p.Ops[:i+1], p.Ops[i:]...)
+	}, "a second time"},
+	{"an optimizer step left out", func(t *testing.T, p *Plan) {
+		deleteOp(p, nth(t, p, 0, kindIn(OpOptimizer, 1)))
+	}, "takes 0 optimizer steps"},
+	{"a wait that names a buffer", func(t *testing.T, p *Plan) {
+		p.Ops[nth(t, p, 0, func(o *Op) bool { return o.Kind == OpWait })].Buffer = 0
+	}, "which a wait does not use"},
+	{"a prediction for fewer groups", func(t *testing.T, p *Plan) {
+		p.Prediction.ExposedByGroup = p.Prediction.ExposedByGroup[:1]
+	}, "over 1 groups"},
+}
+
+// TestForgedPlans: each forgery is refused by Verify with a reason, and
+// the unforged plan is not.
+func TestForgedPlans(t *testing.T) {
+	base := zooByName(t, "gpt2-124m")
+	if err := Verify(base); err != nil {
+		t.Fatalf("the unforged plan: %v", err)
+	}
+	for _, f := range forgeries {
+		t.Run(f.name, func(t *testing.T) {
+			p := clonePlan(base)
+			f.forge(t, p)
+			err := Verify(p)
+			if err == nil || !strings.Contains(err.Error(), f.reason) {
+				t.Errorf("Verify = %v, want an error containing %q", err, f.reason)
+			}
+		})
+	}
+}
