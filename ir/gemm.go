@@ -8,7 +8,10 @@ import "sort"
 // GPU's SMs (wave quantisation) and whether the multiply is bound by
 // memory rather than arithmetic (small N or K). docs/cost-model.md.
 type GEMM struct {
-	M, N, K, Count int64
+	M     int64 `json:"m"`
+	N     int64 `json:"n"`
+	K     int64 `json:"k"`
+	Count int64 `json:"count"`
 }
 
 // FLOPs is the work of all Count multiplies.

@@ -16,8 +16,8 @@ import (
 // ProfileValue is one constant of a hardware profile: a cost-model
 // calibration constant by its name in the profile file.
 type ProfileValue struct {
-	Name  string
-	Value float64
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
 }
 
 // ProfileKeys are the constants a hardware profile may set (what `fsdpc

@@ -24,81 +24,84 @@ const Semantics = "torch-fsdp2/2.8"
 
 // Plan is a compiled FSDP execution plan.
 type Plan struct {
-	Header  Header
-	Cluster Cluster
-	Train   Train
-	Groups  []Group
+	Header  Header  `json:"header"`
+	Cluster Cluster `json:"cluster"`
+	Train   Train   `json:"train"`
+	Groups  []Group `json:"groups"`
 	// Modules names every module the schedule refers to (compute segments),
 	// so the plan needs no model file to be read.
-	Modules []string
-	Buffers []Buffer
-	Events  int // events are numbered 0 … Events-1
+	Modules []string `json:"modules"`
+	Buffers []Buffer `json:"buffers"`
+	Events  int      `json:"events"` // events are numbered 0 … Events-1
 	// EventNames label each event for the text form, so inserting one event
 	// does not renumber every later line of a plan diff.
-	EventNames []string
-	Ops        []Op
+	EventNames []string `json:"event_names"`
+	Ops        []Op     `json:"ops"`
 	// Warnings the planner raised, sorted.
-	Warnings []string
+	Warnings []string `json:"warnings"`
 	// Prediction is the simulator's forecast of one step; zero until the
 	// plan has been simulated.
-	Prediction Prediction
+	Prediction Prediction `json:"prediction"`
 }
 
 // Prediction is what the simulator expects one step to cost on one rank.
 type Prediction struct {
-	StepTime    float64 // seconds
-	ComputeTime float64 // the compute alone, as if communication were free
-	ExposedComm float64 // the compute stream waiting for communication
-	CPUTime     float64 // when the CPU finished issuing the step
+	StepTime    float64 `json:"step_time"`             // seconds
+	ComputeTime float64 `json:"compute_time"`          // the compute alone, as if communication were free
+	ExposedComm float64 `json:"exposed_communication"` // the compute stream waiting for communication
+	CPUTime     float64 `json:"cpu_time"`              // when the CPU finished issuing the step
 	// ExposedByGroup splits ExposedComm by the group whose communication
 	// was waited for.
-	ExposedByGroup []float64
+	ExposedByGroup []float64 `json:"exposed_by_group"`
 	// Device memory: the peak allocated across pools, at which op, and
 	// each pool's own peak (what the caching allocator reserves).
-	PeakAllocated int64
-	PeakOp        int
-	PeakByPool    []int64
-	PeakReserved  int64
+	PeakAllocated int64   `json:"peak_allocated"`
+	PeakOp        int     `json:"peak_op"`
+	PeakByPool    []int64 `json:"-"`
+	PeakReserved  int64   `json:"peak_reserved"`
 }
 
 // Header says where a plan came from.
 type Header struct {
-	FsdpcVersion string
+	FsdpcVersion string `json:"fsdpc_version"`
 	// InputSHA256 is the hex SHA-256 of the model file the plan was made
 	// from; Model its model name.
-	InputSHA256 string
-	Model       string
-	Semantics   string
+	InputSHA256 string `json:"input_sha256"`
+	Model       string `json:"model"`
+	Semantics   string `json:"semantics"`
 }
 
 // Cluster is the target the plan was made for.
 type Cluster struct {
-	GPU                string
-	WorldSize          int
-	GPUsPerNode        int
-	Replicate, Shard   int // the mesh; Replicate is 1 without HSDP
-	IntraNodeBandwidth float64
-	InterNodeBandwidth float64
-	HBMBytes           int64
-	MemoryBudget       int64
+	GPU                string  `json:"gpu"`
+	WorldSize          int     `json:"world_size"`
+	GPUsPerNode        int     `json:"gpus_per_node"`
+	Replicate          int     `json:"replicate"`
+	Shard              int     `json:"shard"` // the mesh; Replicate is 1 without HSDP
+	IntraNodeBandwidth float64 `json:"intra_node_bandwidth"`
+	InterNodeBandwidth float64 `json:"inter_node_bandwidth"`
+	HBMBytes           int64   `json:"hbm_bytes"`
+	MemoryBudget       int64   `json:"memory_budget"`
 	// The cost model's figures: dense peak FLOP/s indexed by ir.DType,
 	// HBM and host-link bandwidths in bytes per second.
-	PeakFLOPS     []float64
-	HBMBandwidth  float64
-	HostBandwidth float64
+	PeakFLOPS     []float64 `json:"-"`
+	HBMBandwidth  float64   `json:"hbm_bandwidth"`
+	HostBandwidth float64   `json:"host_bandwidth"`
 	// Profile is the hardware profile the model file named: calibration
 	// constants that replace the GPU's built-in profile (NewModel).
-	Profile []ir.ProfileValue
+	Profile []ir.ProfileValue `json:"profile"`
 }
 
 // Train is the training setup the schedule runs.
 type Train struct {
-	MicroBatch, SeqLen, GradAccum int64
+	MicroBatch int64 `json:"micro_batch"`
+	SeqLen     int64 `json:"seq_len"`
+	GradAccum  int64 `json:"grad_accum"`
 	// AccumulateUnsharded: only the last micro-batch reduces (no_sync).
-	AccumulateUnsharded bool
-	Checkpointing       string
-	Optimizer           string
-	OptimizerStateBytes int64
+	AccumulateUnsharded bool   `json:"accumulate_unsharded"`
+	Checkpointing       string `json:"checkpointing"`
+	Optimizer           string `json:"optimizer"`
+	OptimizerStateBytes int64  `json:"optimizer_state_bytes"`
 }
 
 // ReshardKind is reshard_after_forward after defaults are applied.
@@ -125,28 +128,28 @@ const (
 // Group is one FSDP parameter group (one fully_shard unit): its parameters
 // are all-gathered in one collective and reduce-scattered in another.
 type Group struct {
-	Name string // the unit's module name; "" is the root
+	Name string `json:"name"` // the unit's module name; "" is the root
 	// Modules are the unit's module names (one, or several merged for tied
 	// parameters).
-	Modules []string
-	Root    bool
-	Params  []GroupParam
+	Modules []string     `json:"modules"`
+	Root    bool         `json:"root"`
+	Params  []GroupParam `json:"params"`
 
 	// Layout over the shard group of size W: S is the padded shard numel
 	// per rank, W·S the all-gather buffer; GradS over the parameters with
 	// gradients (the reduce-scatter output per rank).
-	ShardNumel     int64
-	GradShardNumel int64
+	ShardNumel     int64 `json:"shard_numel"`
+	GradShardNumel int64 `json:"grad_shard_numel"`
 	// ShardBytes is a rank's all-gather input in bytes: ShardNumel elements
 	// of the gather dtype, or, when parameters gather in different dtypes,
 	// their bytes (FSDP2 then gathers as uint8).
-	ShardBytes int64
+	ShardBytes int64 `json:"shard_bytes"`
 
-	Policy GroupPolicy
+	Policy GroupPolicy `json:"policy"`
 	// DeferredReduce: the unit's inputs need no gradient, so FSDP2 runs its
 	// post-backward (reshard and reduce-scatter) only at the end of
 	// backward.
-	DeferredReduce bool
+	DeferredReduce bool `json:"deferred_reduce"`
 }
 
 // Label names the group for people: its module, or "(root)".
@@ -159,47 +162,52 @@ func (g *Group) Label() string {
 
 // GroupPolicy holds the group's resolved settings.
 type GroupPolicy struct {
-	Reshard   ReshardKind
-	ReshardTo int // N for ReshardTo
+	Reshard   ReshardKind `json:"reshard"`
+	ReshardTo int         `json:"reshard_to"` // N for ReshardTo
 	// Prefetch depths: 0 means FSDP2's implicit prefetch.
-	PrefetchForward, PrefetchBackward int
+	PrefetchForward  int `json:"prefetch_forward"`
+	PrefetchBackward int `json:"prefetch_backward"`
 	// Dtypes after FSDP2's clamping: Orig is the sharded parameters' dtype,
 	// Param the all-gather and compute dtype, Reduce the reduce-scatter's,
 	// Output the cast of outputs (ir.DTypeInvalid: none).
-	Orig, Param, Reduce, Output ir.DType
-	CastForwardInputs           bool
-	Offload                     bool
+	Orig              ir.DType `json:"orig_dtype"`
+	Param             ir.DType `json:"param_dtype"`
+	Reduce            ir.DType `json:"reduce_dtype"`
+	Output            ir.DType `json:"output_dtype"`
+	CastForwardInputs bool     `json:"cast_forward_inputs"`
+	Offload           bool     `json:"offload"`
 	// Reduce-scatter and all-reduce ops with FSDP2's divide factors.
-	ReduceScatterOp       ReduceOp
-	AllReduceOp           ReduceOp
-	PremulFactor          float64
-	PreDivide, PostDivide float64 // 1 means none
+	ReduceScatterOp ReduceOp `json:"reduce_scatter_op"`
+	AllReduceOp     ReduceOp `json:"all_reduce_op"`
+	PremulFactor    float64  `json:"premul_factor"`
+	PreDivide       float64  `json:"pre_divide"`
+	PostDivide      float64  `json:"post_divide"` // 1 means none
 }
 
 // GroupParam is one parameter in a group, in FSDP2's order (module
 // post-order, then the module's own parameters).
 type GroupParam struct {
-	Name         string
-	Shape        []int64
-	DType        ir.DType
-	RequiresGrad bool
+	Name         string   `json:"name"`
+	Shape        []int64  `json:"shape"`
+	DType        ir.DType `json:"dtype"`
+	RequiresGrad bool     `json:"requires_grad"`
 	// Aliases are other names of the same tensor (tied parameters).
-	Aliases []string
+	Aliases []string `json:"aliases"`
 	// ShardDim is the dimension sharded (0 unless the policy says
 	// otherwise); ChunkRows = ceil(shape[ShardDim] / W).
-	ShardDim  int
-	ChunkRows int64
+	ShardDim  int   `json:"shard_dim"`
+	ChunkRows int64 `json:"chunk_rows"`
 	// ShardNumel is the padded per-rank numel (ChunkRows × the other
 	// dimensions); Offset where the parameter starts inside a rank's
 	// all-gather row; GradOffset inside the reduce-scatter row, or -1
 	// without a gradient.
-	ShardNumel int64
-	Offset     int64
-	GradOffset int64
+	ShardNumel int64 `json:"shard_numel"`
+	Offset     int64 `json:"offset"`
+	GradOffset int64 `json:"grad_offset"`
 	// GatherDType is the dtype the parameter is all-gathered and computed
 	// in: the group's param dtype for floating-point parameters, its own
 	// otherwise.
-	GatherDType ir.DType
+	GatherDType ir.DType `json:"gather_dtype"`
 }
 
 // Stream is where an operation runs.
@@ -252,12 +260,12 @@ const (
 // Buffer is one allocation. Persistent buffers live across steps and are
 // neither allocated nor freed by the schedule.
 type Buffer struct {
-	Name       string
-	Kind       BufferKind
-	Pool       Pool
-	Group      int // -1 for none
-	Bytes      int64
-	Persistent bool
+	Name       string     `json:"name"`
+	Kind       BufferKind `json:"kind"`
+	Pool       Pool       `json:"pool"`
+	Group      int        `json:"group"` // -1 for none
+	Bytes      int64      `json:"bytes"`
+	Persistent bool       `json:"persistent"`
 }
 
 // OpKind is what an operation does.
@@ -311,39 +319,39 @@ const (
 // Op is one operation of the program. Fields not used by its Kind are -1
 // (indices) or zero.
 type Op struct {
-	Kind   OpKind
-	Stream Stream
-	Phase  Phase
-	Micro  int // micro-batch index
-	Group  int // -1 for none
-	Module int // index into Plan.Modules, -1 for none
-	Buffer int // the buffer written (or allocated, freed), -1 for none
-	Source int // the buffer read, -1 for none
-	Event  int // -1 for none
+	Kind   OpKind `json:"kind"`
+	Stream Stream `json:"stream"`
+	Phase  Phase  `json:"phase"`
+	Micro  int    `json:"micro"`  // micro-batch index
+	Group  int    `json:"group"`  // -1 for none
+	Module int    `json:"module"` // index into Plan.Modules, -1 for none
+	Buffer int    `json:"buffer"` // the buffer written (or allocated, freed), -1 for none
+	Source int    `json:"source"` // the buffer read, -1 for none
+	Event  int    `json:"event"`  // -1 for none
 	// PG and PGSize for collectives; DType of the data moved or computed;
 	// Bytes moved (collectives: the bytes of the full output on one rank),
 	// FLOPs computed.
-	PG     ProcessGroup
-	PGSize int
-	DType  ir.DType
-	Reduce ReduceOp
-	Factor float64 // divide factor, or PREMUL_SUM factor
-	Bytes  int64
-	FLOPs  float64
+	PG     ProcessGroup `json:"pg"`
+	PGSize int          `json:"pg_size"`
+	DType  ir.DType     `json:"dtype"`
+	Reduce ReduceOp     `json:"reduce"`
+	Factor float64      `json:"factor"` // divide factor, or PREMUL_SUM factor
+	Bytes  int64        `json:"bytes"`
+	FLOPs  float64      `json:"flops"`
 	// AttnFLOPs is the part of a forward's or backward's FLOPs spent in
 	// the attention core; ElemBytes the HBM traffic of its element-wise
 	// kernels (norms, activations, RoPE, residual adds), which run at
 	// memory speed between the matmuls.
-	AttnFLOPs float64
-	ElemBytes int64
+	AttnFLOPs float64 `json:"attn_flops"`
+	ElemBytes int64   `json:"elem_bytes"`
 	// GEMMs are the shapes of a forward's or backward's matrix multiplies,
 	// merged by shape and sorted (ir.MergeGEMMs); their FLOPs are part of
 	// FLOPs − AttnFLOPs. The cost model charges each by its shape (wave
 	// quantisation, memory-bound small N or K); FLOPs of matmuls whose
 	// shape is not known run at the flat GEMM efficiency.
-	GEMMs []ir.GEMM
+	GEMMs []ir.GEMM `json:"gemms"`
 	// Uses are further buffers the op reads: a backward reads its
 	// activations and recomputes into a scratch buffer besides reading the
 	// unsharded parameters (Source) and writing gradients (Buffer).
-	Uses []int
+	Uses []int `json:"uses"`
 }

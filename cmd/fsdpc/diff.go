@@ -21,11 +21,14 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	format := fl.String("format", "text", "text, markdown (a pull-request comment) or json")
 	color := fl.String("color", "auto", "colour the text: auto (on a terminal), always, never")
 	quiet := fl.Bool("quiet", false, "print nothing; only the exit code says whether the plans differ")
+	var failIf gateList
+	fl.Var(&failIf, "fail-if", "a CI gate: exit 3 if this holds, e.g. 'step>+5%' (against OLD) or 'reserved>70GiB' (of NEW); repeatable (docs/json.md)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc diff [-format text|markdown|json] [-color auto|always|never] [-quiet] OLD NEW")
+		fmt.Fprintln(stderr, "usage: fsdpc diff [-format text|markdown|json] [-color auto|always|never] [-quiet] [-fail-if EXPR]... OLD NEW")
 		fmt.Fprintln(stderr, "\nCompares two plans: groups added, removed, split or merged; policy, layout and schedule changes;")
 		fmt.Fprintln(stderr, "predicted time and memory deltas with their causes. OLD and NEW are plan.bin files or models")
-		fmt.Fprintln(stderr, "(model.toml or a zoo name), compiled on the fly. Exit status: 0 same, 1 different, 2 error.")
+		fmt.Fprintln(stderr, "(model.toml or a zoo name), compiled on the fly. Exit status: 0 same, 1 different, 2 error;")
+		fmt.Fprintln(stderr, "with -fail-if: 0 every gate passed, 3 a gate failed, 2 error.")
 		fl.PrintDefaults()
 	}
 	if code, ok := parseFlags(fl, args); !ok {
@@ -36,31 +39,67 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
-	old, err := loadPlan(fl.Arg(0))
+	gates, err := parseGates(failIf, true)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	new, err := loadPlan(fl.Arg(1))
+	old, oldModel, err := loadPlanModel(fl.Arg(0), "")
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	new, newModel, err := loadPlanModel(fl.Arg(1), "")
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	r := diff.Compare(fl.Arg(0), old, fl.Arg(1), new)
+	// Each plan's metrics, for the JSON and the gates.
+	var both struct {
+		Old metrics `json:"old"`
+		New metrics `json:"new"`
+	}
+	for _, side := range []struct {
+		p   *schedule.Plan
+		m   *ir.Model
+		out *metrics
+	}{{old, oldModel, &both.Old}, {new, newModel, &both.New}} {
+		sim, err := schedule.Simulate(side.p, schedule.NewModel(side.p))
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		*side.out = newMetrics(side.p, sim, flopsPerToken(side.m), 0)
+	}
+	results, err := evalGates(gates, &both.Old, &both.New)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
 	if !*quiet {
 		switch *format {
 		case "markdown":
 			diff.Markdown(stdout, r)
+			printGates(stdout, results)
 		case "json":
-			if err := diff.JSON(stdout, r); err != nil {
+			var g any
+			if results != nil {
+				g = results
+			}
+			if err := diff.JSON(stdout, r, both, g); err != nil {
 				fmt.Fprintln(stderr, err)
 				return 2
 			}
 		default:
 			diff.Text(stdout, r, *color == "always" || *color == "auto" && isTerminal(stdout))
+			printGates(stdout, results)
 		}
 	}
-	if r.Identical {
+	switch {
+	case len(gates) > 0 && anyFailed(results):
+		return exitGateFailed
+	case len(gates) > 0 || r.Identical:
 		return 0
 	}
 	return 1

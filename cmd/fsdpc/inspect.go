@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule/diff"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
@@ -169,6 +170,8 @@ func commas(n int64) string {
 // The JSON form of inspect. Field names are part of fsdpc's interface:
 // add fields, never rename or remove them.
 type inspectDoc struct {
+	Schema          string      `json:"schema"`
+	Command         string      `json:"command"`
 	Model           string      `json:"model"`
 	File            string      `json:"file"`
 	SourceSHA256    string      `json:"source_sha256"`
@@ -214,6 +217,10 @@ type flopsDoc struct {
 	BackwardPerMicroBatch float64 `json:"backward_per_microbatch"`
 	PerStepPerRank        float64 `json:"per_step_per_rank"`
 	PerStepTotal          float64 `json:"per_step_total"`
+	// MFUPerToken is the FLOPs per token MFU counts (docs/units.md), of
+	// MFUParams parameters (embeddings excluded, MoE experts at top_k/experts).
+	MFUPerToken float64 `json:"mfu_flops_per_token"`
+	MFUParams   float64 `json:"mfu_params"`
 }
 
 type moduleDoc struct {
@@ -234,6 +241,7 @@ type moduleDoc struct {
 func inspectJSON(m *ir.Model) inspectDoc {
 	s := m.Stats()
 	d := inspectDoc{
+		Schema: diff.Schema, Command: "inspect",
 		Model: m.Name, File: m.File, SourceSHA256: m.SourceHash,
 		Params: paramsDoc{Total: s.Params, Trainable: s.Trainable, Frozen: s.Frozen, Tensors: s.Tensors,
 			Bytes: s.ParamBytes, BytesByDType: map[string]int64{}},
@@ -243,7 +251,8 @@ func inspectJSON(m *ir.Model) inspectDoc {
 		Cluster: clusterDoc{GPU: m.Cluster.GPU.Name, WorldSize: m.Cluster.WorldSize, GPUsPerNode: m.Cluster.GPUsPerNode,
 			Replicate: 1, Shard: m.Cluster.WorldSize, MemoryBudget: m.Cluster.MemoryBudget},
 		FLOPs: flopsDoc{ForwardPerMicroBatch: s.FlopsFwd, BackwardPerMicroBatch: s.FlopsBwd,
-			PerStepPerRank: s.FlopsPerStep, PerStepTotal: s.FlopsPerStep * float64(m.Cluster.WorldSize)},
+			PerStepPerRank: s.FlopsPerStep, PerStepTotal: s.FlopsPerStep * float64(m.Cluster.WorldSize),
+			MFUPerToken: m.FLOPsPerToken(), MFUParams: m.MFU.Params},
 		ActivationBytes: s.ActivationBytes,
 		Warnings:        []string{},
 	}

@@ -27,13 +27,26 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	fsdpcKnobs := fl.Bool("fsdpc-knobs", false, "with -tune: also try decisions only fsdpc's executor can run (reduce_scatter_buffers)")
 	headroom := fl.Float64("headroom", planner.DefaultHeadroom*100, "with -tune: the percentage of the memory budget to keep free")
 	trainTokens := fl.String("train-tokens", "", "also say how long training on this many tokens takes (15T, 300B, 2.5e12)")
+	asJSON := fl.Bool("json", false, "print the summary as JSON (docs/json.md)")
+	var failIf gateList
+	fl.Var(&failIf, "fail-if", "exit 3 if this holds of the plan, e.g. 'reserved>70GiB' or 'mfu<35%' (repeatable; docs/json.md)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] [-tune [-fsdpc-knobs] [-headroom PCT]] [-train-tokens N] model.toml|zoo-name")
+		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] [-tune [-fsdpc-knobs] [-headroom PCT]] [-train-tokens N] [-json] [-fail-if EXPR]... model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nCompiles the model into an FSDP plan, writes plan.bin and prints a summary.")
+		fmt.Fprintln(stderr, "Exit status: 0 done, 1 error, 2 bad usage, 3 a -fail-if gate failed.")
 		fl.PrintDefaults()
 	}
 	if code, ok := parseFlags(fl, args); !ok {
 		return code
+	}
+	gates, err := parseGates(failIf, false)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *dump != "" && (*asJSON || len(gates) > 0) {
+		fmt.Fprintln(stderr, "fsdpc plan: -d prints the planner's passes; -json and -fail-if need the summary: drop -d")
+		return 2
 	}
 	if *dump == "help" {
 		for _, name := range planner.PassNames() {
@@ -102,17 +115,38 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if st, err := os.Stat(*out); err == nil {
 		size = st.Size()
 	}
-	if *dump == "" {
-		// The plan stores the prediction's totals; the breakdown and the
-		// throughput come from simulating it again.
-		sim, err := schedule.Simulate(p, schedule.NewModel(p))
-		if err != nil {
+	if *dump != "" {
+		return 0
+	}
+	// The plan stores the prediction's totals; the breakdown and the
+	// throughput come from simulating it again.
+	sim, err := schedule.Simulate(p, schedule.NewModel(p))
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	mt := newMetrics(p, sim, m.FLOPsPerToken(), tokens)
+	results, err := evalGates(gates, nil, &mt)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	if *asJSON {
+		d := newPlanDoc("plan", p, sim, mt)
+		d.Output, d.OutputBytes, d.Gates = *out, size, results
+		if tuning != nil {
+			d.Tuning = newTuningDoc(tuning)
+		}
+		if err := writeJSON(stdout, d); err != nil {
 			return reportErr(stderr, err)
 		}
+	} else {
 		printPlanSummary(stdout, p, *out, size, sim, m.FLOPsPerToken(), tokens)
+		if tuning != nil {
+			printTuning(stdout, tuning)
+		}
+		printGates(stdout, results)
 	}
-	if tuning != nil {
-		printTuning(stdout, tuning)
+	if anyFailed(results) {
+		return exitGateFailed
 	}
 	return 0
 }

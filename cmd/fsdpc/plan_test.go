@@ -48,8 +48,13 @@ func TestPlanAndShow(t *testing.T) {
 		t.Errorf("show's checkpoint section lacks the files:\n%s", ckpt)
 	}
 	code, js, _ := runCLI("show", "--json", bin)
-	var doc map[string]any
-	if code != 0 || json.Unmarshal([]byte(js), &doc) != nil || doc["Groups"] == nil {
+	var doc struct {
+		Schema string `json:"schema"`
+		Plan   struct {
+			Groups []any `json:"groups"`
+		} `json:"plan"`
+	}
+	if code != 0 || json.Unmarshal([]byte(js), &doc) != nil || doc.Schema != "fsdpc/v1" || len(doc.Plan.Groups) != 33 {
 		t.Errorf("show --json: exit %d, not a JSON plan", code)
 	}
 }

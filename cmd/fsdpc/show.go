@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -10,12 +9,13 @@ import (
 
 	"github.com/fsdpc/fsdpc/checkpoint"
 	"github.com/fsdpc/fsdpc/schedule"
+	"github.com/fsdpc/fsdpc/schedule/diff"
 )
 
 func runShow(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("show", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	asJSON := fl.Bool("json", false, "print the plan as JSON")
+	asJSON := fl.Bool("json", false, "print the plan as JSON (docs/json.md)")
 	full := fl.Bool("full", false, "print every line of the canonical text, without folding repeated blocks")
 	summary := fl.Bool("summary", false, "print the header, the groups without their parameters, the schedule's size and the checkpoint: no operations")
 	fl.Usage = func() {
@@ -36,9 +36,12 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(p); err != nil {
+		doc := struct {
+			Schema  string         `json:"schema"`
+			Command string         `json:"command"`
+			Plan    *schedule.Plan `json:"plan"`
+		}{diff.Schema, "show", p}
+		if err := writeJSON(stdout, doc); err != nil {
 			return reportErr(stderr, err)
 		}
 		return 0

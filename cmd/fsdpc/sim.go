@@ -19,8 +19,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	traceRanks := fl.String("trace-ranks", "", "ranks the trace draws: all, or a list like 0,3,8-15 (default: all of up to 8 ranks, else the first node)")
 	trainTokens := fl.String("train-tokens", "", "also say how long training on this many tokens takes (15T, 300B, 2.5e12)")
 	modelFile := fl.String("model", "", "with a plan file: the model it was made from, for MFU (built-in models are found by themselves)")
+	asJSON := fl.Bool("json", false, "print the prediction as JSON (docs/json.md)")
+	var failIf gateList
+	fl.Var(&failIf, "fail-if", "exit 3 if this holds of the plan, e.g. 'step>1.5s' or 'mfu<35%' (repeatable; docs/json.md)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc sim [-trace trace.json [-trace-ranks all|0,3,8-15]] [-train-tokens N] [-model model.toml] plan.bin|model.toml|zoo-name")
+		fmt.Fprintln(stderr, "usage: fsdpc sim [-trace trace.json [-trace-ranks all|0,3,8-15]] [-train-tokens N] [-model model.toml] [-json] [-fail-if EXPR]... plan.bin|model.toml|zoo-name")
+		fmt.Fprintln(stderr, "Exit status: 0 done, 1 error, 2 bad usage, 3 a -fail-if gate failed.")
 		fmt.Fprintln(stderr, "\nSimulates one training step of the plan on its target: step time, exposed communication per group, memory.")
 		fl.PrintDefaults()
 	}
@@ -33,6 +37,11 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := atomicfile.NotAnInput(*trace, fl.Arg(0)); *trace != "" && err != nil {
 		return reportErr(stderr, err) // before the summary, which would read as success
+	}
+	gates, err := parseGates(failIf, false)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
 	}
 	var tokens float64
 	if *trainTokens != "" {
@@ -54,7 +63,11 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
 	}
-	printSim(stdout, p, sim, flopsPerToken(m), tokens)
+	mt := newMetrics(p, sim, flopsPerToken(m), tokens)
+	results, err := evalGates(gates, nil, &mt)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
 	if *trace != "" {
 		var buf bytes.Buffer
 		if err := schedule.WriteTrace(&buf, p, sim, schedule.TraceOptions{Model: model, Ranks: ranks}); err != nil {
@@ -63,7 +76,22 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if err := writeOutput(*trace, buf.Bytes(), fl.Args()); err != nil {
 			return reportErr(stderr, fmt.Errorf("writing %s: %w", *trace, err))
 		}
-		fmt.Fprintf(stdout, "trace: %s, %s (open in https://ui.perfetto.dev)\n", *trace, rankList(ranks, p.Cluster.WorldSize))
+	}
+	if *asJSON {
+		d := newPlanDoc("sim", p, sim, mt)
+		d.Trace, d.Gates = *trace, results
+		if err := writeJSON(stdout, d); err != nil {
+			return reportErr(stderr, err)
+		}
+	} else {
+		printSim(stdout, p, sim, flopsPerToken(m), tokens)
+		if *trace != "" {
+			fmt.Fprintf(stdout, "trace: %s, %s (open in https://ui.perfetto.dev)\n", *trace, rankList(ranks, p.Cluster.WorldSize))
+		}
+		printGates(stdout, results)
+	}
+	if anyFailed(results) {
+		return exitGateFailed
 	}
 	return 0
 }

@@ -43,14 +43,28 @@ type Side struct {
 	Plan *schedule.Plan
 }
 
-// Change is one value that differs: Old and New are display strings, Delta
-// the signed change where the values are numbers ("" otherwise).
+// Change is one value that differs. Old, New and Delta are for people:
+// display strings, and the signed relative change where the values are
+// numbers ("" otherwise). The JSON form carries the values themselves:
+// numbers in Unit (seconds, bytes, bytes per second, or none for counts),
+// names as strings, and the relative change as a fraction.
 type Change struct {
-	What  string `json:"what"`
-	Old   string `json:"old"`
-	New   string `json:"new"`
-	Delta string `json:"delta,omitempty"`
+	What     string   `json:"what"`
+	Old      string   `json:"-"`
+	New      string   `json:"-"`
+	Delta    string   `json:"-"`
+	OldValue any      `json:"old"`
+	NewValue any      `json:"new"`
+	Unit     string   `json:"unit,omitempty"`
+	Relative *float64 `json:"relative_change,omitempty"`
 }
+
+// The units of Change.Unit.
+const (
+	UnitSeconds   = "s"
+	UnitBytes     = "bytes"
+	UnitBandwidth = "bytes/s"
+)
 
 // GroupChanges describes the groups.
 type GroupChanges struct {
@@ -138,19 +152,37 @@ func (r *Result) nonNil() {
 
 func add(list *[]Change, what, old, new string) {
 	if old != new {
-		*list = append(*list, Change{What: what, Old: old, New: new})
+		*list = append(*list, Change{What: what, Old: old, New: new, OldValue: old, NewValue: new})
 	}
 }
 
-func addNum(list *[]Change, what string, old, new float64, format func(float64) string) {
+// addShown adds a change shown one way and valued another (a hash shown
+// short, a size shown with its unit).
+func addShown(list *[]Change, what, old, new string, oldValue, newValue any, unit string) {
+	if old != new {
+		*list = append(*list, Change{What: what, Old: old, New: new, OldValue: oldValue, NewValue: newValue, Unit: unit})
+	}
+}
+
+// addInt adds a change of a count.
+func addInt(list *[]Change, what string, old, new int64) {
+	addShown(list, what, i64(old), i64(new), old, new, "")
+}
+
+func addNum(list *[]Change, what string, old, new float64, format func(float64) string, unit string) {
 	// Sums of floating-point costs may differ in the last bits for the same
 	// schedule; a change below a part per billion is no change.
 	if old == new || old != 0 && abs(new-old) <= 1e-9*abs(old) {
 		return
 	}
-	c := Change{What: what, Old: format(old), New: format(new)}
+	c := Change{What: what, Old: format(old), New: format(new), OldValue: old, NewValue: new, Unit: unit}
+	if unit == UnitBytes {
+		c.OldValue, c.NewValue = int64(old), int64(new)
+	}
 	if old != 0 {
-		c.Delta = fmt.Sprintf("%+.1f%%", 100*(new-old)/old)
+		rel := (new - old) / old
+		c.Delta = fmt.Sprintf("%+.1f%%", 100*rel)
+		c.Relative = &rel
 	}
 	*list = append(*list, c)
 }
@@ -158,7 +190,7 @@ func addNum(list *[]Change, what string, old, new float64, format func(float64) 
 func (r *Result) provenance() {
 	o, n := r.Old.Plan.Header, r.New.Plan.Header
 	add(&r.Provenance, "model", o.Model, n.Model)
-	add(&r.Provenance, "input sha256", short(o.InputSHA256), short(n.InputSHA256))
+	addShown(&r.Provenance, "input sha256", short(o.InputSHA256), short(n.InputSHA256), o.InputSHA256, n.InputSHA256, "")
 	add(&r.Provenance, "fsdpc version", o.FsdpcVersion, n.FsdpcVersion)
 	add(&r.Provenance, "semantics", o.Semantics, n.Semantics)
 }
@@ -173,19 +205,24 @@ func short(h string) string {
 func (r *Result) cluster() {
 	o, n := r.Old.Plan.Cluster, r.New.Plan.Cluster
 	add(&r.Cluster, "gpu", o.GPU, n.GPU)
-	add(&r.Cluster, "world size", itoa(o.WorldSize), itoa(n.WorldSize))
-	add(&r.Cluster, "gpus per node", itoa(o.GPUsPerNode), itoa(n.GPUsPerNode))
-	add(&r.Cluster, "mesh (replicate × shard)", fmt.Sprintf("%d × %d", o.Replicate, o.Shard), fmt.Sprintf("%d × %d", n.Replicate, n.Shard))
-	add(&r.Cluster, "intra-node bandwidth", gbps(o.IntraNodeBandwidth), gbps(n.IntraNodeBandwidth))
-	add(&r.Cluster, "inter-node bandwidth", gbps(o.InterNodeBandwidth), gbps(n.InterNodeBandwidth))
-	add(&r.Cluster, "memory budget", ir.FormatBytes(o.MemoryBudget), ir.FormatBytes(n.MemoryBudget))
+	addInt(&r.Cluster, "world size", int64(o.WorldSize), int64(n.WorldSize))
+	addInt(&r.Cluster, "gpus per node", int64(o.GPUsPerNode), int64(n.GPUsPerNode))
+	type mesh struct {
+		Replicate int `json:"replicate"`
+		Shard     int `json:"shard"`
+	}
+	addShown(&r.Cluster, "mesh (replicate × shard)", fmt.Sprintf("%d × %d", o.Replicate, o.Shard), fmt.Sprintf("%d × %d", n.Replicate, n.Shard),
+		mesh{o.Replicate, o.Shard}, mesh{n.Replicate, n.Shard}, "")
+	addShown(&r.Cluster, "intra-node bandwidth", gbps(o.IntraNodeBandwidth), gbps(n.IntraNodeBandwidth), o.IntraNodeBandwidth, n.IntraNodeBandwidth, UnitBandwidth)
+	addShown(&r.Cluster, "inter-node bandwidth", gbps(o.InterNodeBandwidth), gbps(n.InterNodeBandwidth), o.InterNodeBandwidth, n.InterNodeBandwidth, UnitBandwidth)
+	addShown(&r.Cluster, "memory budget", ir.FormatBytes(o.MemoryBudget), ir.FormatBytes(n.MemoryBudget), o.MemoryBudget, n.MemoryBudget, UnitBytes)
 }
 
 func (r *Result) train() {
 	o, n := r.Old.Plan.Train, r.New.Plan.Train
-	add(&r.Train, "micro_batch", i64(o.MicroBatch), i64(n.MicroBatch))
-	add(&r.Train, "seq_len", i64(o.SeqLen), i64(n.SeqLen))
-	add(&r.Train, "grad_accum", i64(o.GradAccum), i64(n.GradAccum))
+	addInt(&r.Train, "micro_batch", o.MicroBatch, n.MicroBatch)
+	addInt(&r.Train, "seq_len", o.SeqLen, n.SeqLen)
+	addInt(&r.Train, "grad_accum", o.GradAccum, n.GradAccum)
 	add(&r.Train, "accumulate", accum(o.AccumulateUnsharded), accum(n.AccumulateUnsharded))
 	add(&r.Train, "checkpointing", o.Checkpointing, n.Checkpointing)
 	add(&r.Train, "optimizer", o.Optimizer, n.Optimizer)
@@ -290,10 +327,11 @@ func (r *Result) groups() {
 		policy.add(name, "reduce-scatter op", reduceText(o.ReduceScatterOp, o.PremulFactor), reduceText(n.ReduceScatterOp, n.PremulFactor))
 		policy.add(name, "divide before/after", fmt.Sprintf("%g/%g", o.PreDivide, o.PostDivide), fmt.Sprintf("%g/%g", n.PreDivide, n.PostDivide))
 		policy.add(name, "deferred reduce-scatter", strconv.FormatBool(og.DeferredReduce), strconv.FormatBool(ng.DeferredReduce))
-		layout.add(name, "shard elements per rank", i64(og.ShardNumel), i64(ng.ShardNumel))
-		layout.add(name, "all-gather bytes per rank", ir.FormatBytes(og.ShardBytes), ir.FormatBytes(ng.ShardBytes))
-		layout.add(name, "padded parameters", itoa(padded(og, op.Cluster.Shard)), itoa(padded(ng, np.Cluster.Shard)))
-		layout.add(name, "parameters", itoa(len(og.Params)), itoa(len(ng.Params)))
+		layout.addValued(name, "shard elements per rank", i64(og.ShardNumel), i64(ng.ShardNumel), og.ShardNumel, ng.ShardNumel, "")
+		layout.addValued(name, "all-gather bytes per rank", ir.FormatBytes(og.ShardBytes), ir.FormatBytes(ng.ShardBytes), og.ShardBytes, ng.ShardBytes, UnitBytes)
+		po, pn := padded(og, op.Cluster.Shard), padded(ng, np.Cluster.Shard)
+		layout.addValued(name, "padded parameters", itoa(po), itoa(pn), po, pn, "")
+		layout.addValued(name, "parameters", itoa(len(og.Params)), itoa(len(ng.Params)), len(og.Params), len(ng.Params), "")
 	}
 	gc.Policy, gc.Layout = policy.edits(), layout.edits()
 }
@@ -332,18 +370,28 @@ func reduceText(op schedule.ReduceOp, f float64) string {
 // folder gathers per-group edits and folds identical ones.
 type folder struct {
 	byEdit map[[3]string][]string
+	change map[[3]string]Change
 	order  [][3]string
 }
 
-func newFolder() *folder { return &folder{byEdit: map[[3]string][]string{}} }
+func newFolder() *folder {
+	return &folder{byEdit: map[[3]string][]string{}, change: map[[3]string]Change{}}
+}
 
+// add records a change of a name or setting, valued as shown.
 func (f *folder) add(group, what, old, new string) {
+	f.addValued(group, what, old, new, old, new, "")
+}
+
+// addValued records a change shown one way and valued another.
+func (f *folder) addValued(group, what, old, new string, oldValue, newValue any, unit string) {
 	if old == new {
 		return
 	}
 	k := [3]string{what, old, new}
 	if _, ok := f.byEdit[k]; !ok {
 		f.order = append(f.order, k)
+		f.change[k] = Change{What: what, Old: old, New: new, OldValue: oldValue, NewValue: newValue, Unit: unit}
 	}
 	f.byEdit[k] = append(f.byEdit[k], group)
 }
@@ -352,7 +400,7 @@ func (f *folder) edits() []FoldedEdit {
 	var out []FoldedEdit
 	for _, k := range f.order {
 		groups := f.byEdit[k]
-		out = append(out, FoldedEdit{Change: Change{What: k[0], Old: k[1], New: k[2]}, Groups: groups, Folded: Fold(groups)})
+		out = append(out, FoldedEdit{Change: f.change[k], Groups: groups, Folded: Fold(groups)})
 	}
 	return out
 }
@@ -491,11 +539,11 @@ func phaseRank(p string) int {
 
 func (r *Result) prediction() {
 	o, n := r.Old.Plan.Prediction, r.New.Plan.Prediction
-	addNum(&r.Prediction, "step time", o.StepTime, n.StepTime, Seconds)
-	addNum(&r.Prediction, "compute time", o.ComputeTime, n.ComputeTime, Seconds)
-	addNum(&r.Prediction, "exposed communication", o.ExposedComm, n.ExposedComm, Seconds)
-	addNum(&r.Prediction, "peak memory allocated", float64(o.PeakAllocated), float64(n.PeakAllocated), bytesF)
-	addNum(&r.Prediction, "peak memory reserved", float64(o.PeakReserved), float64(n.PeakReserved), bytesF)
+	addNum(&r.Prediction, "step time", o.StepTime, n.StepTime, Seconds, UnitSeconds)
+	addNum(&r.Prediction, "compute time", o.ComputeTime, n.ComputeTime, Seconds, UnitSeconds)
+	addNum(&r.Prediction, "exposed communication", o.ExposedComm, n.ExposedComm, Seconds, UnitSeconds)
+	addNum(&r.Prediction, "peak memory allocated", float64(o.PeakAllocated), float64(n.PeakAllocated), bytesF, UnitBytes)
+	addNum(&r.Prediction, "peak memory reserved", float64(o.PeakReserved), float64(n.PeakReserved), bytesF, UnitBytes)
 	if len(r.Prediction) == 0 {
 		return
 	}
@@ -508,7 +556,7 @@ func (r *Result) prediction() {
 		kinds[k] = true
 	}
 	for _, k := range sortedKeys(kinds) {
-		addNum(&r.Memory, k, float64(ok[k]), float64(nk[k]), bytesF)
+		addNum(&r.Memory, k, float64(ok[k]), float64(nk[k]), bytesF, UnitBytes)
 	}
 }
 

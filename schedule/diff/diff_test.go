@@ -134,13 +134,30 @@ func TestGoldenDiffs(t *testing.T) {
 	var md, js bytes.Buffer
 	diff.Markdown(&md, r)
 	golden(t, filepath.Join("testdata", "groups-merged.md"), md.Bytes())
-	if err := diff.JSON(&js, r); err != nil {
+	if err := diff.JSON(&js, r, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, filepath.Join("testdata", "groups-merged.json"), js.Bytes())
 	var doc map[string]any
-	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || doc["schema"] != "fsdpc.diff/1" {
-		t.Errorf("JSON schema: %v %v", err, doc["schema"])
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || doc["schema"] != "fsdpc/v1" || doc["command"] != "diff" {
+		t.Errorf("JSON schema: %v %v %v", err, doc["schema"], doc["command"])
+	}
+	// Numbers are numbers (seconds, bytes), never display strings.
+	layout := doc["groups"].(map[string]any)["layout"].([]any)
+	changes := append(doc["prediction"].([]any), layout...)
+	if len(doc["prediction"].([]any)) == 0 {
+		t.Fatal("no prediction changes to check")
+	}
+	for _, c := range changes {
+		c := c.(map[string]any)
+		for _, side := range []string{"old", "new"} {
+			if _, ok := c[side].(float64); !ok {
+				t.Errorf("%s: %s = %#v, not a number", c["what"], side, c[side])
+			}
+		}
+		if u := c["unit"]; c["what"] == "step time" && u != "s" || strings.Contains(c["what"].(string), "bytes") && u != "bytes" {
+			t.Errorf("%s: unit %v", c["what"], u)
+		}
 	}
 }
 

@@ -260,15 +260,26 @@ func Markdown(w io.Writer, r *Result) {
 
 func mdEscape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
 
-// JSON renders the documented JSON form (docs/diff.md).
-func JSON(w io.Writer, r *Result) error {
-	doc := struct {
-		Schema string `json:"schema"`
-		Old    string `json:"old"`
-		New    string `json:"new"`
-		*Result
-	}{"fsdpc.diff/1", r.Old.Name, r.New.Name, r}
+// Schema names the JSON form every fsdpc command writes (docs/json.md).
+const Schema = "fsdpc/v1"
+
+// Document is diff's JSON form (docs/json.md): the result, with what the
+// command adds beside it (each plan's metrics, the gates' outcomes).
+type Document struct {
+	Schema  string `json:"schema"`
+	Command string `json:"command"`
+	Old     string `json:"old"`
+	New     string `json:"new"`
+	*Result
+	Metrics any `json:"metrics,omitempty"`
+	Gates   any `json:"gates,omitempty"`
+}
+
+// JSON renders the documented JSON form; metrics and gates, if not nil,
+// go beside the result.
+func JSON(w io.Writer, r *Result, metrics, gates any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	enc.SetEscapeHTML(false) // gates read step>+5%, not step\u003e+5%
+	return enc.Encode(Document{Schema, "diff", r.Old.Name, r.New.Name, r, metrics, gates})
 }
