@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -72,11 +69,17 @@ type TooLargeError struct {
 	Need, Limit  int64
 	Suggest      int   // a scale that fits, 0 if none does
 	SuggestNeed  int64 // what it needs
+	// Bound says where Limit comes from ("half of the cgroup memory
+	// limit …"); empty when the caller set it.
+	Bound string
 }
 
 func (e *TooLargeError) Error() string {
 	s := fmt.Sprintf("running %s on %d ranks at scale %d needs about %s of host memory, more than the %s allowed",
 		e.Model, e.World, e.Scale, ir.FormatBytes(e.Need), ir.FormatBytes(e.Limit))
+	if e.Bound != "" {
+		s += " (" + e.Bound + ")"
+	}
 	if e.Suggest > 0 {
 		return s + fmt.Sprintf(": shrink the tensors with --scale %d (about %s)", e.Suggest, ir.FormatBytes(e.SuggestNeed))
 	}
@@ -148,12 +151,15 @@ func Run(p *schedule.Plan, b Backend, opts Options) (*Report, error) {
 	if need := int64(opt.states) * 4; need > q.Train.OptimizerStateBytes && d.trains() {
 		return nil, fmt.Errorf("optimizer %s keeps %d bytes of state per element, but the plan allots %d (optimizer_state_bytes)", opt.name, need, q.Train.OptimizerStateBytes)
 	}
-	limit := opts.MemoryLimit
+	limit, bound := opts.MemoryLimit, ""
 	if limit <= 0 {
-		limit = availableMemory() / 2
+		// Half: the Go heap grows to about twice what it holds live
+		// before a collection (GOGC=100).
+		host := hostMemory("/", realProbes)
+		limit, bound = host.bytes/2, "half of "+host.what
 	}
 	if need := estimate(q, layouts, opts.Steps); need > limit {
-		e := &TooLargeError{Model: p.Header.Model, World: world, Scale: opts.Scale, Need: need, Limit: limit}
+		e := &TooLargeError{Model: p.Header.Model, World: world, Scale: opts.Scale, Need: need, Limit: limit, Bound: bound}
 		for k := opts.Scale * 2; k <= 1<<24; k *= 2 {
 			s, _, err := Scale(p, k)
 			if err != nil {
@@ -770,25 +776,4 @@ func estimate(q *schedule.Plan, layouts []*GroupLayout, steps int) int64 {
 		work = max(work, 8*world*(gl.W*gl.GradShardNumel+2*gl.GradNumel))
 	}
 	return world*perRank + ref + 2*work
-}
-
-// availableMemory reads MemAvailable from /proc/meminfo (8 GiB where it
-// cannot).
-func availableMemory() int64 {
-	const fallback = 8 << 30
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return fallback
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					return kb << 10
-				}
-			}
-		}
-	}
-	return fallback
 }
