@@ -31,7 +31,7 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
-	p, err := loadPlan(fl.Arg(0))
+	p, m, err := loadPlanModel(fl.Arg(0), "")
 	if err != nil {
 		return reportErr(stderr, err)
 	}
@@ -64,6 +64,13 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*full {
 		lines = schedule.FoldRepeats(lines)
+		// -full is the canonical text (plans/*.plan.txt, textconv); the
+		// folded view adds the prediction in a training log's units.
+		units, err := showUnits(p, flopsPerToken(m))
+		if err != nil {
+			return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
+		}
+		lines = insertAfter(lines, "predicted step ", units)
 	}
 	fmt.Fprintln(stdout, strings.Join(lines, "\n"))
 	return 0
@@ -90,4 +97,29 @@ func summaryLines(lines []string) []string {
 		}
 	}
 	return out
+}
+
+// showUnits is the step as the sum of its parts and its throughput, for
+// the header of show's folded view.
+func showUnits(p *schedule.Plan, perToken float64) ([]string, error) {
+	sim, err := schedule.Simulate(p, schedule.NewModel(p))
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	printBreakdown(&b, "  ", sim)
+	printThroughput(&b, "  ", p, sim.StepTime, schedule.NewThroughput(p, sim.StepTime, perToken), 0)
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n"), nil
+}
+
+// insertAfter puts extra after the first line that starts with prefix
+// (nowhere if none does).
+func insertAfter(lines []string, prefix string, extra []string) []string {
+	for i, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			out := append(append(append([]string{}, lines[:i+1]...), extra...), lines[i+1:]...)
+			return out
+		}
+	}
+	return lines
 }

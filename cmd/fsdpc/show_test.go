@@ -34,3 +34,24 @@ func TestShowFolds(t *testing.T) {
 		t.Errorf("show -summary is not a summary (%d lines):\n%s", lines(summary), summary)
 	}
 }
+
+// TestShowUnits: show's header (and -summary's) gives the step as the sum
+// of its parts and its throughput; -full stays the canonical text.
+func TestShowUnits(t *testing.T) {
+	for _, args := range [][]string{{"show", "llama3-8b"}, {"show", "-summary", "llama3-8b"}} {
+		_, out, _ := runCLI(args...)
+		i := strings.Index(out, "\npredicted step ")
+		if i < 0 {
+			t.Fatalf("%v: no prediction", args)
+		}
+		header := strings.SplitN(out[i+1:], "\n", 5)
+		if !strings.HasPrefix(header[1], "  step ") || !strings.Contains(header[1], " = compute ") ||
+			!strings.Contains(header[2], "tokens/s per GPU") || !strings.Contains(header[3], "MFU ") {
+			t.Errorf("%v: header lacks the breakdown and throughput:\n%s", args, strings.Join(header, "\n"))
+		}
+	}
+	_, full, _ := runCLI("show", "-full", "llama3-8b")
+	if strings.Contains(full, "tokens/s per GPU") {
+		t.Error("show -full is no longer the canonical text")
+	}
+}
