@@ -27,10 +27,25 @@ func markDeferred(s *state) error {
 		}
 		return false
 	}
+	// FSDP2 registers a grouped unit's post-backward (fully_shard([emb,
+	// output])) only on the forward inputs of the module that runs first:
+	// the other modules' pre-forwards find the group already in FORWARD
+	// (_fsdp_param_group.py pre_forward, entering_forward_pass).
+	firstRun := make([]ir.ModuleID, len(s.units))
+	for i := range firstRun {
+		firstRun[i] = ir.NoModule
+	}
+	for _, c := range m.Forward {
+		for a := c; a != ir.NoModule; a = m.Modules[a].Parent {
+			if ui, ok := unitRoot[a]; ok && firstRun[ui] == ir.NoModule {
+				firstRun[ui] = a
+			}
+		}
+	}
 	for _, c := range m.Forward {
 		for a := c; a != ir.NoModule; a = m.Modules[a].Parent {
 			ui, ok := unitRoot[a]
-			if !ok {
+			if !ok || a != firstRun[ui] {
 				continue
 			}
 			for _, src := range m.Modules[c].Inputs {

@@ -570,16 +570,36 @@ func (e *emitter) hooksByPosition() (opening, closing map[int][]int) {
 		closing[e.last[g]] = append(closing[e.last[g]], g)
 	}
 	for _, gs := range opening {
-		// An enclosing unit spans more: it opens first and closes last.
-		sort.SliceStable(gs, func(i, j int) bool { return e.span(gs[i]) > e.span(gs[j]) })
+		// An enclosing unit opens first and closes last.
+		sort.SliceStable(gs, func(i, j int) bool { return e.encloses(gs[i], gs[j]) })
 	}
 	for _, gs := range closing {
-		sort.SliceStable(gs, func(i, j int) bool { return e.span(gs[i]) < e.span(gs[j]) })
+		sort.SliceStable(gs, func(i, j int) bool { return e.encloses(gs[j], gs[i]) })
 	}
 	return opening, closing
 }
 
 func (e *emitter) span(g int) int { return e.last[g] - e.first[g] }
+
+// encloses orders two units that open or close at one position: the one
+// spanning more of the forward encloses the other, and at equal spans the
+// one whose module sits higher in the tree does (the root around a merged
+// fully_shard([emb, output]), which spans the whole forward too).
+func (e *emitter) encloses(a, b int) bool {
+	if sa, sb := e.span(a), e.span(b); sa != sb {
+		return sa > sb
+	}
+	return e.depth(a) < e.depth(b)
+}
+
+// depth is how deep a unit's first module sits in the module tree.
+func (e *emitter) depth(g int) int {
+	d := 0
+	for m := e.s.units[g].modules[0]; m != ir.NoModule; m = e.m.Modules[m].Parent {
+		d++
+	}
+	return d
+}
 
 func (e *emitter) preForward(g int) {
 	e.unshard(g, false)

@@ -95,12 +95,14 @@ func (e *emitter) dropPending() {
 	}
 }
 
-// groupsEndingAt lists the groups whose last forward module is at pos, outer
-// first: their pre-backward hooks fire when backward reaches it.
+// groupsEndingAt lists the groups whose last forward module is at pos, inner
+// first: their pre-backward hooks fire when backward reaches it, in the
+// order their post-forwards registered them on the shared output tensor
+// (autograd runs a tensor's hooks in registration order).
 func (e *emitter) groupsEndingAt(pos int) []int {
 	e.indexSpans()
 	out := append([]int(nil), e.endingAt[pos]...)
-	sort.SliceStable(out, func(i, j int) bool { return e.span(out[i]) > e.span(out[j]) })
+	sort.SliceStable(out, func(i, j int) bool { return e.encloses(out[j], out[i]) })
 	return out
 }
 
@@ -110,7 +112,7 @@ func (e *emitter) groupsEndingAt(pos int) []int {
 func (e *emitter) groupsStartingAt(pos int) []int {
 	e.indexSpans()
 	out := append([]int(nil), e.startingAt[pos]...)
-	sort.SliceStable(out, func(i, j int) bool { return e.span(out[i]) < e.span(out[j]) })
+	sort.SliceStable(out, func(i, j int) bool { return e.encloses(out[j], out[i]) })
 	return out
 }
 
