@@ -74,8 +74,8 @@ func TestInBrowser(t *testing.T) {
 	bin := chromium(t)
 	a, b := zooPlan(t, "llama3-8b"), zooPlan(t, "gpt2-124m")
 	for name, inputs := range map[string][]Input{
-		"one plan":  {{"llama3-8b", a}},
-		"two plans": {{"llama3-8b", a}, {"gpt2-124m", b}},
+		"one plan":  {{Name: "llama3-8b", Plan: a}},
+		"two plans": {{Name: "llama3-8b", Plan: a}, {Name: "gpt2-124m", Plan: b}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dom := headless(t, bin, "--dump-dom", "file://"+writePage(t, inputs...))
@@ -165,7 +165,7 @@ func measure(img image.Image) layout {
 // page neither blank nor flooded. -update rewrites docs/report.png.
 func TestScreenshot(t *testing.T) {
 	bin := chromium(t)
-	page := writePage(t, Input{"llama3-8b", zooPlan(t, "llama3-8b")})
+	page := writePage(t, zooInput(t, "llama3-8b"))
 	shot := filepath.Join(t.TempDir(), "shot.png")
 	headless(t, bin, "--screenshot="+shot, "file://"+page)
 	raw, err := os.ReadFile(shot)

@@ -29,6 +29,18 @@ func zooPlan(t testing.TB, name string) *schedule.Plan {
 	return p
 }
 
+// zooInput is a zoo model's plan with its FLOPs per token, so the page
+// gives MFU.
+func zooInput(t testing.TB, name string) Input {
+	t.Helper()
+	src, file, _ := plans.Source(name)
+	m, err := ir.Load(file, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Input{Name: name, Plan: zooPlan(t, name), FLOPsPerToken: m.FLOPsPerToken()}
+}
+
 // drawnOps counts the operations the timeline must draw: those that take
 // time and are not allocator or event bookkeeping.
 func drawnOps(t *testing.T, p *schedule.Plan) int {
@@ -55,10 +67,10 @@ var external = regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?[a-z]+:|url\(|@impo
 func TestPage(t *testing.T) {
 	a, b := zooPlan(t, "llama3-8b"), zooPlan(t, "gpt2-124m")
 	var one, two bytes.Buffer
-	if err := Write(&one, Input{"llama3-8b", a}); err != nil {
+	if err := Write(&one, Input{Name: "llama3-8b", Plan: a}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(&two, Input{"llama3-8b", a}, Input{"gpt2-124m", b}); err != nil {
+	if err := Write(&two, Input{Name: "llama3-8b", Plan: a}, Input{Name: "gpt2-124m", Plan: b}); err != nil {
 		t.Fatal(err)
 	}
 	for name, page := range map[string]string{"one plan": one.String(), "two plans": two.String()} {
@@ -79,7 +91,7 @@ func TestPage(t *testing.T) {
 	}
 	for range 3 {
 		var again bytes.Buffer
-		if err := Write(&again, Input{"llama3-8b", a}); err != nil || !bytes.Equal(again.Bytes(), one.Bytes()) {
+		if err := Write(&again, Input{Name: "llama3-8b", Plan: a}); err != nil || !bytes.Equal(again.Bytes(), one.Bytes()) {
 			t.Fatalf("two reports of one plan differ (%v)", err)
 		}
 	}
@@ -104,7 +116,7 @@ func TestHostileNames(t *testing.T) {
 	p.Header.Model = `</title><script>alert(1)</script>`
 	p.Warnings = append(p.Warnings, `<img src=x onerror=alert(2)>`)
 	var buf bytes.Buffer
-	if err := Write(&buf, Input{`"><svg onload=alert(3)>`, p}); err != nil {
+	if err := Write(&buf, Input{Name: `"><svg onload=alert(3)>`, Plan: p}); err != nil {
 		t.Fatal(err)
 	}
 	page := buf.String()
@@ -115,5 +127,30 @@ func TestHostileNames(t *testing.T) {
 	}
 	if err := Write(&buf); err == nil {
 		t.Error("no plans: no error")
+	}
+}
+
+// TestPageUnits: the summary gives the step's parts, tokens/s and HFU,
+// and MFU when the model's FLOPs per token are known.
+func TestPageUnits(t *testing.T) {
+	in := zooInput(t, "llama3-8b")
+	var with, without bytes.Buffer
+	if err := Write(&with, in); err != nil {
+		t.Fatal(err)
+	}
+	in.FLOPsPerToken = 0
+	if err := Write(&without, in); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"forward and backward kernels", "FSDP copies, casts and divides", "tokens/s per GPU", "HFU"} {
+		if !strings.Contains(with.String(), want) {
+			t.Errorf("the summary lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`MFU</td>\s*<td>\d+\.\d% \(`).MatchString(with.String()) {
+		t.Error("no MFU figure with the model's FLOPs per token")
+	}
+	if !strings.Contains(without.String(), "needs the model the plan was made from") {
+		t.Error("without the model, MFU does not say what it needs")
 	}
 }

@@ -23,6 +23,10 @@ import (
 type Input struct {
 	Name string
 	Plan *schedule.Plan
+	// FLOPsPerToken is the model's FLOPs per token by MFU's convention
+	// (ir.Model.FLOPsPerToken), 0 when the model is not known: then the
+	// page gives HFU alone.
+	FLOPsPerToken float64
 }
 
 // Layout of the drawings, in CSS pixels.
@@ -149,11 +153,16 @@ func build(in Input, id string) (planView, error) {
 	for _, part := range sim.Breakdown.Parts() {
 		v.Summary = append(v.Summary, kv{"  " + part.Label, fmt.Sprintf("%s (%.1f%%)", diff.Seconds(part.Seconds), 100*part.Seconds/step)})
 	}
-	tp := schedule.NewThroughput(p, sim.StepTime, 0)
+	tp := schedule.NewThroughput(p, sim.StepTime, in.FLOPsPerToken)
+	mfu := "needs the model the plan was made from"
+	if tp.ModelFLOPsPerToken > 0 {
+		mfu = fmt.Sprintf("%.1f%% (%.1f TFLOP/s per GPU)", 100*tp.MFU, tp.ModelFLOPS/1e12)
+	}
 	v.Summary = append(v.Summary, []kv{
 		{"compute alone", diff.Seconds(sim.ComputeTime)},
 		{"CPU issue", diff.Seconds(sim.CPUTime)},
 		{"throughput", fmt.Sprintf("%.0f tokens/s per GPU, %d tokens per step", tp.TokensPerSecondPerGPU, tp.TokensPerStep)},
+		{"MFU", mfu},
 		{"HFU", fmt.Sprintf("%.1f%% of the %s peak", 100*tp.HFU, tp.PeakDType)},
 		{"peak allocated", ir.FormatBytes(sim.PeakAllocated)},
 		{"peak reserved", fmt.Sprintf("%s of a %s budget", ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(p.Cluster.MemoryBudget))},

@@ -32,11 +32,11 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	}
 	var inputs []report.Input
 	for _, arg := range fl.Args() {
-		p, err := loadPlan(arg)
+		p, m, err := loadPlanModel(arg, "")
 		if err != nil {
 			return reportErr(stderr, err)
 		}
-		inputs = append(inputs, report.Input{Name: arg, Plan: p})
+		inputs = append(inputs, report.Input{Name: arg, Plan: p, FLOPsPerToken: flopsPerToken(m)})
 	}
 	var buf bytes.Buffer
 	if err := report.Write(&buf, inputs...); err != nil {
