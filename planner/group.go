@@ -55,6 +55,17 @@ func groupUnits(s *state) error {
 				return fmt.Errorf("policy.units makes %q a unit, but it is part of %s module %q, which runs as one piece; make %q the unit instead",
 					m.Modules[i].Name, m.Modules[p].Kind, m.Modules[p].Name, m.Modules[p].Name)
 			}
+			// FSDP2 skips a unit's forward hooks during recompute only in
+			// the pre-backward state (_fsdp_state.py _pre_forward): a unit
+			// inside a checkpointed region is gathered and resharded again
+			// when backward recomputes the region, recorded twice in the
+			// post-forward order, and the implicit backward prefetch goes
+			// astray. fsdpc does not model that recompute, so it refuses
+			// rather than plan collectives FSDP2 would not issue.
+			if m.Modules[p].Checkpoint {
+				return fmt.Errorf("%q is an FSDP unit inside the activation-checkpoint region %q: FSDP2 re-runs the unit's hooks when backward recomputes the region (gathering it again), which fsdpc does not model; make %q (or a module around it) the unit, or checkpoint inside the unit instead (train.checkpointing, checkpoint = true on a module within it)",
+					m.Modules[i].Name, m.Modules[p].Name, m.Modules[p].Name)
+			}
 		}
 	}
 

@@ -72,3 +72,19 @@ func TestScheduleLengthLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitInsideCheckpointRegion: a unit inside an activation-checkpoint
+// region is refused; FSDP2 would gather it again when backward recomputes
+// the region, and fsdpc's plan would miss those collectives.
+func TestUnitInsideCheckpointRegion(t *testing.T) {
+	const model = "[train]\nseq_len = 4\ncheckpointing = %q\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 2\n[policy]\nunits = \"block-children\"\n" +
+		"[[module]]\nname = \"layers\"\nrepeat = 2\n[[module.module]]\nname = \"a\"\nkind = \"linear\"\nin = 8\nout = 8\n" +
+		"[[module.module]]\nname = \"b\"\nkind = \"linear\"\nin = 8\nout = 8\n"
+	if _, err := Plan(mustLoadText(t, "m.toml", fmt.Sprintf(model, "none")), Options{}); err != nil {
+		t.Fatalf("without checkpointing: %v", err)
+	}
+	_, err := Plan(mustLoadText(t, "m.toml", fmt.Sprintf(model, "full")), Options{})
+	if err == nil || !strings.Contains(err.Error(), `"layers.0.a" is an FSDP unit inside the activation-checkpoint region "layers.0"`) {
+		t.Fatalf("error %v; want the unit and the region named", err)
+	}
+}
