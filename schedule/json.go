@@ -43,3 +43,47 @@ func (p Prediction) MarshalJSON() ([]byte, error) {
 		PeakByPool map[string]int64 `json:"peak_by_pool"`
 	}{plain(p), byPool})
 }
+
+// MarshalJSON writes an operation's empty lists as [], not null.
+func (o Op) MarshalJSON() ([]byte, error) {
+	type plain Op
+	po := plain(o)
+	if po.Uses == nil {
+		po.Uses = []int{}
+	}
+	if po.GEMMs == nil {
+		po.GEMMs = []ir.GEMM{}
+	}
+	return json.Marshal(po)
+}
+
+// MarshalJSON writes a parameter's empty alias list as [], not null.
+func (p GroupParam) MarshalJSON() ([]byte, error) {
+	type plain GroupParam
+	pp := plain(p)
+	if pp.Aliases == nil {
+		pp.Aliases = []string{}
+	}
+	return json.Marshal(pp)
+}
+
+// MarshalJSON writes the plan's empty lists as [], not null.
+func (p Plan) MarshalJSON() ([]byte, error) {
+	type plain Plan
+	pp := plain(p)
+	for _, l := range []*[]string{&pp.Modules, &pp.EventNames, &pp.Warnings} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	if pp.Groups == nil {
+		pp.Groups = []Group{}
+	}
+	if pp.Buffers == nil {
+		pp.Buffers = []Buffer{}
+	}
+	if pp.Ops == nil {
+		pp.Ops = []Op{}
+	}
+	return json.Marshal(pp)
+}

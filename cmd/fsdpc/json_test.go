@@ -45,6 +45,7 @@ func TestJSONGolden(t *testing.T) {
 			t.Errorf("%s: schema %v, command %v", c.name, doc["schema"], doc["command"])
 		}
 		noDisplayStrings(t, c.name, doc)
+		noNulls(t, c.name, doc)
 		path := filepath.Join("testdata", "json", c.name+".json")
 		if *update {
 			if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
@@ -84,3 +85,24 @@ func noDisplayStrings(t *testing.T, where string, v any) {
 }
 
 var displayQuantity = regexp.MustCompile(`^[-+]?[0-9.]+ ?(%|s|ms|µs|us|B|KiB|MiB|GiB|TiB|GB/s|TFLOP/s)$`)
+
+// noNulls fails on a null other than the documented unknown figures
+// (MFU without the model): empty lists are [].
+func noNulls(t *testing.T, where string, v any) {
+	t.Helper()
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if x == nil && !nullable[k] {
+				t.Errorf("%s.%s is null", where, k)
+			}
+			noNulls(t, where+"."+k, x)
+		}
+	case []any:
+		for _, x := range v {
+			noNulls(t, where+"[]", x)
+		}
+	}
+}
+
+var nullable = map[string]bool{"model_flops_per_token": true, "model_flops_per_second_per_gpu": true, "mfu": true}
