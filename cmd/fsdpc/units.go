@@ -34,8 +34,16 @@ func parseTokens(s string) (float64, error) {
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
 		return 0, fmt.Errorf("-train-tokens %q: not a positive number of tokens; write a count such as 15T, 300B, 2M or 2.5e12", s)
 	}
+	if v*mult > maxTrainTokens {
+		return 0, fmt.Errorf("-train-tokens %q: more than %g tokens; give a count a training run could see", s, maxTrainTokens)
+	}
 	return v * mult, nil
 }
+
+// maxTrainTokens bounds -train-tokens so the time and GPU-hours printed
+// stay within an int64 of seconds: 10¹⁸ tokens is some 10⁵ times the
+// largest published pretraining runs (tens of trillions of tokens).
+const maxTrainTokens = 1e18
 
 // modelFor finds the model a plan file was made from, for MFU: the file
 // -model names (checked against the plan's input hash), else the built-in

@@ -30,6 +30,9 @@ func TestParseTokens(t *testing.T) {
 		{"0", 0, "not a positive number"},
 		{"NaN", 0, `unknown suffix "N"`},
 		{"1e400", 0, "not a positive number"},
+		{"1e18", 1e18, ""},
+		{"2e18", 0, "more than 1e+18 tokens"},
+		{"1e10T", 0, "more than 1e+18 tokens"},
 	} {
 		got, err := parseTokens(c.in)
 		if c.err != "" {
