@@ -14,6 +14,12 @@ import (
 func TestMain(m *testing.M) {
 	// With FSDPC_TEST_FAKE_WORKER set it is a fake fsdpc-cuda worker
 	// (run_cuda_test.go).
+	// With FSDPC_TEST_LAUNCHER set it is fsdpc even so: the launcher whose
+	// workers (not seeing FSDPC_TEST_LAUNCHER) are the fakes.
+	if os.Getenv("FSDPC_TEST_LAUNCHER") == "1" {
+		os.Unsetenv("FSDPC_TEST_LAUNCHER")
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if mode := os.Getenv("FSDPC_TEST_FAKE_WORKER"); mode != "" {
 		os.Exit(fakeCUDAWorker(mode, os.Args[1:]))
 	}

@@ -159,8 +159,10 @@ func runCUDA(planPath string, cf cudaFlags, wa workerArgs, stdout, stderr io.Wri
 		return reportErr(stderr, err)
 	}
 
-	// Ctrl-C or a TERM tears the workers down (SIGTERM, then SIGKILL).
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Ctrl-C, a TERM or a hangup tears the workers down (SIGTERM, then
+	// SIGKILL); killed outright, the launcher takes them with it (their
+	// parent-death signal, executor/launch).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	first := cf.nodeRank * nproc
 	if cf.virtual {

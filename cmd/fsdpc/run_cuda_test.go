@@ -46,6 +46,13 @@ func fakeCUDAWorker(mode string, args []string) int {
 		return 1
 	}
 	defer s.Close()
+	if mode == "hang" {
+		// Say who it is, then run until killed (or, should nothing kill
+		// it, for long past any test's guard).
+		fmt.Printf("fake worker: hanging, pid %d\n", os.Getpid())
+		time.Sleep(5 * time.Minute)
+		return 0
+	}
 	if mode == "fail" {
 		if e.Rank == 1 {
 			fmt.Println("fake worker: failing")

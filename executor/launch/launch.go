@@ -223,6 +223,7 @@ func Launch(ctx context.Context, worker string, args []string, nprocPerNode int,
 		cmd.Env = mergeEnv(o.Env, e.Environ())
 		stdout, stderr := out.writer(e.Rank, o.Stdout), out.writer(e.Rank, o.Stderr)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
+		cmd.SysProcAttr = workerAttr() // they die with the launcher
 		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 		cmd.WaitDelay = o.Grace
 		if err := cmd.Start(); err != nil {
