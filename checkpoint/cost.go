@@ -175,7 +175,8 @@ func (rs *Reshard) Transfer(st Storage) Transfer {
 	for r := range ranks {
 		c := RankCost{Rank: r}
 		files := map[int]bool{}
-		for _, rd := range rs.Reads[r] {
+		node := r / rs.New.GPUsPerNode
+		for _, rd := range rs.Reads(r) {
 			if l.Tensors[rd.Tensor].State == "" {
 				c.ModelBytes += rd.Bytes
 			} else {
@@ -185,8 +186,10 @@ func (rs *Reshard) Transfer(st Storage) Transfer {
 				c.HostCopyBytes += rd.Bytes
 			}
 			files[rd.OldRank] = true
+			if rd.OldRank/rs.Old.GPUsPerNode != node {
+				c.RemoteBytes += rd.Bytes
+			}
 		}
-		_, c.RemoteBytes = rs.RankBytes(r)
 		c.Files = len(files)
 		ranks[r] = c
 	}

@@ -194,11 +194,12 @@ func (rs *Reshard) summaries(t Transfer) []rankSummary {
 	var out []rankSummary
 	for r := range rs.New.World() {
 		from := map[int]bool{}
-		for _, rd := range rs.Reads[r] {
+		reads := rs.Reads(r)
+		for _, rd := range reads {
 			from[rd.OldRank] = true
 		}
 		c := t.Ranks[r]
-		out = append(out, rankSummary{r, len(rs.Reads[r]), ranges(from), c.ModelBytes, c.OptimBytes, c.Bytes(), c.RemoteBytes, c.Time})
+		out = append(out, rankSummary{r, len(reads), ranges(from), c.ModelBytes, c.OptimBytes, c.Bytes(), c.RemoteBytes, c.Time})
 	}
 	return out
 }
@@ -245,7 +246,7 @@ func (rs *Reshard) WriteText(w io.Writer, st Storage, reads bool) {
 	if reads {
 		for r := range rs.New.World() {
 			fmt.Fprintf(w, "\nrank %d reads\n", r)
-			for _, rd := range rs.Reads[r] {
+			for _, rd := range rs.Reads(r) {
 				fmt.Fprintln(w, "  "+rs.readLine(rd))
 			}
 		}
@@ -267,8 +268,9 @@ func (rs *Reshard) WriteMarkdown(w io.Writer, st Storage, reads bool) {
 	}
 	if reads {
 		for r := range rs.New.World() {
-			fmt.Fprintf(w, "\n<details><summary>rank %d: %d reads</summary>\n\n```\n", r, len(rs.Reads[r]))
-			for _, rd := range rs.Reads[r] {
+			reads := rs.Reads(r)
+			fmt.Fprintf(w, "\n<details><summary>rank %d: %d reads</summary>\n\n```\n", r, len(reads))
+			for _, rd := range reads {
 				fmt.Fprintln(w, rs.readLine(rd))
 			}
 			fmt.Fprintln(w, "```\n</details>")
@@ -307,7 +309,7 @@ func (rs *Reshard) WriteJSON(w io.Writer, st Storage, reads bool) error {
 	for _, s := range rs.summaries(t) {
 		rk := rank{rankSummary: s}
 		if reads {
-			for _, rd := range rs.Reads[s.Rank] {
+			for _, rd := range rs.Reads(s.Rank) {
 				rk.Reads = append(rk.Reads, JSONRead{rs.New.Tensors[rd.Tensor].FQN, rd.OldRank, FileName(rd.OldRank), rd.Offsets, rd.Lengths, rd.Bytes})
 			}
 		}

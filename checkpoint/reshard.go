@@ -92,29 +92,25 @@ func Compatible(old, new *Layout) error {
 	return nil
 }
 
-// Reshard is the load of an old checkpoint under a new plan.
+// Reshard is the load of an old checkpoint under a new plan. The reads
+// are computed per rank on demand (Reads), so a plan of thousands of ranks
+// never holds them all.
 type Reshard struct {
 	Old, New *Layout
 	// oldIndex maps a new tensor index to the old one.
 	oldIndex []int
-	// Reads[r] are new rank r's reads, in state-dict order.
-	Reads [][]Read
 }
 
 // OldTensor is the old layout's index of new tensor i.
 func (rs *Reshard) OldTensor(i int) int { return rs.oldIndex[i] }
 
-// Plan computes the reads every rank of the new plan performs, as DCP's
-// DefaultLoadPlanner does (create_read_items): for each entry of the
-// rank's state dict, its chunk is intersected with every saved chunk of
-// that entry, and each non-empty overlap is one read from the file of the
-// rank that wrote the saved chunk. Every replica of an HSDP plan reads its
-// own copy. It refuses layouts that do not hold the same state.
+// Plan prepares the load of old's checkpoint under new, refusing layouts
+// that do not hold the same state.
 func Plan(old, new *Layout) (*Reshard, error) {
 	if err := Compatible(old, new); err != nil {
 		return nil, err
 	}
-	rs := &Reshard{Old: old, New: new, oldIndex: make([]int, len(new.Tensors)), Reads: make([][]Read, new.World())}
+	rs := &Reshard{Old: old, New: new, oldIndex: make([]int, len(new.Tensors))}
 	byName := make(map[string]int, len(old.Tensors))
 	for i := range old.Tensors {
 		byName[old.Tensors[i].FQN] = i
@@ -122,31 +118,51 @@ func Plan(old, new *Layout) (*Reshard, error) {
 	for i := range new.Tensors {
 		rs.oldIndex[i] = byName[new.Tensors[i].FQN]
 	}
-	for r := range new.World() {
-		k := r % new.Shard
-		for ti := range new.Tensors {
-			nt := &new.Tensors[ti]
-			want := nt.Chunk(k)
-			if nt.ShardDim < 0 {
-				want = nt.Chunk(0)
-			}
-			if nt.ShardDim >= 0 && want.Numel() == 0 {
+	return rs, nil
+}
+
+// Reads are the reads new rank r performs, in state-dict order, as DCP's
+// DefaultLoadPlanner does (create_read_items): for each entry of the
+// rank's state dict, its chunk is intersected with every saved chunk of
+// that entry, and each non-empty overlap is one read from the file of the
+// rank that wrote the saved chunk. Every replica of an HSDP plan reads its
+// own copy.
+func (rs *Reshard) Reads(r int) []Read {
+	old, new := rs.Old, rs.New
+	var out []Read
+	k := r % new.Shard
+	for ti := range new.Tensors {
+		nt := &new.Tensors[ti]
+		want := nt.Chunk(k)
+		if nt.ShardDim < 0 {
+			want = nt.Chunk(0)
+		} else if want.Numel() == 0 {
+			continue
+		}
+		oi := rs.oldIndex[ti]
+		ot := &old.Tensors[oi]
+		// Old chunks are row ranges of one dimension: when both plans
+		// chunk the same one, only those that cover the new rows can
+		// overlap.
+		lo, hi := 0, ot.Chunks(old.Shard)
+		if ot.ShardDim >= 0 && ot.ShardDim == nt.ShardDim {
+			d := nt.ShardDim
+			lo = int(want.Offsets[d] / ot.ChunkRows)
+			hi = min(hi, int((want.Offsets[d]+want.Lengths[d]-1)/ot.ChunkRows)+1)
+		}
+		for ok := lo; ok < hi; ok++ {
+			if old.Writer[oi][ok] < 0 {
 				continue
 			}
-			oi := rs.oldIndex[ti]
-			ot := &old.Tensors[oi]
-			for ok := range ot.Chunks(old.Shard) {
-				have := ot.Chunk(ok)
-				offs, lens, n := intersect(want, have)
-				if n == 0 || old.Writer[oi][ok] < 0 {
-					continue
-				}
-				rs.Reads[r] = append(rs.Reads[r], Read{Tensor: ti, OldRank: old.Writer[oi][ok], OldK: ok,
-					Offsets: offs, Lengths: lens, Bytes: n * nt.DType.Size()})
+			offs, lens, n := intersect(want, ot.Chunk(ok))
+			if n == 0 {
+				continue
 			}
+			out = append(out, Read{Tensor: ti, OldRank: old.Writer[oi][ok], OldK: ok,
+				Offsets: offs, Lengths: lens, Bytes: n * nt.DType.Size()})
 		}
 	}
-	return rs, nil
+	return out
 }
 
 // intersect is the overlap of two chunks of one tensor, and its numel.
@@ -170,7 +186,7 @@ func intersect(a, b Chunk) (offs, lens []int64, numel int64) {
 // copied there first).
 func (rs *Reshard) RankBytes(r int) (total, remote int64) {
 	node := r / rs.New.GPUsPerNode
-	for _, rd := range rs.Reads[r] {
+	for _, rd := range rs.Reads(r) {
 		total += rd.Bytes
 		if rd.OldRank/rs.Old.GPUsPerNode != node {
 			remote += rd.Bytes

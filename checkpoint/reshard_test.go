@@ -21,7 +21,7 @@ func TestReadsCoverChunks(t *testing.T) {
 			}
 			for r := range new.World() {
 				covered := map[int]int64{}
-				for _, rd := range rs.Reads[r] {
+				for _, rd := range rs.Reads(r) {
 					x := &new.Tensors[rd.Tensor]
 					ot := rs.OldTensor(rd.Tensor)
 					if w := old.Writer[ot][rd.OldK]; w != rd.OldRank {
@@ -65,7 +65,7 @@ func TestReads8to4(t *testing.T) {
 	up := tensorNamed(t, new, "model.layers.0.up.weight")
 	for r := range 4 {
 		var got []string
-		for _, rd := range rs.Reads[r] {
+		for _, rd := range rs.Reads(r) {
 			if rd.Tensor == up {
 				got = append(got, fmt.Sprintf("%d:%v+%v", rd.OldRank, rd.Offsets, rd.Lengths))
 			}

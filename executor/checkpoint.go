@@ -327,7 +327,7 @@ func LoadCheckpoint(dir string, p *schedule.Plan, scale int) (*Restored, error) 
 	idx := paramIndex(layouts)
 	for r := range nl.World() {
 		k := int64(r % nl.Shard)
-		for _, rd := range rs.Reads[r] {
+		for _, rd := range rs.Reads(r) {
 			t := &nl.Tensors[rd.Tensor]
 			oi := rs.OldTensor(rd.Tensor)
 			ch := chunks[oi][rd.OldK]

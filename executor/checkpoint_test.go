@@ -80,8 +80,8 @@ func TestCheckpointReshard(t *testing.T) {
 			}
 			var reads int
 			var bytes int64
-			for r := range rs.Reads {
-				reads += len(rs.Reads[r])
+			for r := range nl.World() {
+				reads += len(rs.Reads(r))
 				total, _ := rs.RankBytes(r)
 				bytes += total
 			}

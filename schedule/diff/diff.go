@@ -35,6 +35,9 @@ type Result struct {
 	Memory []Change `json:"memory_at_peak"`
 	// Causes lists the changes most likely behind the prediction's deltas.
 	Causes []string `json:"causes"`
+	// Checkpoint is set when the new plan cannot load the old plan's
+	// checkpoint, or loads it resharded.
+	Checkpoint *CheckpointChange `json:"checkpoint,omitempty"`
 }
 
 // Side names one input.
@@ -113,6 +116,7 @@ func Compare(oldName string, old *schedule.Plan, newName string, new *schedule.P
 	r.groups()
 	r.schedule()
 	r.prediction()
+	r.checkpoint()
 	r.Identical = len(r.Provenance) == 0 && len(r.Cluster) == 0 && len(r.Train) == 0 &&
 		len(r.Groups.Added)+len(r.Groups.Removed)+len(r.Groups.Split)+len(r.Groups.Merged)+len(r.Groups.Policy)+len(r.Groups.Layout) == 0 &&
 		len(r.Schedule) == 0 && len(r.Prediction) == 0

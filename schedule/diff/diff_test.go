@@ -210,3 +210,36 @@ func TestFold(t *testing.T) {
 		}
 	}
 }
+
+// The checkpoint section: absent when the new plan loads the old
+// checkpoint chunk for chunk (the same plan; a changed unit split);
+// present with the bytes when the shard group changes, and as a refusal
+// naming the entry when a dtype changes.
+func TestCheckpointSection(t *testing.T) {
+	base := zooText(t, "gpt2-124m")
+	old := planOf(t, "plans/gpt2-124m.toml", base)
+	for _, tc := range []struct {
+		name, text string
+		want       string // "" for no section
+	}{
+		{"same", base, ""},
+		{"units", replace(t, base, `units = "blocks"`, `units = "block-children"`), ""},
+		{"world", replace(t, base, "world_size = 8", "world_size = 4"), "resharded on load: the new ranks read 1.39 GiB, 1.22 GiB of it from files other ranks wrote"},
+		{"dtype", replace(t, base, `dtype = "fp32"`, `dtype = "bf16"`), "model.transformer.wte.weight: dtype fp32 was saved, the new plan has bf16"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := diff.Compare("old", old, tc.name, planOf(t, tc.name+".toml", tc.text))
+			var b bytes.Buffer
+			diff.Text(&b, r, false)
+			if tc.want == "" {
+				if r.Checkpoint != nil {
+					t.Errorf("a checkpoint section: %+v", r.Checkpoint)
+				}
+				return
+			}
+			if !strings.Contains(b.String(), tc.want) {
+				t.Errorf("the diff lacks %q:\n%s", tc.want, b.String())
+			}
+		})
+	}
+}

@@ -105,6 +105,9 @@ func summary(r *Result, n int) []summaryLine {
 		}
 		out = append(out, summaryLine{c.What, text})
 	}
+	if r.Checkpoint != nil {
+		out = append(out, summaryLine{"checkpoint", r.Checkpoint.summaryText()})
+	}
 	if len(r.Provenance) > 0 {
 		out = append(out, summaryLine{"provenance", pairs(r.Provenance)})
 	}
@@ -224,6 +227,9 @@ func details(r *Result, section func(name string, lines []string)) {
 	}
 	if len(r.Memory) > 0 {
 		section("memory live at the peak, by buffer kind", changes(r.Memory))
+	}
+	if r.Checkpoint != nil {
+		section("checkpoint", r.Checkpoint.lines())
 	}
 	if len(r.Causes) > 0 {
 		section("likely causes", r.Causes)
