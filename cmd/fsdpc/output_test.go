@@ -83,6 +83,10 @@ func TestOutputNeverAnInput(t *testing.T) {
 	csv := copyFile("../../calibrate/published-runs.csv", "runs.csv")
 	link(csv, "a100-80gb.profile.toml")
 	modelLink, binLink, configLink := link(model, "m-link.toml"), link(bin, "plan-link.bin"), link(config, "config-link.json")
+	// run --checkpoint DIR writes DIR/__N_0.distcp and DIR/metadata.json.
+	ckpt := filepath.Join(dir, "ckpt")
+	os.Mkdir(ckpt, 0o755)
+	link(bin, "ckpt/__3_0.distcp")
 	inputs := map[string][]byte{}
 	for _, p := range []string{model, bin, config, csv} {
 		inputs[p], _ = os.ReadFile(p)
@@ -99,6 +103,7 @@ func TestOutputNeverAnInput(t *testing.T) {
 		{"report second input", []string{"report", "-o", modelLink, "llama3-8b", model}},
 		{"sim -trace", []string{"sim", "-trace", binLink, bin}},
 		{"calibrate", []string{"calibrate", "-fit", "max_efficiency", "-gpu", "a100-80gb", "-o", dir, csv}},
+		{"run --checkpoint", []string{"run", "--scale", "64", "--checkpoint", ckpt, bin}},
 		{"run --backend cuda --trace", []string{"run", "--backend", "cuda", "--worker", "/bin/true", "--trace", binLink, bin}},
 	} {
 		code, stdout, stderr := runCLI(c.args...)

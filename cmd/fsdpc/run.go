@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/fsdpc/fsdpc/checkpoint"
 	"github.com/fsdpc/fsdpc/executor"
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -86,6 +88,18 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		if err := refuseUnproven(*loadUnder, under); err != nil {
 			return reportErr(stderr, err)
+		}
+	}
+	if *ckptDir != "" {
+		// The files the checkpoint will write, none of them an input.
+		outs := []string{executor.MetadataName}
+		for r := range p.Cluster.WorldSize {
+			outs = append(outs, checkpoint.FileName(r))
+		}
+		for _, name := range outs {
+			if err := atomicfile.NotAnInput(filepath.Join(*ckptDir, name), fl.Arg(0), *loadUnder); err != nil {
+				return reportErr(stderr, fmt.Errorf("fsdpc run: --checkpoint: %w", err))
+			}
 		}
 	}
 	opts := executor.Options{Scale: *scale, Steps: *steps, Ranks: *ranks, Timeout: *timeout, Checkpoint: *ckptDir}
