@@ -29,7 +29,22 @@ type Result struct {
 	Train      []Change      `json:"train"`
 	Groups     GroupChanges  `json:"groups"`
 	Schedule   []PhaseChange `json:"schedule"`
-	Prediction []Change      `json:"prediction"`
+	// Program is every difference in the program op by op (program.go):
+	// waits, records, frees, micro-batch labels, buffers and events by
+	// name, folded over groups.
+	Program []OpEdit `json:"program"`
+	// Params are the differences in each group's parameters (names,
+	// shapes, dtypes, requires_grad, aliases); Buffers in the buffers by
+	// name, folded over groups; Warnings the planner's warnings on one
+	// side only.
+	Params   []Change     `json:"parameters"`
+	Buffers  []FoldedEdit `json:"buffers"`
+	Warnings []Change     `json:"warnings"`
+	// Other is every other field that differs, by its path
+	// ("Cluster.HBMBandwidth", "group layers.3.Policy.CastForwardInputs"),
+	// so two plans that differ anywhere never compare identical.
+	Other      []Change `json:"other"`
+	Prediction []Change `json:"prediction"`
 	// Memory compares what is live at each plan's memory peak, by kind of
 	// buffer.
 	Memory []Change `json:"memory_at_peak"`
@@ -115,11 +130,18 @@ func Compare(oldName string, old *schedule.Plan, newName string, new *schedule.P
 	r.train()
 	r.groups()
 	r.schedule()
+	r.program()
+	r.params()
+	r.buffers()
+	r.warnings()
+	r.fields()
 	r.prediction()
 	r.checkpoint()
-	r.Identical = len(r.Provenance) == 0 && len(r.Cluster) == 0 && len(r.Train) == 0 &&
-		len(r.Groups.Added)+len(r.Groups.Removed)+len(r.Groups.Split)+len(r.Groups.Merged)+len(r.Groups.Policy)+len(r.Groups.Layout) == 0 &&
-		len(r.Schedule) == 0 && len(r.Prediction) == 0
+	r.Identical = r.none()
+	if r.Identical {
+		r.predictionRest()
+		r.Identical = r.none()
+	}
 	if !r.Identical {
 		r.causes()
 	}
@@ -127,9 +149,17 @@ func Compare(oldName string, old *schedule.Plan, newName string, new *schedule.P
 	return r
 }
 
+// none reports whether no section found a difference.
+func (r *Result) none() bool {
+	return len(r.Provenance) == 0 && len(r.Cluster) == 0 && len(r.Train) == 0 &&
+		len(r.Groups.Added)+len(r.Groups.Removed)+len(r.Groups.Split)+len(r.Groups.Merged)+len(r.Groups.Policy)+len(r.Groups.Layout) == 0 &&
+		len(r.Schedule) == 0 && len(r.Program) == 0 && len(r.Params) == 0 && len(r.Buffers) == 0 && len(r.Warnings) == 0 && len(r.Other) == 0 &&
+		len(r.Prediction) == 0
+}
+
 // nonNil makes empty lists empty rather than null in the JSON form.
 func (r *Result) nonNil() {
-	for _, cs := range []*[]Change{&r.Provenance, &r.Cluster, &r.Train, &r.Prediction, &r.Memory} {
+	for _, cs := range []*[]Change{&r.Provenance, &r.Cluster, &r.Train, &r.Prediction, &r.Memory, &r.Params, &r.Warnings, &r.Other} {
 		if *cs == nil {
 			*cs = []Change{}
 		}
@@ -144,13 +174,16 @@ func (r *Result) nonNil() {
 			*rg = []Regroup{}
 		}
 	}
-	for _, fe := range []*[]FoldedEdit{&r.Groups.Policy, &r.Groups.Layout} {
+	for _, fe := range []*[]FoldedEdit{&r.Groups.Policy, &r.Groups.Layout, &r.Buffers} {
 		if *fe == nil {
 			*fe = []FoldedEdit{}
 		}
 	}
 	if r.Schedule == nil {
 		r.Schedule = []PhaseChange{}
+	}
+	if r.Program == nil {
+		r.Program = []OpEdit{}
 	}
 }
 
@@ -332,6 +365,7 @@ func (r *Result) groups() {
 		policy.add(name, "divide before/after", fmt.Sprintf("%g/%g", o.PreDivide, o.PostDivide), fmt.Sprintf("%g/%g", n.PreDivide, n.PostDivide))
 		policy.add(name, "deferred reduce-scatter", strconv.FormatBool(og.DeferredReduce), strconv.FormatBool(ng.DeferredReduce))
 		layout.addValued(name, "shard elements per rank", i64(og.ShardNumel), i64(ng.ShardNumel), og.ShardNumel, ng.ShardNumel, "")
+		layout.addValued(name, "gradient elements per rank", i64(og.GradShardNumel), i64(ng.GradShardNumel), og.GradShardNumel, ng.GradShardNumel, "")
 		layout.addValued(name, "all-gather bytes per rank", ir.FormatBytes(og.ShardBytes), ir.FormatBytes(ng.ShardBytes), og.ShardBytes, ng.ShardBytes, UnitBytes)
 		po, pn := padded(og, op.Cluster.Shard), padded(ng, np.Cluster.Shard)
 		layout.addValued(name, "padded parameters", itoa(po), itoa(pn), po, pn, "")
@@ -396,6 +430,9 @@ func (f *folder) addValued(group, what, old, new string, oldValue, newValue any,
 	if _, ok := f.byEdit[k]; !ok {
 		f.order = append(f.order, k)
 		f.change[k] = Change{What: what, Old: old, New: new, OldValue: oldValue, NewValue: newValue, Unit: unit}
+	}
+	if gs := f.byEdit[k]; len(gs) > 0 && gs[len(gs)-1] == group || contains(gs, group) {
+		return // several buffers of a group: the group once
 	}
 	f.byEdit[k] = append(f.byEdit[k], group)
 }

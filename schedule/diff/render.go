@@ -98,6 +98,27 @@ func summary(r *Result, n int) []summaryLine {
 	if len(sch) > 0 {
 		out = append(out, summaryLine{"schedule", strings.Join(firstN(sch, n), "; ")})
 	}
+	if len(r.Program) > 0 && len(sch) == 0 {
+		// Counts per kind agree: say what changed op by op instead.
+		var ps []string
+		for _, e := range r.Program {
+			ps = append(ps, e.String())
+		}
+		out = append(out, summaryLine{"program", strings.Join(firstN(ps, n), "; ")})
+	}
+	if len(r.Params) > 0 {
+		out = append(out, summaryLine{"parameters", pairs(r.Params)})
+	}
+	if len(r.Buffers) > 0 && len(g.Layout) == 0 {
+		var bs []string
+		for _, e := range r.Buffers {
+			bs = append(bs, fmt.Sprintf("%s %s → %s on %s", e.What, e.Old, e.New, e.Folded))
+		}
+		out = append(out, summaryLine{"buffers", strings.Join(firstN(bs, n), "; ")})
+	}
+	if len(r.Other) > 0 {
+		out = append(out, summaryLine{"other fields", pairs(r.Other)})
+	}
 	for _, c := range r.Prediction {
 		text := fmt.Sprintf("%s → %s", c.Old, c.New)
 		if c.Delta != "" {
@@ -221,6 +242,42 @@ func details(r *Result, section func(name string, lines []string)) {
 			sl = append(sl, fmt.Sprintf("%s %s of %s: %d → %d per step", p.Phase, p.Kind, p.Folded, p.Old, p.New))
 		}
 		section("schedule", sl)
+	}
+	if len(r.Program) > 0 {
+		var pl []string
+		for _, e := range r.Program {
+			l := e.String()
+			switch {
+			case e.Example.OldOpT != "" && e.Example.NewOpT != "":
+				l += fmt.Sprintf("; e.g. op %d %q → op %d %q", e.Example.OldOp, e.Example.OldOpT, e.Example.NewOp, e.Example.NewOpT)
+			case e.Example.OldOpT != "":
+				l += fmt.Sprintf("; e.g. op %d %q", e.Example.OldOp, e.Example.OldOpT)
+			default:
+				l += fmt.Sprintf("; e.g. op %d %q", e.Example.NewOp, e.Example.NewOpT)
+			}
+			pl = append(pl, l)
+		}
+		section("program, op by op", firstN(pl, 40))
+	}
+	if len(r.Params) > 0 {
+		section("parameters", firstN(changes(r.Params), 40))
+	}
+	if len(r.Buffers) > 0 {
+		section("buffers", firstN(folded(r.Buffers), 40))
+	}
+	if len(r.Warnings) > 0 {
+		var wl []string
+		for _, c := range r.Warnings {
+			if c.Old != "" {
+				wl = append(wl, "no longer: "+c.Old)
+			} else {
+				wl = append(wl, "new: "+c.New)
+			}
+		}
+		section("warnings", wl)
+	}
+	if len(r.Other) > 0 {
+		section("other fields", firstN(changes(r.Other), 40))
 	}
 	if len(r.Prediction) > 0 {
 		section("prediction", changes(r.Prediction))

@@ -1,0 +1,562 @@
+package diff
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// The whole program, op by op. Counting operations per kind (schedule())
+// says what a reviewer sees first, but two programs with the same counts
+// can still differ in what matters for safety: a wait on another event, a
+// free moved before the last use, a backward labelled with the wrong
+// micro-batch. Here every op is written by name (its stream, kind, phase,
+// micro-batch, group, module, buffers and event by their names, never by
+// table index, so inserting one buffer or event renumbers nothing), the
+// two sequences are aligned, and every difference is reported, folded over
+// groups: "backward: 12 waits changed (event) in layers.{3–14}".
+
+// OpEdit is one kind of difference in the program, folded over the groups
+// it touches.
+type OpEdit struct {
+	// Change is "added", "removed", "moved" (the same op elsewhere in the
+	// program) or "changed" (an op in the same place whose Fields differ).
+	Change string   `json:"change"`
+	Phase  string   `json:"phase"`
+	Kind   string   `json:"kind"`
+	Fields []string `json:"fields"`
+	Count  int      `json:"count"`
+	Groups []string `json:"groups"`
+	Folded string   `json:"folded"`
+	// Example is the first such edit: the op as it was and as it is
+	// ("" where there is none), with its index in each program (-1 where
+	// there is none).
+	Example OpExample `json:"example"`
+}
+
+// OpExample shows one edit of a fold.
+type OpExample struct {
+	OldOp  int    `json:"old_op"`
+	NewOp  int    `json:"new_op"`
+	OldOpT string `json:"old"`
+	NewOpT string `json:"new"`
+}
+
+// opFieldNames name an op's fields as the text of an OpEdit says them.
+var opFieldNames = [...]string{"stream", "kind", "phase", "micro-batch", "group", "module", "buffer", "source",
+	"event", "uses", "process group", "dtype", "reduce", "factor", "bytes", "flops", "attention flops",
+	"element bytes", "gemms"}
+
+const (
+	fStream = iota
+	fKind
+	fPhase
+	fMicro
+	fGroup
+	fModule
+	fBuffer
+	fSource
+	fEvent
+)
+
+type opRec struct {
+	f         [len(opFieldNames)]string
+	line      string
+	foldGroup string
+}
+
+// brief writes an op by what identifies it and the fields named, for an
+// example: "compute free backward mb0 layers.31 buffer=…".
+func (r *opRec) brief(fields []string) string {
+	var b strings.Builder
+	for j, v := range r.f {
+		named := j <= fGroup || j == fModule || j == fBuffer || j == fSource || j == fEvent || contains(fields, opFieldNames[j])
+		if !named || v == "" || j > fKind && (v == "0" || v == "none") {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		if j > fGroup {
+			b.WriteString(opFieldNames[j])
+			b.WriteByte('=')
+		}
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+func bufName(p *schedule.Plan, b int) string {
+	if b < 0 || b >= len(p.Buffers) {
+		return ""
+	}
+	return p.Buffers[b].Name
+}
+
+func eventName(p *schedule.Plan, e int) string {
+	switch {
+	case e < 0:
+		return ""
+	case e < len(p.EventNames):
+		return p.EventNames[e]
+	}
+	return "event " + strconv.Itoa(e)
+}
+
+func groupName(p *schedule.Plan, g int) string {
+	if g < 0 || g >= len(p.Groups) {
+		return ""
+	}
+	return p.Groups[g].Label()
+}
+
+// opGroups gives every op a group to be folded under: its own, or for a
+// record the group of the work before it on its stream, and for a wait or
+// sync that of the record it waits for (the planner gives events no
+// group).
+func opGroups(p *schedule.Plan) []int {
+	out := make([]int, len(p.Ops))
+	var last [8]int
+	for i := range last {
+		last[i] = -1
+	}
+	recordGroup := map[int]int{}
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		g := o.Group
+		s := int(o.Stream) % len(last)
+		switch {
+		case g >= 0:
+		case o.Kind == schedule.OpRecord:
+			g = last[s]
+			recordGroup[o.Event] = g
+		case o.Kind == schedule.OpWait || o.Kind == schedule.OpSync:
+			if rg, ok := recordGroup[o.Event]; ok {
+				g = rg
+			}
+		}
+		if o.Group >= 0 {
+			last[s] = o.Group
+		}
+		out[i] = g
+	}
+	return out
+}
+
+func records(p *schedule.Plan) []opRec {
+	out := make([]opRec, len(p.Ops))
+	groups := opGroups(p)
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		r := &out[i]
+		r.foldGroup = groupName(p, groups[i])
+		mod := ""
+		if o.Module >= 0 && o.Module < len(p.Modules) {
+			mod = p.Modules[o.Module]
+		}
+		uses := make([]string, len(o.Uses))
+		for j, u := range o.Uses {
+			uses[j] = bufName(p, u)
+		}
+		gemms := make([]string, len(o.GEMMs))
+		for j, g := range o.GEMMs {
+			gemms[j] = fmt.Sprintf("%d×%d×%d×%d", g.M, g.N, g.K, g.Count)
+		}
+		pg := ""
+		if o.PG != schedule.PGNone || o.PGSize != 0 {
+			pg = fmt.Sprintf("%s(%d)", o.PG, o.PGSize)
+		}
+		dt := ""
+		if o.DType != ir.DTypeInvalid {
+			dt = o.DType.String()
+		}
+		r.f = [...]string{o.Stream.String(), o.Kind.String(), o.Phase.String(), "mb" + strconv.Itoa(o.Micro),
+			groupName(p, o.Group), mod, bufName(p, o.Buffer), bufName(p, o.Source), eventName(p, o.Event),
+			strings.Join(uses, ","), pg, dt, o.Reduce.String(), num(o.Factor), strconv.FormatInt(o.Bytes, 10),
+			num(o.FLOPs), num(o.AttnFLOPs), strconv.FormatInt(o.ElemBytes, 10), strings.Join(gemms, ",")}
+		var b strings.Builder
+		for j, v := range r.f {
+			if v == "" || j > fKind && (v == "0" || v == "none") {
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			if j > fGroup {
+				b.WriteString(opFieldNames[j])
+				b.WriteByte('=')
+			}
+			b.WriteString(v)
+		}
+		r.line = b.String()
+	}
+	return out
+}
+
+func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// align matches lines of a and b in order: the common prefix and suffix,
+// then lines that occur once in each (a patience diff), recursively
+// between those anchors. It returns the matched index pairs in order.
+func align(a, b []string) [][2]int {
+	var out [][2]int
+	var rec func(alo, ahi, blo, bhi int)
+	rec = func(alo, ahi, blo, bhi int) {
+		for alo < ahi && blo < bhi && a[alo] == b[blo] {
+			out = append(out, [2]int{alo, blo})
+			alo++
+			blo++
+		}
+		var tail [][2]int
+		for alo < ahi && blo < bhi && a[ahi-1] == b[bhi-1] {
+			ahi--
+			bhi--
+			tail = append(tail, [2]int{ahi, bhi})
+		}
+		defer func() {
+			for i := len(tail) - 1; i >= 0; i-- {
+				out = append(out, tail[i])
+			}
+		}()
+		if alo == ahi || blo == bhi {
+			return
+		}
+		type seen struct{ na, nb, ia, ib int }
+		count := map[string]*seen{}
+		for i := alo; i < ahi; i++ {
+			s := count[a[i]]
+			if s == nil {
+				s = &seen{}
+				count[a[i]] = s
+			}
+			s.na++
+			s.ia = i
+		}
+		for j := blo; j < bhi; j++ {
+			if s := count[b[j]]; s != nil {
+				s.nb++
+				s.ib = j
+			}
+		}
+		var anchors [][2]int // unique in both, in a's order
+		for i := alo; i < ahi; i++ {
+			if s := count[a[i]]; s.na == 1 && s.nb == 1 {
+				anchors = append(anchors, [2]int{i, s.ib})
+			}
+		}
+		anchors = longestIncreasing(anchors)
+		if len(anchors) == 0 {
+			return // a gap: pairGap reports what is in it
+		}
+		pa, pb := alo, blo
+		for _, m := range anchors {
+			rec(pa, m[0], pb, m[1])
+			out = append(out, m)
+			pa, pb = m[0]+1, m[1]+1
+		}
+		rec(pa, ahi, pb, bhi)
+	}
+	rec(0, len(a), 0, len(b))
+	return out
+}
+
+// longestIncreasing keeps the longest run of pairs whose second index
+// increases (the first already does).
+func longestIncreasing(ps [][2]int) [][2]int {
+	if len(ps) == 0 {
+		return nil
+	}
+	tails := []int{} // index into ps of the smallest tail of each length
+	prev := make([]int, len(ps))
+	for i, p := range ps {
+		k := sort.Search(len(tails), func(k int) bool { return ps[tails[k]][1] >= p[1] })
+		if k > 0 {
+			prev[i] = tails[k-1]
+		} else {
+			prev[i] = -1
+		}
+		if k == len(tails) {
+			tails = append(tails, i)
+		} else {
+			tails[k] = i
+		}
+	}
+	out := make([][2]int, len(tails))
+	for i, k := len(tails)-1, tails[len(tails)-1]; i >= 0; i, k = i-1, prev[k] {
+		out[i] = ps[k]
+	}
+	return out
+}
+
+// program aligns the two programs and folds their differences.
+func (r *Result) program() {
+	op, np := r.Old.Plan, r.New.Plan
+	ra, rb := records(op), records(np)
+	a, b := make([]string, len(ra)), make([]string, len(rb))
+	for i := range ra {
+		a[i] = ra[i].line
+	}
+	for i := range rb {
+		b[i] = rb[i].line
+	}
+	matched := align(a, b)
+	type edit struct {
+		change   string
+		oi, ni   int
+		fields   []string
+		rec      *opRec
+		groupSet string
+	}
+	var edits []edit
+	var removed, added []int
+	// The gaps between matched pairs: pair an old op with a new op of the
+	// same kind on the same stream in order ("changed"); the rest were
+	// removed or added.
+	gap := func(alo, ahi, blo, bhi int) {
+		next := blo
+		used := map[int]bool{}
+		for i := alo; i < ahi; i++ {
+			paired := false
+			for j := next; j < bhi; j++ {
+				if !used[j] && rb[j].f[fKind] == ra[i].f[fKind] && rb[j].f[fStream] == ra[i].f[fStream] {
+					var fields []string
+					for k := range ra[i].f {
+						if ra[i].f[k] != rb[j].f[k] {
+							fields = append(fields, opFieldNames[k])
+						}
+					}
+					edits = append(edits, edit{change: "changed", oi: i, ni: j, fields: fields, rec: &rb[j]})
+					used[j], next, paired = true, j+1, true
+					break
+				}
+			}
+			if !paired {
+				removed = append(removed, i)
+			}
+		}
+		for j := blo; j < bhi; j++ {
+			if !used[j] {
+				added = append(added, j)
+			}
+		}
+	}
+	pa, pb := 0, 0
+	for _, m := range matched {
+		gap(pa, m[0], pb, m[1])
+		pa, pb = m[0]+1, m[1]+1
+	}
+	gap(pa, len(a), pb, len(b))
+	// An op removed in one place and added, the same, in another moved.
+	byLine := map[string][]int{}
+	for _, j := range added {
+		byLine[b[j]] = append(byLine[b[j]], j)
+	}
+	movedTo := map[int]bool{}
+	for _, i := range removed {
+		if js := byLine[a[i]]; len(js) > 0 {
+			edits = append(edits, edit{change: "moved", oi: i, ni: js[0], rec: &ra[i]})
+			movedTo[js[0]] = true
+			byLine[a[i]] = js[1:]
+			continue
+		}
+		edits = append(edits, edit{change: "removed", oi: i, ni: -1, rec: &ra[i]})
+	}
+	for _, j := range added {
+		if !movedTo[j] {
+			edits = append(edits, edit{change: "added", oi: -1, ni: j, rec: &rb[j]})
+		}
+	}
+	// Fold in program order (of the new plan where there is one).
+	at := func(e edit) int {
+		if e.ni >= 0 {
+			return e.ni
+		}
+		return e.oi
+	}
+	sort.SliceStable(edits, func(i, j int) bool { return at(edits[i]) < at(edits[j]) })
+	type key struct{ change, phase, kind, fields string }
+	idx := map[key]int{}
+	for _, e := range edits {
+		k := key{e.change, e.rec.f[fPhase], e.rec.f[fKind], strings.Join(e.fields, ", ")}
+		g := e.rec.foldGroup
+		if g == "" {
+			g = "(no group)"
+		}
+		n, ok := idx[k]
+		if !ok {
+			n = len(r.Program)
+			idx[k] = n
+			ex := OpExample{OldOp: e.oi, NewOp: e.ni}
+			if e.oi >= 0 {
+				ex.OldOpT = ra[e.oi].brief(e.fields)
+			}
+			if e.ni >= 0 {
+				ex.NewOpT = rb[e.ni].brief(e.fields)
+			}
+			r.Program = append(r.Program, OpEdit{Change: e.change, Phase: k.phase, Kind: k.kind, Fields: e.fields, Example: ex})
+		}
+		pe := &r.Program[n]
+		pe.Count++
+		if len(pe.Groups) == 0 || pe.Groups[len(pe.Groups)-1] != g {
+			if !contains(pe.Groups, g) {
+				pe.Groups = append(pe.Groups, g)
+			}
+		}
+	}
+	for i := range r.Program {
+		pe := &r.Program[i]
+		if pe.Fields == nil {
+			pe.Fields = []string{}
+		}
+		pe.Folded = Fold(pe.Groups)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Text of one fold: "backward: 12 waits changed (event) in layers.{3–14}".
+func (e OpEdit) String() string {
+	what := e.Kind
+	if e.Count != 1 {
+		what = plural(e.Kind)
+	}
+	s := fmt.Sprintf("%s: %d %s %s", e.Phase, e.Count, what, e.Change)
+	if len(e.Fields) > 0 {
+		s += " (" + strings.Join(e.Fields, ", ") + ")"
+	}
+	return s + " in " + e.Folded
+}
+
+func plural(kind string) string {
+	switch {
+	case strings.HasSuffix(kind, "y") && kind != "copy":
+		return kind[:len(kind)-1] + "ies"
+	case kind == "copy":
+		return "copies"
+	}
+	return kind + "s"
+}
+
+// params compares each matched group's parameters in order: names (a
+// rename is a different model, or a forged one), shapes, dtypes, whether
+// they train, their aliases and shard dimension.
+func (r *Result) params() {
+	op, np := r.Old.Plan, r.New.Plan
+	newByName := map[string]int{}
+	for i := range np.Groups {
+		newByName[np.Groups[i].Label()] = i
+	}
+	desc := func(gp *schedule.GroupParam) [6]string {
+		dims := make([]string, len(gp.Shape))
+		for i, d := range gp.Shape {
+			dims[i] = strconv.FormatInt(d, 10)
+		}
+		return [6]string{gp.Name, "[" + strings.Join(dims, ",") + "]", gp.DType.String(),
+			strconv.FormatBool(gp.RequiresGrad), strings.Join(gp.Aliases, ","), strconv.Itoa(gp.ShardDim)}
+	}
+	what := [6]string{"name", "shape", "dtype", "requires_grad", "aliases", "shard dim"}
+	for oi := range op.Groups {
+		og := &op.Groups[oi]
+		ni, ok := newByName[og.Label()]
+		if !ok {
+			continue
+		}
+		ng := &np.Groups[ni]
+		for k := range max(len(og.Params), len(ng.Params)) {
+			var o, n [6]string
+			label := ""
+			if k < len(og.Params) {
+				o = desc(&og.Params[k])
+				label = og.Params[k].Name
+			}
+			if k < len(ng.Params) {
+				n = desc(&ng.Params[k])
+				if label == "" {
+					label = ng.Params[k].Name
+				}
+			}
+			if k >= len(og.Params) || k >= len(ng.Params) {
+				add(&r.Params, fmt.Sprintf("%s parameter %d", og.Label(), k), o[0], n[0])
+				continue
+			}
+			for f := range what {
+				add(&r.Params, fmt.Sprintf("%s %s", label, what[f]), o[f], n[f])
+			}
+		}
+	}
+}
+
+// buffers compares buffers by name: added, removed, and what changed of
+// the same name (size, kind, pool, group, persistence), folded over groups.
+func (r *Result) buffers() {
+	op, np := r.Old.Plan, r.New.Plan
+	newByName := map[string]int{}
+	for i := range np.Buffers {
+		newByName[np.Buffers[i].Name] = i
+	}
+	f := newFolder()
+	oldNames := map[string]bool{}
+	for i := range op.Buffers {
+		ob := &op.Buffers[i]
+		oldNames[ob.Name] = true
+		g := groupName(op, ob.Group)
+		if g == "" {
+			g = "(no group)"
+		}
+		ni, ok := newByName[ob.Name]
+		if !ok {
+			f.add(g, "buffer "+ob.Kind.String(), "present", "removed")
+			continue
+		}
+		nb := &np.Buffers[ni]
+		f.addValued(g, ob.Kind.String()+" bytes", ir.FormatBytes(ob.Bytes), ir.FormatBytes(nb.Bytes), ob.Bytes, nb.Bytes, UnitBytes)
+		f.add(g, ob.Kind.String()+" kind", ob.Kind.String(), nb.Kind.String())
+		f.add(g, ob.Kind.String()+" pool", ob.Pool.String(), nb.Pool.String())
+		f.add(g, ob.Kind.String()+" group", groupName(op, ob.Group), groupName(np, nb.Group))
+		f.add(g, ob.Kind.String()+" persistent", strconv.FormatBool(ob.Persistent), strconv.FormatBool(nb.Persistent))
+	}
+	for i := range np.Buffers {
+		nb := &np.Buffers[i]
+		if !oldNames[nb.Name] {
+			g := groupName(np, nb.Group)
+			if g == "" {
+				g = "(no group)"
+			}
+			f.add(g, "buffer "+nb.Kind.String(), "absent", "added")
+		}
+	}
+	r.Buffers = f.edits()
+}
+
+// warnings lists the planner's warnings that appear on one side only.
+func (r *Result) warnings() {
+	in := func(ws []string) map[string]bool {
+		m := map[string]bool{}
+		for _, w := range ws {
+			m[w] = true
+		}
+		return m
+	}
+	o, n := in(r.Old.Plan.Warnings), in(r.New.Plan.Warnings)
+	for _, w := range r.Old.Plan.Warnings {
+		if !n[w] {
+			add(&r.Warnings, "warning", w, "")
+		}
+	}
+	for _, w := range r.New.Plan.Warnings {
+		if !o[w] {
+			add(&r.Warnings, "warning", "", w)
+		}
+	}
+}
