@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/fsdpc/fsdpc/schedule"
 )
 
 func loadSet(t *testing.T) *Set {
@@ -51,5 +53,33 @@ func TestFitRefuses(t *testing.T) {
 	all := []string{"max_efficiency", "attention_forward", "attention_backward", "nic_efficiency", "memory_efficiency"}
 	if _, err := set.Fit([]string{"h200"}, all); err == nil || !strings.Contains(err.Error(), "not enough") {
 		t.Errorf("5 parameters from 4 runs: %v", err)
+	}
+}
+
+// TestPredictKeepsRunProfile: a calibration under test replaces the GPU's
+// built-in constants but not what a run's own plan sets (KempnerForge's
+// cuDNN attention), so predicting with the built-in calibration passed
+// explicitly gives the same figures as the plan's own model.
+func TestPredictKeepsRunProfile(t *testing.T) {
+	set := loadSet(t)
+	own, err := set.Predict(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	explicit, err := set.Predict(func(gpu string) schedule.Calibration { return schedule.CalibrationFor(presetName(gpu)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cudnn := 0
+	for i := range own {
+		if own[i].predTPS != explicit[i].predTPS {
+			t.Errorf("row %s: %g tokens/s with the plan's model, %g with its calibration passed in", own[i].id, own[i].predTPS, explicit[i].predTPS)
+		}
+		if own[i].attentionKernel == "cudnn" {
+			cudnn++
+		}
+	}
+	if cudnn == 0 {
+		t.Error("no run uses cuDNN attention: the test checks nothing")
 	}
 }

@@ -26,6 +26,7 @@ type run struct {
 	checkpointing      string  // none, full, selective-op, selective-layer
 	compile            bool
 	lossUpcast         bool // the trainer upcasts the logits to fp32 for the loss
+	attentionKernel    string
 	microBatch, accum  int
 	seq                int
 	// Measured.
@@ -153,6 +154,15 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		// fms-fsdp calls CrossEntropyLoss on the bf16 output; the others do
 		// not say, and get the bf16 loss.
 		x.lossUpcast = strings.HasPrefix(get("framework"), "torchtitan")
+		// KempnerForge's own H200 profile (benchmarks/profiling/
+		// 13b_24gpu_profiling.md, 2026-04-07, sdpa_backend "auto") runs
+		// aten::_cudnn_attention_backward: its SDPA dispatched to cuDNN.
+		// The 2024 sources ran FlashAttention-2 (cuDNN SDPA was not
+		// PyTorch's default then: pytorch/pytorch#128539 reverted it).
+		x.attentionKernel = "flash2"
+		if get("framework") == "KempnerForge" {
+			x.attentionKernel = "cudnn"
+		}
 		x.oom = strings.EqualFold(get("status"), "OOM")
 		if !x.oom {
 			tps, err := strconv.ParseFloat(get("tps_per_gpu"), 64)

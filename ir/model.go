@@ -212,6 +212,10 @@ type Train struct {
 	// element-wise work around the matmuls (norms, activations, RoPE,
 	// residual adds) into fewer passes over memory.
 	Compile bool
+	// AttentionKernel is the fused attention kernel SDPA runs: "flash2"
+	// (FlashAttention-2, the default) or "cudnn" (cuDNN's fused attention;
+	// attention.go).
+	AttentionKernel string
 }
 
 // Tokens is the number of tokens in one micro-batch on one rank.

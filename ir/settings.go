@@ -54,7 +54,7 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		return
 	}
 	t := d.table("train", v, "[train]", "micro_batch", "seq_len", "grad_accum", "accumulate", "checkpointing",
-		"optimizer", "optimizer_state_bytes", "activation_dtype", "compile", "checkpoint_interval")
+		"optimizer", "optimizer_state_bytes", "activation_dtype", "compile", "checkpoint_interval", "attention_kernel")
 	tr.MicroBatch = t.intOr("micro_batch", 1, 1, 1<<20)
 	if n, ok := t.integer("seq_len", 1, 1<<30); ok {
 		tr.SeqLen = n
@@ -64,6 +64,10 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 	tr.GradAccum = t.intOr("grad_accum", 1, 1, 1<<20)
 	if b, _ := t.boolean("compile"); b != nil {
 		tr.Compile = *b
+	}
+	tr.AttentionKernel = "flash2"
+	if s, ok := t.enum("attention_kernel", sortedKeys(attentionKernels)...); ok {
+		tr.AttentionKernel = s
 	}
 	if s, ok := t.enum("accumulate", "sharded", "unsharded"); ok {
 		tr.AccumulateUnsharded = s == "unsharded"
@@ -182,6 +186,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	}
 	c.HostBandwidth = d.link(t, "host_link", hostDefault)
 	c.Profile = d.readProfile(t, preset)
+	c.Profile = d.attentionKernelProfile(c.Profile, m.Train.AttentionKernel, preset)
 	if c.Nodes() <= 1 && !t.has("inter_node") && !t.has("inter_node_bandwidth") {
 		c.InterNodeBandwidth = c.IntraNodeBandwidth
 	}

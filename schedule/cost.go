@@ -98,10 +98,16 @@ type Model struct {
 // calibration with the GPU's fitted profile, if it has one.
 func NewModel(p *Plan) *Model {
 	cal := CalibrationFor(p.Cluster.GPU)
-	for _, v := range p.Cluster.Profile {
-		cal.set(v.Name, v.Value)
-	}
+	cal.ApplyProfile(p.Cluster.Profile)
 	return &Model{HW: p.Cluster.hardware(), Cal: cal}
+}
+
+// ApplyProfile sets the constants a plan's profile names (a profile file,
+// or the attention kernel's figures, ir.Cluster.Profile) over c.
+func (c *Calibration) ApplyProfile(vals []ir.ProfileValue) {
+	for _, v := range vals {
+		c.set(v.Name, v.Value)
+	}
 }
 
 // set changes the constant a hardware profile names (ir.ProfileKeys).

@@ -28,7 +28,7 @@ func ga100Profile(c *Calibration) {
 // (fms-fsdp on H100, KempnerForge on H200); attention keeps the default,
 // FlashAttention-2's 35% of peak on H100.
 func gh100Profile(c *Calibration) {
-	c.MaxEfficiency = 0.717
+	c.MaxEfficiency = 0.690
 }
 
 // CalibrationFor returns the calibration for a GPU by its preset name.

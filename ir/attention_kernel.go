@@ -1,0 +1,60 @@
+package ir
+
+import "sort"
+
+// attentionKernels are the fused attention kernels [train]
+// attention_kernel names, with the fractions of dense bf16 peak their
+// forward and backward reach on the GPU presets fsdpc has a measurement
+// for. "flash2" has none here: it is what the cost model's built-in
+// profiles describe (docs/cost-model.md).
+//
+// cuDNN on Hopper: PyTorch's SDPA runs cuDNN's kernel when asked to
+// (SDPBackend.CUDNN_ATTENTION), or by default where the trainer or
+// PyTorch version prefers it. Forward: 631.3 TFLOP/s at batch 1, 24
+// heads, 4,608 tokens, head dim 128 on H100, against 329.5 for SDPA's
+// FlashAttention-2 (tritonbench, pytorch/pytorch#142132): 631.3 / 989.4 =
+// 0.638. Training (forward and backward): cuDNN is "consistently 1.7–2.3×
+// faster for training shapes" on Hopper (huggingface/transformers#48163);
+// at the low end, 1.7×, against FlashAttention-2's 0.35 forward and 0.30
+// backward with backward 2.5× the forward's FLOPs, the backward reaches
+// 2.5 / (1/1.7 · (1/0.35 + 2.5/0.30) − 1/0.638) = 0.50. H200 has H100
+// SXM's GH100 configuration and clocks. On Ampere cuDNN is slower than
+// FlashAttention-2 (0.82× on A100, the same thread): no figure, so the
+// GPU's FlashAttention-2 figures stay.
+var attentionKernels = map[string]map[string][2]float64{
+	"flash2": nil,
+	"cudnn": {
+		"h100-sxm": {0.638, 0.50},
+		"h200":     {0.638, 0.50},
+	},
+}
+
+// attentionKernelProfile adds the attention kernel's efficiencies to a
+// cluster's profile for its GPU preset, unless the profile file set them
+// (a fitted value is the target system's own).
+func (d *decoder) attentionKernelProfile(prof []ProfileValue, kernel, preset string) []ProfileValue {
+	figures, ok := attentionKernels[kernel]
+	if !ok || figures == nil {
+		return prof
+	}
+	eff, ok := figures[preset]
+	if !ok {
+		d.warnf("train.attention_kernel", "fsdpc has no measured efficiency of attention_kernel %q on %s; the GPU's FlashAttention-2 figures are used", kernel, presetLabel(preset))
+		return prof
+	}
+	for _, v := range prof {
+		if v.Name == "attention_forward" || v.Name == "attention_backward" {
+			return prof
+		}
+	}
+	prof = append(prof, ProfileValue{"attention_backward", eff[1]}, ProfileValue{"attention_forward", eff[0]})
+	sort.Slice(prof, func(i, j int) bool { return prof[i].Name < prof[j].Name })
+	return prof
+}
+
+func presetLabel(preset string) string {
+	if preset == "" {
+		return "a GPU given as figures"
+	}
+	return preset
+}
