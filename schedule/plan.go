@@ -17,10 +17,13 @@ import "github.com/fsdpc/fsdpc/ir"
 const FormatVersion = 4
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
-// (fully_shard) with the single-group-per-module path of torch 2.6 to 2.12
-// and the mid-2025 reshard_after_forward default (None: true for non-root
-// units, false for the root).
-const Semantics = "torch-fsdp2/2.8"
+// (fully_shard) as torch 2.14 runs it, the version the conformance suite
+// checks every plan shape against (torchgen, Debian forky's
+// python3-torch 2.14.1): one parameter group per fully_shard call, the
+// reshard_after_forward default None (true for non-root units, false for
+// the root), a grouped unit's post-backward on its first module's inputs.
+// docs/semantics.md lists what older releases do differently.
+const Semantics = "torch-fsdp2/2.14"
 
 // Plan is a compiled FSDP execution plan.
 type Plan struct {

@@ -28,10 +28,11 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	headroom := fl.Float64("headroom", planner.DefaultHeadroom*100, "with -tune: the percentage of the memory budget to keep free")
 	trainTokens := fl.String("train-tokens", "", "also say how long training on this many tokens takes (15T, 300B, 2.5e12)")
 	asJSON := fl.Bool("json", false, "print the summary as JSON (docs/json.md)")
+	semantics := fl.String("semantics", "", "refuse to plan unless fsdpc models this FSDP version (it models "+schedule.Semantics+"; docs/semantics.md)")
 	var failIf gateList
 	fl.Var(&failIf, "fail-if", "exit 3 if this holds of the plan, e.g. 'reserved>70GiB' or 'mfu<35%' (repeatable; docs/json.md)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] [-tune [-fsdpc-knobs] [-headroom PCT]] [-train-tokens N] [-json] [-fail-if EXPR]... model.toml|zoo-name")
+		fmt.Fprintln(stderr, "usage: fsdpc plan [-o plan.bin] [-d pass] [-check] [-tune [-fsdpc-knobs] [-headroom PCT]] [-train-tokens N] [-json] [-fail-if EXPR]... [-semantics torch-fsdp2/V] model.toml|zoo-name")
 		fmt.Fprintln(stderr, "\nCompiles the model into an FSDP plan, writes plan.bin and prints a summary.")
 		fmt.Fprintln(stderr, "Exit status: 0 done, 1 error, 2 bad usage, 3 a -fail-if gate failed.")
 		fl.PrintDefaults()
@@ -42,6 +43,10 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	gates, err := parseGates(failIf, false)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *semantics != "" && *semantics != schedule.Semantics {
+		fmt.Fprintf(stderr, "fsdpc plan: -semantics %s: this fsdpc models %s only (docs/semantics.md lists how other releases differ)\n", *semantics, schedule.Semantics)
 		return 2
 	}
 	if *dump != "" && (*asJSON || len(gates) > 0) {

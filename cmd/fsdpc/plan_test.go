@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/fsdpc/fsdpc/schedule"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,5 +147,18 @@ func TestSimAndVerify(t *testing.T) {
 	os.WriteFile(bad, b, 0o644)
 	if code, _, errOut := runCLI("verify", bad); code != 1 || !strings.Contains(errOut, "checksum") {
 		t.Errorf("verify of a damaged plan: exit %d, %q", code, errOut)
+	}
+}
+
+// TestPlanSemantics: -semantics names the FSDP version a CI job expects;
+// any other than the one fsdpc models is refused as bad usage.
+func TestPlanSemantics(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "plan.bin")
+	if code, _, errOut := runCLI("plan", "-semantics", schedule.Semantics, "-o", out, "gpt2-124m"); code != 0 {
+		t.Fatalf("-semantics %s: exit %d: %s", schedule.Semantics, code, errOut)
+	}
+	code, _, errOut := runCLI("plan", "-semantics", "torch-fsdp2/2.6", "-o", out, "gpt2-124m")
+	if code != 2 || !strings.Contains(errOut, "this fsdpc models "+schedule.Semantics+" only") {
+		t.Fatalf("-semantics torch-fsdp2/2.6: exit %d: %s", code, errOut)
 	}
 }
