@@ -27,7 +27,7 @@ func runDevices(args []string, stdout, stderr io.Writer) int {
 	}
 	info, err := listDevices()
 	if errors.Is(err, devices.ErrNoDriver) {
-		fmt.Fprintln(stderr, "fsdpc devices: no NVIDIA driver on this machine (libnvidia-ml.so.1 could not be loaded); planning works without one, use a gpu preset in [cluster]")
+		fmt.Fprintf(stderr, "fsdpc devices: %v; planning works without a GPU: name one in [cluster] gpu (fsdpc zoo's models show the presets)\n", err)
 		return 1
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/ir"
@@ -168,6 +169,10 @@ func runTextconv(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	p, err := schedule.ReadFile(args[0])
+	if errors.Is(err, fs.ErrNotExist) {
+		// Not a file: a built-in model's name, compiled as elsewhere.
+		p, err = loadPlan(args[0])
+	}
 	if errors.Is(err, schedule.ErrBadMagic) {
 		// git may hand over an empty or foreign blob (a deleted file): show
 		// it as it is rather than failing the whole diff.

@@ -103,3 +103,17 @@ func TestGitTextconv(t *testing.T) {
 		t.Error("git treated the plan as binary")
 	}
 }
+
+// TestTextconvZooName: textconv, like every command that takes a plan,
+// takes a built-in model's name (it once said "open llama3-8b: no such
+// file or directory"); a name that is neither says so in one line.
+func TestTextconvZooName(t *testing.T) {
+	code, out, errOut := runCLI("textconv", "gpt2-124m")
+	if code != 0 || !strings.Contains(out, "plan gpt2-124m\n") {
+		t.Fatalf("textconv gpt2-124m: exit %d: %s", code, errOut)
+	}
+	code, _, errOut = runCLI("textconv", "no-such-model")
+	if code != 1 || !strings.Contains(errOut, "no built-in model of that name") {
+		t.Fatalf("textconv no-such-model: exit %d: %q", code, errOut)
+	}
+}

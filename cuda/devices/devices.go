@@ -10,8 +10,10 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
-// ErrNoDriver means NVML could not be loaded: no NVIDIA driver here.
-var ErrNoDriver = errors.New("no NVIDIA driver: libnvidia-ml.so.1 could not be loaded")
+// ErrNoDriver means there is no usable NVIDIA driver here: NVML could not
+// be loaded, or it loaded but the kernel driver is not (a container or
+// machine with the CUDA libraries and no GPU).
+var ErrNoDriver = errors.New("no NVIDIA driver")
 
 // Info is what NVML reports about the machine.
 type Info struct {
@@ -37,8 +39,11 @@ type GPU struct {
 // an error naming the NVML call that failed otherwise.
 func List() (Info, error) {
 	if ret := nvml.Init(); ret != nvml.SUCCESS {
-		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
-			return Info{}, ErrNoDriver
+		switch ret {
+		case nvml.ERROR_LIBRARY_NOT_FOUND:
+			return Info{}, fmt.Errorf("%w: libnvidia-ml.so.1 could not be loaded", ErrNoDriver)
+		case nvml.ERROR_DRIVER_NOT_LOADED:
+			return Info{}, fmt.Errorf("%w: NVML is installed but the kernel driver is not loaded", ErrNoDriver)
 		}
 		return Info{}, nvmlError("nvmlInit", ret)
 	}

@@ -186,3 +186,20 @@ func TestOpenSamplerHere(t *testing.T) {
 		t.Errorf("%v: neither ErrNoDriver nor naming the NVML call", err)
 	}
 }
+
+// TestListSaysNoDriver: on a machine without a working NVIDIA driver
+// (libnvidia-ml missing, or present with no kernel driver loaded, as in a
+// container with the CUDA libraries), List reports ErrNoDriver, which the
+// CLI turns into a plain sentence; on a machine with GPUs it lists them.
+func TestListSaysNoDriver(t *testing.T) {
+	info, err := List()
+	if err == nil {
+		if len(info.GPUs) == 0 && info.Driver == "" {
+			t.Errorf("List: no error, but no driver version either")
+		}
+		return
+	}
+	if !errors.Is(err, ErrNoDriver) {
+		t.Errorf("List: %v: want ErrNoDriver when NVML cannot reach a driver", err)
+	}
+}
