@@ -227,7 +227,11 @@ func addNum(list *[]Change, what string, old, new float64, format func(float64) 
 func (r *Result) provenance() {
 	o, n := r.Old.Plan.Header, r.New.Plan.Header
 	add(&r.Provenance, "model", o.Model, n.Model)
-	addShown(&r.Provenance, "input sha256", short(o.InputSHA256), short(n.InputSHA256), o.InputSHA256, n.InputSHA256, "")
+	so, sn := short(o.InputSHA256), short(n.InputSHA256)
+	if so == sn { // differing past the prefix: show them whole
+		so, sn = o.InputSHA256, n.InputSHA256
+	}
+	addShown(&r.Provenance, "input sha256", so, sn, o.InputSHA256, n.InputSHA256, "")
 	add(&r.Provenance, "fsdpc version", o.FsdpcVersion, n.FsdpcVersion)
 	add(&r.Provenance, "semantics", o.Semantics, n.Semantics)
 }

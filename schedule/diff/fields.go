@@ -91,7 +91,7 @@ func unused(names []string, used map[int]bool) []string {
 // follow from everything else: reported only when nothing else differs,
 // so that a plan edited only there is not called identical.
 func (r *Result) predictionRest() {
-	w := &walker{out: &r.Other}
+	w := &walker{out: &r.Other, all: true} // below the prediction section's tolerance too
 	w.walk("Prediction", "Prediction", reflect.ValueOf(r.Old.Plan.Prediction), reflect.ValueOf(r.New.Plan.Prediction))
 }
 
@@ -117,12 +117,15 @@ func names(out *[]Change, what string, old, new []string) {
 	}
 }
 
-type walker struct{ out *[]Change }
+type walker struct {
+	out *[]Change
+	all bool // ignore covered
+}
 
 // walk reports every leaf that differs; label is what the reader sees,
 // key the path looked up in covered.
 func (w *walker) walk(label, key string, a, b reflect.Value) {
-	if covered[key] {
+	if covered[key] && !w.all {
 		return
 	}
 	switch a.Kind() {
@@ -147,6 +150,9 @@ func (w *walker) walk(label, key string, a, b reflect.Value) {
 func show(v reflect.Value) string {
 	if s, ok := v.Interface().(fmt.Stringer); ok {
 		return s.String()
+	}
+	if v.Kind() == reflect.Float64 {
+		return num(v.Float())
 	}
 	return fmt.Sprint(v.Interface())
 }

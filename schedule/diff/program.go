@@ -2,6 +2,7 @@ package diff
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,17 +64,44 @@ const (
 	fEvent
 )
 
+// opKey is an op by name: comparable, so the two programs are aligned on
+// it directly, and cheap to build (names are the plans' own strings).
+type opKey struct {
+	stream, kind, phase, pg, dtype, reduce uint8
+	micro, pgSize                          int
+	group, module, buffer, source, event   string
+	uses, gemms                            string
+	factor, flops, attn                    uint64 // IEEE bits: exact, NaNs included
+	bytes, elem                            int64
+}
+
 type opRec struct {
-	f         [len(opFieldNames)]string
-	line      string
+	key       opKey
+	op        *schedule.Op
 	foldGroup string
+}
+
+// values writes the op's fields in opFieldNames' order.
+func (r *opRec) values() [len(opFieldNames)]string {
+	k, o := &r.key, r.op
+	pg := ""
+	if o.PG != schedule.PGNone || o.PGSize != 0 {
+		pg = fmt.Sprintf("%s(%d)", o.PG, o.PGSize)
+	}
+	dt := ""
+	if o.DType != ir.DTypeInvalid {
+		dt = o.DType.String()
+	}
+	return [...]string{o.Stream.String(), o.Kind.String(), o.Phase.String(), "mb" + strconv.Itoa(o.Micro),
+		k.group, k.module, k.buffer, k.source, k.event, k.uses, pg, dt, o.Reduce.String(), num(o.Factor),
+		strconv.FormatInt(o.Bytes, 10), num(o.FLOPs), num(o.AttnFLOPs), strconv.FormatInt(o.ElemBytes, 10), k.gemms}
 }
 
 // brief writes an op by what identifies it and the fields named, for an
 // example: "compute free backward mb0 layers.31 buffer=…".
 func (r *opRec) brief(fields []string) string {
 	var b strings.Builder
-	for j, v := range r.f {
+	for j, v := range r.values() {
 		named := j <= fGroup || j == fModule || j == fBuffer || j == fSource || j == fEvent || contains(fields, opFieldNames[j])
 		if !named || v == "" || j > fKind && (v == "0" || v == "none") {
 			continue
@@ -153,56 +181,59 @@ func records(p *schedule.Plan) []opRec {
 	for i := range p.Ops {
 		o := &p.Ops[i]
 		r := &out[i]
+		r.op = o
 		r.foldGroup = groupName(p, groups[i])
 		mod := ""
 		if o.Module >= 0 && o.Module < len(p.Modules) {
 			mod = p.Modules[o.Module]
 		}
-		uses := make([]string, len(o.Uses))
+		uses := ""
 		for j, u := range o.Uses {
-			uses[j] = bufName(p, u)
+			if j > 0 {
+				uses += ","
+			}
+			uses += bufName(p, u)
 		}
-		gemms := make([]string, len(o.GEMMs))
+		gemms := ""
 		for j, g := range o.GEMMs {
-			gemms[j] = fmt.Sprintf("%d×%d×%d×%d", g.M, g.N, g.K, g.Count)
-		}
-		pg := ""
-		if o.PG != schedule.PGNone || o.PGSize != 0 {
-			pg = fmt.Sprintf("%s(%d)", o.PG, o.PGSize)
-		}
-		dt := ""
-		if o.DType != ir.DTypeInvalid {
-			dt = o.DType.String()
-		}
-		r.f = [...]string{o.Stream.String(), o.Kind.String(), o.Phase.String(), "mb" + strconv.Itoa(o.Micro),
-			groupName(p, o.Group), mod, bufName(p, o.Buffer), bufName(p, o.Source), eventName(p, o.Event),
-			strings.Join(uses, ","), pg, dt, o.Reduce.String(), num(o.Factor), strconv.FormatInt(o.Bytes, 10),
-			num(o.FLOPs), num(o.AttnFLOPs), strconv.FormatInt(o.ElemBytes, 10), strings.Join(gemms, ",")}
-		var b strings.Builder
-		for j, v := range r.f {
-			if v == "" || j > fKind && (v == "0" || v == "none") {
-				continue
+			if j > 0 {
+				gemms += ","
 			}
-			if b.Len() > 0 {
-				b.WriteByte(' ')
-			}
-			if j > fGroup {
-				b.WriteString(opFieldNames[j])
-				b.WriteByte('=')
-			}
-			b.WriteString(v)
+			gemms += fmt.Sprintf("%d×%d×%d×%d", g.M, g.N, g.K, g.Count)
 		}
-		r.line = b.String()
+		r.key = opKey{stream: uint8(o.Stream), kind: uint8(o.Kind), phase: uint8(o.Phase), pg: uint8(o.PG),
+			dtype: uint8(o.DType), reduce: uint8(o.Reduce), micro: o.Micro, pgSize: o.PGSize,
+			group: groupName(p, o.Group), module: mod, buffer: bufName(p, o.Buffer), source: bufName(p, o.Source),
+			event: eventName(p, o.Event), uses: uses, gemms: gemms,
+			factor: math.Float64bits(o.Factor), flops: math.Float64bits(o.FLOPs), attn: math.Float64bits(o.AttnFLOPs),
+			bytes: o.Bytes, elem: o.ElemBytes}
 	}
 	return out
 }
 
-func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+// num writes a float exactly; NaNs with their bits, so two NaNs that
+// differ do not read the same.
+func num(f float64) string {
+	if math.IsNaN(f) {
+		return fmt.Sprintf("NaN(%#x)", math.Float64bits(f))
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// exactBytes shows two sizes in binary units, or in bytes where the units
+// would round them to the same text.
+func exactBytes(a, b int64) (string, string) {
+	sa, sb := ir.FormatBytes(a), ir.FormatBytes(b)
+	if sa == sb && a != b {
+		return strconv.FormatInt(a, 10) + " B", strconv.FormatInt(b, 10) + " B"
+	}
+	return sa, sb
+}
 
 // align matches lines of a and b in order: the common prefix and suffix,
 // then lines that occur once in each (a patience diff), recursively
 // between those anchors. It returns the matched index pairs in order.
-func align(a, b []string) [][2]int {
+func align[T comparable](a, b []T) [][2]int {
 	var out [][2]int
 	var rec func(alo, ahi, blo, bhi int)
 	rec = func(alo, ahi, blo, bhi int) {
@@ -226,7 +257,7 @@ func align(a, b []string) [][2]int {
 			return
 		}
 		type seen struct{ na, nb, ia, ib int }
-		count := map[string]*seen{}
+		count := map[T]*seen{}
 		for i := alo; i < ahi; i++ {
 			s := count[a[i]]
 			if s == nil {
@@ -296,12 +327,12 @@ func longestIncreasing(ps [][2]int) [][2]int {
 func (r *Result) program() {
 	op, np := r.Old.Plan, r.New.Plan
 	ra, rb := records(op), records(np)
-	a, b := make([]string, len(ra)), make([]string, len(rb))
+	a, b := make([]opKey, len(ra)), make([]opKey, len(rb))
 	for i := range ra {
-		a[i] = ra[i].line
+		a[i] = ra[i].key
 	}
 	for i := range rb {
-		b[i] = rb[i].line
+		b[i] = rb[i].key
 	}
 	matched := align(a, b)
 	type edit struct {
@@ -322,10 +353,11 @@ func (r *Result) program() {
 		for i := alo; i < ahi; i++ {
 			paired := false
 			for j := next; j < bhi; j++ {
-				if !used[j] && rb[j].f[fKind] == ra[i].f[fKind] && rb[j].f[fStream] == ra[i].f[fStream] {
+				if !used[j] && rb[j].key.kind == ra[i].key.kind && rb[j].key.stream == ra[i].key.stream {
 					var fields []string
-					for k := range ra[i].f {
-						if ra[i].f[k] != rb[j].f[k] {
+					va, vb := ra[i].values(), rb[j].values()
+					for k := range va {
+						if va[k] != vb[k] {
 							fields = append(fields, opFieldNames[k])
 						}
 					}
@@ -351,7 +383,7 @@ func (r *Result) program() {
 	}
 	gap(pa, len(a), pb, len(b))
 	// An op removed in one place and added, the same, in another moved.
-	byLine := map[string][]int{}
+	byLine := map[opKey][]int{}
 	for _, j := range added {
 		byLine[b[j]] = append(byLine[b[j]], j)
 	}
@@ -381,7 +413,7 @@ func (r *Result) program() {
 	type key struct{ change, phase, kind, fields string }
 	idx := map[key]int{}
 	for _, e := range edits {
-		k := key{e.change, e.rec.f[fPhase], e.rec.f[fKind], strings.Join(e.fields, ", ")}
+		k := key{e.change, e.rec.op.Phase.String(), e.rec.op.Kind.String(), strings.Join(e.fields, ", ")}
 		g := e.rec.foldGroup
 		if g == "" {
 			g = "(no group)"
@@ -520,7 +552,8 @@ func (r *Result) buffers() {
 			continue
 		}
 		nb := &np.Buffers[ni]
-		f.addValued(g, ob.Kind.String()+" bytes", ir.FormatBytes(ob.Bytes), ir.FormatBytes(nb.Bytes), ob.Bytes, nb.Bytes, UnitBytes)
+		so, sn := exactBytes(ob.Bytes, nb.Bytes)
+		f.addValued(g, ob.Kind.String()+" bytes", so, sn, ob.Bytes, nb.Bytes, UnitBytes)
 		f.add(g, ob.Kind.String()+" kind", ob.Kind.String(), nb.Kind.String())
 		f.add(g, ob.Kind.String()+" pool", ob.Pool.String(), nb.Pool.String())
 		f.add(g, ob.Kind.String()+" group", groupName(op, ob.Group), groupName(np, nb.Group))
