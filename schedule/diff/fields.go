@@ -16,7 +16,9 @@ var covered = map[string]bool{
 	"Train.MicroBatch": true, "Train.SeqLen": true, "Train.GradAccum": true, "Train.AccumulateUnsharded": true,
 	"Train.Checkpointing": true, "Train.Optimizer": true,
 	"Group.Name": true, "Group.ShardNumel": true, "Group.GradShardNumel": true, "Group.ShardBytes": true, "Group.DeferredReduce": true,
-	"Group.Policy.Reshard": true, "Group.Policy.ReshardTo": true, "Group.Policy.PrefetchForward": true,
+	// Policy.ReshardTo is left to the walker: the policy section shows it
+	// only for int reshard.
+	"Group.Policy.Reshard": true, "Group.Policy.PrefetchForward": true,
 	"Group.Policy.PrefetchBackward": true, "Group.Policy.Param": true, "Group.Policy.Reduce": true,
 	"Group.Policy.Output": true, "Group.Policy.Offload": true, "Group.Policy.ReduceScatterOp": true,
 	"Group.Policy.PremulFactor": true, "Group.Policy.PreDivide": true, "Group.Policy.PostDivide": true,

@@ -110,6 +110,11 @@ func TestMutationsShow(t *testing.T) {
 		{"a parameter's offset inside an unchanged group layout", func(t *testing.T, p *schedule.Plan) {
 			p.Groups[2].Params[1].Offset++
 		}, "transformer.h.1.ln_1.bias.Offset: 96 → 97"},
+		{"reshard_to of a group that does not reshard to a slice", func(t *testing.T, p *schedule.Plan) {
+			// Found by TestBitFlipSweep: the policy section shows
+			// reshard_to only for int reshard.
+			p.Groups[7].Policy.ReshardTo = 8
+		}, "group transformer.h.6.Policy.ReshardTo: 0 → 8"},
 		{"the stored peak op alone", func(t *testing.T, p *schedule.Plan) {
 			p.Prediction.PeakOp--
 		}, "Prediction.PeakOp"},
