@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/fsdpc/fsdpc/ir"
@@ -46,6 +47,15 @@ func (v *hbVerifier) operands() {
 			case p.Buffers[x.buf].Group != o.Group:
 				v.errorf("%s: its %s %q belongs to another group", v.describe(i), x.role, p.Buffers[x.buf].Name)
 			}
+		}
+		// What the executors refuse to run, Verify refuses to call safe.
+		grp := &p.Groups[o.Group]
+		switch {
+		case o.Kind == OpDivide && !(o.Factor > 0 && !math.IsInf(o.Factor, 0)):
+			v.errorf("%s divides by %v", v.describe(i), o.Factor)
+		case o.Kind == OpReshard && grp.Policy.Reshard != ReshardTo,
+			o.Kind == OpCopyIn && o.Source >= 0 && p.Buffers[o.Source].Kind == BufPostForwardSlice && grp.Policy.Reshard != ReshardTo:
+			v.errorf("%s keeps or gathers a post-forward slice of group %s, which does not reshard to a slice", v.describe(i), grp.Label())
 		}
 		if len(o.Uses) > rule.MaxUses {
 			v.errorf("%s reads %d further buffers; a %s reads at most %d", v.describe(i), len(o.Uses), o.Kind, rule.MaxUses)

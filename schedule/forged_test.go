@@ -113,6 +113,14 @@ var forgeries = []struct {
 	{"an optimizer step left out", func(t *testing.T, p *Plan) {
 		deleteOp(p, nth(t, p, 0, kindIn(OpOptimizer, 1)))
 	}, "takes 0 optimizer steps"},
+	{"a divide by zero", func(t *testing.T, p *Plan) {
+		// GPT-2's reduce-scatters average; an explicit divide is forged.
+		i := nth(t, p, 0, kindIn(OpReduceScatter, 1))
+		o := p.Ops[i]
+		p.Ops = append(p.Ops[:i+1], p.Ops[i:]...)
+		p.Ops[i+1] = Op{Kind: OpDivide, Stream: o.Stream, Phase: o.Phase, Micro: o.Micro, Group: 1, Module: -1,
+			Buffer: o.Buffer, Source: -1, Event: -1, DType: o.DType, Factor: 0}
+	}, "divides by 0"},
 	{"a wait that names a buffer", func(t *testing.T, p *Plan) {
 		p.Ops[nth(t, p, 0, func(o *Op) bool { return o.Kind == OpWait })].Buffer = 0
 	}, "which a wait does not use"},

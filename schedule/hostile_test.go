@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -224,6 +225,15 @@ func TestForgedPlansEverywhere(t *testing.T) {
 // fixture and the zoo plans cut to 20 ops. Run it outside CI with
 // go test -run X -fuzz FuzzDecodePlan -fuzztime 5m ./schedule/
 func FuzzDecodePlan(f *testing.F) {
+	// As FuzzDecode: Go's minimizer is quadratic in the input's length,
+	// and each execution here runs every reader, so cap it.
+	explicit := false
+	flag.Visit(func(fl *flag.Flag) { explicit = explicit || fl.Name == "test.fuzzminimizetime" })
+	if !explicit {
+		if err := flag.Set("test.fuzzminimizetime", "2000x"); err != nil {
+			f.Fatal(err)
+		}
+	}
 	for _, z := range zoo(f) {
 		b, err := Encode(cut(z.plan, 20))
 		if err != nil {
@@ -261,10 +271,10 @@ func fuzzReaders(t *testing.T, b []byte) {
 // slow) and near misses of them.
 func fuzzPlanSeeds(t *testing.T) map[string][]byte {
 	gpt2 := zooPlanNamed(t, "gpt2-124m").plan
-	small := cut(gpt2, 60)
+	small := cut(gpt2, 30)
 	seeds := map[string][]byte{
 		"tiny":        mustEncode(t, tinyPlan()),
-		"gpt2-cut-60": mustEncode(t, small),
+		"gpt2-cut-30": mustEncode(t, small),
 	}
 	forged := clonePlan(small)
 	for i := range forged.Ops {
@@ -277,7 +287,7 @@ func fuzzPlanSeeds(t *testing.T) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seeds["gpt2-cut-60-micro-past-grad-accum"] = b
+	seeds["gpt2-cut-30-micro-past-grad-accum"] = b
 	dropped := clonePlan(small)
 	for i := range dropped.Ops {
 		if dropped.Ops[i].Kind == OpAllGather {
@@ -285,7 +295,7 @@ func fuzzPlanSeeds(t *testing.T) map[string][]byte {
 			break
 		}
 	}
-	seeds["gpt2-cut-60-all-gather-dropped"] = mustEncode(t, dropped)
+	seeds["gpt2-cut-30-all-gather-dropped"] = mustEncode(t, dropped)
 	return seeds
 }
 
