@@ -113,7 +113,7 @@ func Launch(py Python, s *Spec, timeout time.Duration) ([]Record, error) {
 			cmd = exec.Command(py.Path, args...)
 			cmd.Env = append(os.Environ(), env...)
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = rankAttr()
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
