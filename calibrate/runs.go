@@ -27,6 +27,7 @@ type run struct {
 	compile            bool
 	lossUpcast         bool // the trainer upcasts the logits to fp32 for the loss
 	attentionKernel    string
+	expandable         bool // PYTORCH_ALLOC_CONF=expandable_segments:True
 	microBatch, accum  int
 	seq                int
 	// Measured.
@@ -159,6 +160,10 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		// aten::_cudnn_attention_backward: its SDPA dispatched to cuDNN.
 		// The 2024 sources ran FlashAttention-2 (cuDNN SDPA was not
 		// PyTorch's default then: pytorch/pytorch#128539 reverted it).
+		// torchtitan's launcher, run_train.sh, sets
+		// PYTORCH_ALLOC_CONF="expandable_segments:True"; the others run
+		// PyTorch's default.
+		x.expandable = strings.HasPrefix(get("framework"), "torchtitan")
 		x.attentionKernel = "flash2"
 		if get("framework") == "KempnerForge" {
 			x.attentionKernel = "cudnn"

@@ -216,6 +216,10 @@ type Train struct {
 	// (FlashAttention-2, the default) or "cudnn" (cuDNN's fused attention;
 	// attention.go).
 	AttentionKernel string
+	// ExpandableSegments: the run sets PyTorch's
+	// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (default false, as
+	// in PyTorch).
+	ExpandableSegments bool
 }
 
 // Tokens is the number of tokens in one micro-batch on one rank.

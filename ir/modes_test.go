@@ -148,3 +148,23 @@ func TestLossKind(t *testing.T) {
 		}
 	}
 }
+
+// TestExpandableSegments: [train] expandable_segments is PyTorch's
+// allocator setting, false unless the file sets it.
+func TestExpandableSegments(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{{"", false}, {"expandable_segments = true", true}, {"expandable_segments = false", false}} {
+		m, err := loadTrain(t, tc.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Train.ExpandableSegments != tc.want {
+			t.Errorf("%q: expandable segments %t, want %t", tc.line, m.Train.ExpandableSegments, tc.want)
+		}
+	}
+	if _, err := loadTrain(t, `expandable_segments = "yes"`); err == nil || !strings.Contains(err.Error(), "expandable_segments") {
+		t.Errorf("a string: %v", err)
+	}
+}

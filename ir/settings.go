@@ -54,7 +54,7 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		return
 	}
 	t := d.table("train", v, "[train]", "micro_batch", "seq_len", "grad_accum", "accumulate", "checkpointing",
-		"optimizer", "optimizer_state_bytes", "activation_dtype", "compile", "checkpoint_interval", "attention_kernel")
+		"optimizer", "optimizer_state_bytes", "activation_dtype", "compile", "checkpoint_interval", "attention_kernel", "expandable_segments")
 	tr.MicroBatch = t.intOr("micro_batch", 1, 1, 1<<20)
 	if n, ok := t.integer("seq_len", 1, 1<<30); ok {
 		tr.SeqLen = n
@@ -64,6 +64,9 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 	tr.GradAccum = t.intOr("grad_accum", 1, 1, 1<<20)
 	if b, _ := t.boolean("compile"); b != nil {
 		tr.Compile = *b
+	}
+	if b, _ := t.boolean("expandable_segments"); b != nil {
+		tr.ExpandableSegments = *b
 	}
 	tr.AttentionKernel = "flash2"
 	if s, ok := t.enum("attention_kernel", sortedKeys(attentionKernels)...); ok {

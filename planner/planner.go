@@ -36,6 +36,10 @@ type Options struct {
 	// buffers and events go unnamed and the simulator keeps no memory
 	// timeline. The tuner re-plans its winner in full.
 	scoreOnly bool
+	// overBudget returns a plan that does not fit, with its prediction,
+	// instead of an error: the tuner applies its own margin. The budget
+	// still bounds the caching allocator (it frees its cache there).
+	overBudget bool
 }
 
 // state is what the passes read and write.

@@ -35,7 +35,7 @@ func predict(s *state) error {
 		return err
 	}
 	p.Prediction = sim.Prediction()
-	if sim.PeakReserved <= p.Cluster.MemoryBudget {
+	if sim.PeakReserved <= p.Cluster.MemoryBudget || s.opts.overBudget {
 		return nil
 	}
 	return s.doesNotFit(sim)
@@ -47,7 +47,7 @@ func (s *state) doesNotFit(sim *schedule.Simulation) error {
 	p := s.plan
 	var b strings.Builder
 	over := sim.PeakReserved - p.Cluster.MemoryBudget
-	fmt.Fprintf(&b, "the plan does not fit: it reserves %s per rank at its peak (%s allocated, the rest split between allocator pools), %s over the budget of %s\n",
+	fmt.Fprintf(&b, "the plan does not fit: it reserves %s per rank at its peak (%s allocated, the rest the caching allocator's per-stream pools, segments and fragmentation), %s over the budget of %s\n",
 		ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(sim.PeakAllocated), ir.FormatBytes(over), ir.FormatBytes(p.Cluster.MemoryBudget))
 	live := schedule.LiveAt(p, sim.PeakOp)
 	byKind := map[schedule.BufferKind]int64{}

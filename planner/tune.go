@@ -422,17 +422,11 @@ func (t *tuner) plan(k knobs, skipVerify bool) (*schedule.Plan, error) {
 		return nil, err
 	}
 	// Plan without the budget check: the tuner applies its own margin.
-	saved := m.Cluster.MemoryBudget
-	m.Cluster.MemoryBudget = 1 << 62
-	p, err := Plan(m, Options{skipVerify: skipVerify, scoreOnly: skipVerify})
-	if p != nil {
-		p.Cluster.MemoryBudget = saved
-	}
-	m.Cluster.MemoryBudget = saved
+	p, err := Plan(m, Options{skipVerify: skipVerify, scoreOnly: skipVerify, overBudget: true})
 	if err != nil {
 		return nil, err
 	}
-	if p.Prediction.PeakReserved > saved {
+	if p.Prediction.PeakReserved > m.Cluster.MemoryBudget {
 		return p, fmt.Errorf("does not fit")
 	}
 	return p, nil

@@ -107,3 +107,23 @@ func BenchmarkTuneZoo(b *testing.B) {
 		})
 	}
 }
+
+// TestTuneBaselineReservesAsPlan: the tuner's baseline is the file's own
+// plan, reserved memory included: the caching allocator frees its cache
+// at the file's budget in both (the tuner once planned under an
+// unbounded budget, so llama3.1-405b's baseline reserved 80.30 GiB against
+// the plan's 75.97 GiB and the tuner called the file's plan over budget).
+func TestTuneBaselineReservesAsPlan(t *testing.T) {
+	m := loadZoo(t, "llama3.1-405b")
+	p, err := Plan(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := Tune(loadZoo(t, "llama3.1-405b"), TuneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tu.Baseline.PeakReserved != p.Prediction.PeakReserved || !tu.Baseline.Fits {
+		t.Errorf("baseline reserves %d B (fits %t), the plan %d B", tu.Baseline.PeakReserved, tu.Baseline.Fits, p.Prediction.PeakReserved)
+	}
+}

@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 4
+const FormatVersion = 5
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) as torch 2.14 runs it, the version the conformance suite
@@ -105,6 +105,10 @@ type Train struct {
 	Checkpointing       string `json:"checkpointing"`
 	Optimizer           string `json:"optimizer"`
 	OptimizerStateBytes int64  `json:"optimizer_state_bytes"`
+	// ExpandableSegments: PyTorch's caching allocator maps growing
+	// segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) instead
+	// of fixed ones; it changes what is reserved (allocator.go).
+	ExpandableSegments bool `json:"expandable_segments"`
 }
 
 // ReshardKind is reshard_after_forward after defaults are applied.

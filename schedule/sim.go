@@ -228,9 +228,10 @@ type Simulation struct {
 	// nil from SimulateScore.
 	Memory []MemoryPoint
 	// Peak device memory allocated (all device pools together), where in
-	// the program it happens, and each pool's own peak: what the caching
-	// allocator reserves, since blocks freed in one pool do not serve
-	// another.
+	// the program it happens, each pool's own peak, and what the caching
+	// allocator reserves at most (allocator.go): at least the pools'
+	// peaks, since blocks freed in one pool do not serve another, plus
+	// its segments' rounding and fragmentation.
 	PeakAllocated int64
 	PeakOp        int
 	PeakByPool    [numPools]int64
@@ -361,11 +362,13 @@ func run(p *Plan, m *Model, dur []float64) *Simulation {
 func (s *Simulation) notePeaks(p *Plan) {
 	var live [numPools]int64
 	var device int64
-	for _, b := range p.Buffers {
+	alloc := newCachingAllocator(p.Train.ExpandableSegments, p.Cluster.MemoryBudget)
+	for i, b := range p.Buffers {
 		if b.Persistent {
 			live[b.Pool] += b.Bytes
 			if b.Pool != PoolHost {
 				device += b.Bytes
+				alloc.alloc(b.Pool, i, b.Bytes)
 			}
 		}
 	}
@@ -387,18 +390,18 @@ func (s *Simulation) notePeaks(p *Plan) {
 		live[b.Pool] += delta
 		s.PeakByPool[b.Pool] = max(s.PeakByPool[b.Pool], live[b.Pool])
 		if b.Pool != PoolHost {
+			if o.Kind == OpAlloc {
+				alloc.alloc(b.Pool, o.Buffer, b.Bytes)
+			} else {
+				alloc.release(b.Pool, o.Buffer)
+			}
 			device += delta
 			if device > s.PeakAllocated {
 				s.PeakAllocated, s.PeakOp = device, i
 			}
 		}
 	}
-	s.PeakReserved = 0
-	for pool, b := range s.PeakByPool {
-		if Pool(pool) != PoolHost {
-			s.PeakReserved += b
-		}
-	}
+	s.PeakReserved = alloc.peak
 }
 
 type interval struct{ start, end float64 }

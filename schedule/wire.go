@@ -2,7 +2,7 @@
 // its bytes; docs/plan-format.md is the same specification with examples
 // and the reasons. testdata/tiny.plan.hex pins it byte by byte.
 //
-// Layout (format version 4). All integers are little-endian.
+// Layout (format version 5). All integers are little-endian.
 //
 //	offset     what
 //	0          magic, 4 bytes: 89 46 53 50 ("\x89FSP")
@@ -44,7 +44,7 @@
 //	ProfileValue str Name, float Value
 //	Train       int MicroBatch, int SeqLen, int GradAccum,
 //	            bool AccumulateUnsharded, str Checkpointing, str Optimizer,
-//	            int OptimizerStateBytes
+//	            int OptimizerStateBytes, bool ExpandableSegments
 //	Group       str Name, list of str Modules, bool Root,
 //	            list of GroupParam Params, int ShardNumel, int GradShardNumel,
 //	            int ShardBytes, GroupPolicy Policy, bool DeferredReduce
@@ -846,6 +846,9 @@ func (c *codec) plan(p *Plan) {
 	c.str(&t.Checkpointing, "Checkpointing")
 	c.str(&t.Optimizer, "Optimizer")
 	sint(c, &t.OptimizerStateBytes, "OptimizerStateBytes")
+	if c.version >= 5 {
+		c.bool(&t.ExpandableSegments, "ExpandableSegments")
+	}
 	c.pop()
 
 	list(c, &p.Groups, minGroup, "Groups", c.group)

@@ -444,7 +444,7 @@ func tinyPlan() *Plan {
 		Cluster: Cluster{GPU: "h100-sxm", WorldSize: 2, GPUsPerNode: 2, Replicate: 1, Shard: 2,
 			IntraNodeBandwidth: 450e9, InterNodeBandwidth: 50e9, HBMBytes: 80 << 30, MemoryBudget: 72 << 30,
 			PeakFLOPS: []float64{0, 67e12, 67e12, 989e12}, HBMBandwidth: 3.35e12, HostBandwidth: 64e9},
-		Train: Train{MicroBatch: 1, SeqLen: 128, GradAccum: 1, Checkpointing: "none", Optimizer: "adamw", OptimizerStateBytes: 8},
+		Train: Train{MicroBatch: 1, SeqLen: 128, GradAccum: 1, Checkpointing: "none", Optimizer: "adamw", OptimizerStateBytes: 8, ExpandableSegments: true},
 		Groups: []Group{{
 			Name:    "embed",
 			Modules: []string{"embed", "lm_head"},
@@ -1163,10 +1163,11 @@ func BenchmarkEncodeDecode405B(b *testing.B) {
 
 // TestFixtureOlder: a version-1 plan (before ops carried AttnFLOPs and
 // ElemBytes), a version-2 one (before the cluster carried a profile) and a
-// version-3 one (before ops carried GEMM shapes) still decode, to the same
+// version-3 one (before ops carried GEMM shapes) and a version-4 one (before
+// the training setup carried expandable_segments) still decode, to the same
 // plan with those fields zero.
 func TestFixtureOlder(t *testing.T) {
-	for _, v := range []int{1, 2, 3} {
+	for _, v := range []int{1, 2, 3, 4} {
 		text, err := os.ReadFile(fmt.Sprintf("testdata/tiny-v%d.plan.hex", v))
 		if err != nil {
 			t.Fatal(err)
@@ -1179,8 +1180,11 @@ func TestFixtureOlder(t *testing.T) {
 		if v < 3 {
 			want.Cluster.Profile = nil
 		}
+		want.Train.ExpandableSegments = false
 		for i := range want.Ops {
-			want.Ops[i].GEMMs = nil
+			if v < 4 {
+				want.Ops[i].GEMMs = nil
+			}
 		}
 		if v < 2 {
 			for i := range want.Ops {
