@@ -17,7 +17,7 @@ import (
 // malformed plan. (Proving the cross-stream order safe is the happens-before
 // verifier's job, which builds on this.)
 func Check(p *Plan) error {
-	c := &checker{p: p}
+	c := &checker{p: p, op: -1}
 	c.profile()
 	c.groups()
 	c.program()
@@ -26,17 +26,35 @@ func Check(p *Plan) error {
 		if len(c.errs) > 8 {
 			c.errs = append(c.errs[:8], fmt.Sprintf("… and %d more", len(c.errs)-8))
 		}
-		return fmt.Errorf("schedule.Check: %s", strings.Join(c.errs, "; "))
+		return &CheckError{Op: c.op, Problems: c.errs}
 	}
 	return nil
 }
 
+// CheckError is what Check finds wrong: the problems, and the first op one
+// of them is about (-1 if none is), which Decode turns into the op's byte
+// offset in the file.
+type CheckError struct {
+	Op       int
+	Problems []string
+}
+
+func (e *CheckError) Error() string { return "schedule.Check: " + strings.Join(e.Problems, "; ") }
+
 type checker struct {
 	p    *Plan
 	errs []string
+	op   int // the first op a problem is about, -1 for none
 }
 
+// errorf records a problem. Problems about an op say so first, as
+// "op %d …" with the index as the first argument.
 func (c *checker) errorf(format string, args ...any) {
+	if c.op < 0 && strings.HasPrefix(format, "op %d") && len(args) > 0 {
+		if i, ok := args[0].(int); ok {
+			c.op = i
+		}
+	}
 	if len(c.errs) <= 8 {
 		c.errs = append(c.errs, fmt.Sprintf(format, args...))
 	}

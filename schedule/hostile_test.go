@@ -187,9 +187,24 @@ func TestForgedPlansEverywhere(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the forgery does not encode: %v", err)
 			}
-			if Check(p) != nil {
-				if _, err := Decode(b); !errors.Is(err, ErrInvalidPlan) {
+			if cerr := Check(p); cerr != nil {
+				_, err := Decode(b)
+				if !errors.Is(err, ErrInvalidPlan) {
 					t.Errorf("decode = %v, want ErrInvalidPlan", err)
+				}
+				// A problem with an op is located at the op's bytes.
+				var ce *CheckError
+				if errors.As(cerr, &ce) && ce.Op >= 0 {
+					tr, terr := TraceUnchecked(p)
+					if terr != nil {
+						t.Fatal(terr)
+					}
+					field := fmt.Sprintf("Ops[%d]", ce.Op)
+					start, _ := fieldAt(t, tr, field+".Kind")
+					var fe *FormatError
+					if !errors.As(err, &fe) || fe.Field != field || fe.Offset != start {
+						t.Errorf("decode = %v, want an error at byte %d (%s)", err, start, field)
+					}
 				}
 				return
 			}

@@ -190,11 +190,16 @@ func Decode(b []byte) (p *Plan, err error) {
 			p, err = nil, fmt.Errorf("%w while decoding plan.bin (please report): %v\n%s", ErrInternal, r, debug.Stack())
 		}
 	}()
-	p, err = decode(b)
+	p, opAt, err := decodeAt(b)
 	if err != nil {
 		return nil, err
 	}
 	if err := Check(p); err != nil {
+		// Point at the op a problem is about, as the syntax errors do.
+		var ce *CheckError
+		if errors.As(err, &ce) && ce.Op >= 0 && ce.Op < len(opAt) {
+			return nil, &FormatError{opAt[ce.Op], fmt.Sprintf("Ops[%d]", ce.Op), ErrInvalidPlan, ce.Error()}
+		}
 		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
 	}
 	return p, nil
@@ -302,35 +307,41 @@ func encode(p *Plan, trace *[]traceEntry) ([]byte, error) {
 
 // decode reads the plan without running Check.
 func decode(b []byte) (*Plan, error) {
+	p, _, err := decodeAt(b)
+	return p, err
+}
+
+// decodeAt is decode that also says where each op starts in the file.
+func decodeAt(b []byte) (*Plan, []int, error) {
 	if len(b) < len(magic) || string(b[:len(magic)]) != magic {
 		if len(b) < len(magic) && len(b) > 0 && string(b) == magic[:len(b)] {
-			return nil, &FormatError{len(b), "magic", ErrTruncated, fmt.Sprintf("the file is only %d bytes long", len(b))}
+			return nil, nil, &FormatError{len(b), "magic", ErrTruncated, fmt.Sprintf("the file is only %d bytes long", len(b))}
 		}
-		return nil, &FormatError{0, "magic", ErrBadMagic, ErrBadMagic.Error() + ": " + sniff(b)}
+		return nil, nil, &FormatError{0, "magic", ErrBadMagic, ErrBadMagic.Error() + ": " + sniff(b)}
 	}
 	if len(b) < 8 {
-		return nil, &FormatError{len(b), "version", ErrTruncated, fmt.Sprintf("the file ends after %d bytes, inside its header", len(b))}
+		return nil, nil, &FormatError{len(b), "version", ErrTruncated, fmt.Sprintf("the file ends after %d bytes, inside its header", len(b))}
 	}
 	version := binary.LittleEndian.Uint32(b[4:])
 	switch v := version; {
 	case v > FormatVersion:
-		return nil, &VersionError{v, FormatVersion}
+		return nil, nil, &VersionError{v, FormatVersion}
 	case v == 0:
-		return nil, &FormatError{4, "version", ErrMalformed, "format version 0 does not exist"}
+		return nil, nil, &FormatError{4, "version", ErrMalformed, "format version 0 does not exist"}
 	}
 	if len(b) < headerSize {
-		return nil, &FormatError{len(b), "size", ErrTruncated, fmt.Sprintf("the file ends after %d bytes, inside its header", len(b))}
+		return nil, nil, &FormatError{len(b), "size", ErrTruncated, fmt.Sprintf("the file ends after %d bytes, inside its header", len(b))}
 	}
 	size := binary.LittleEndian.Uint64(b[8:])
 	n := uint64(len(b))
 	switch {
 	case size < headerSize+trailerSize:
-		return nil, &FormatError{8, "size", ErrMalformed, fmt.Sprintf("the header gives a size of %d bytes, less than a header and checksum", size)}
+		return nil, nil, &FormatError{8, "size", ErrMalformed, fmt.Sprintf("the header gives a size of %d bytes, less than a header and checksum", size)}
 	case n < size:
-		return nil, &FormatError{len(b), "size", ErrTruncated,
+		return nil, nil, &FormatError{len(b), "size", ErrTruncated,
 			fmt.Sprintf("the file is %d bytes but its header says %d: it was cut short (an interrupted write or copy?)", n, size)}
 	case n > size && crcAt(b[:size]):
-		return nil, &FormatError{int(size), "end of file", ErrTrailingBytes,
+		return nil, nil, &FormatError{int(size), "end of file", ErrTrailingBytes,
 			fmt.Sprintf("%s follow the end of the plan (its header says it is %d bytes long)", plural(int(n-size), "byte"), size)}
 	}
 	if !crcAt(b) {
@@ -340,7 +351,7 @@ func decode(b []byte) (*Plan, error) {
 		if n != size {
 			msg = fmt.Sprintf("the header says %d bytes, the file has %d, and neither checksum matches: the file is corrupt", size, n)
 		}
-		return nil, &FormatError{len(b) - trailerSize, "checksum", ErrChecksum, msg}
+		return nil, nil, &FormatError{len(b) - trailerSize, "checksum", ErrChecksum, msg}
 	}
 	c := &codec{buf: b, off: headerSize, end: len(b) - trailerSize, version: version}
 	c.strings()
@@ -354,9 +365,9 @@ func decode(b []byte) (*Plan, error) {
 		c.fail(headerSize, "Strings", ErrMalformed, "%s of the table's %d never used", plural(len(c.strs)-c.used, "string"), len(c.strs))
 	}
 	if c.err != nil {
-		return nil, c.err
+		return nil, nil, c.err
 	}
-	return p, nil
+	return p, c.opAt, nil
 }
 
 func plural(n int, what string) string {
@@ -481,6 +492,8 @@ type codec struct {
 	// Decoding: the next byte, the end of the sections, and the bytes the
 	// elements of lists already counted but not read yet need at least.
 	off, end, owed int
+
+	opAt []int // decoding: where each op starts
 
 	strIndex map[string]int // encoding: each string's table index
 	strs     []string
@@ -941,6 +954,9 @@ func (c *codec) buffer(b *Buffer, groups int) {
 }
 
 func (c *codec) op(o *Op, p *Plan) {
+	if !c.enc {
+		c.opAt = append(c.opAt, c.off)
+	}
 	enum(c, &o.Kind, int(numOpKinds), "Kind")
 	enum(c, &o.Stream, int(numStreams), "Stream")
 	enum(c, &o.Phase, len(phaseNames), "Phase")
