@@ -103,6 +103,11 @@ type knobs struct {
 	prefetchB     int
 	blocks        int // blocks per unit; 0: as the file says
 	children      bool
+	// ownUnits: the model's top-level embedding and output projection
+	// are their own units beside the blocks, as torchtitan wraps them
+	// (fully_shard(tok_embeddings), fully_shard(output)), instead of
+	// staying with the root.
+	ownUnits      bool
 	rsBuffers     int
 	paramDType    ir.DType
 	reduceDType   ir.DType
@@ -265,6 +270,12 @@ func (t *tuner) dimensions() []dimension {
 		d.labels = append(d.labels, "each block's children")
 		dims = append(dims, d)
 	}
+	if blocks && len(t.ownUnitNames()) > 0 {
+		d := dimension{name: "embedding and output units"}
+		d.values = append(d.values, func(k *knobs) { k.ownUnits = false }, func(k *knobs) { k.ownUnits = true })
+		d.labels = append(d.labels, "with the root", "their own units")
+		dims = append(dims, d)
+	}
 	if m.Cluster.Mesh == nil {
 		// HSDP: shard within a few nodes, replicate across the rest; the
 		// all-gathers and reduce-scatters stay on fewer, closer ranks and
@@ -381,7 +392,7 @@ func (t *tuner) eval(k knobs) (*Candidate, error) {
 	if c, ok := t.cache[k.key()]; ok {
 		return c, nil
 	}
-	c := &Candidate{knobs: k, Decisions: k.describe()}
+	c := &Candidate{knobs: k, Decisions: k.describe(t.unitGlobs())}
 	p, err := t.plan(k, true)
 	if err != nil {
 		// A candidate that does not plan (over budget, or invalid for this
@@ -479,6 +490,14 @@ func (t *tuner) model(k knobs) (*ir.Model, error) {
 		}
 		if k.children {
 			pol.UnitsMode = ir.UnitsBlockChildren
+		} else if k.ownUnits {
+			pol.UnitsMode = ir.UnitsPatterns
+			pol.Units = nil
+			for _, name := range append(t.blockNames(), t.ownUnitNames()...) {
+				if g, err := ir.CompileGlob(name); err == nil {
+					pol.Units = append(pol.Units, ir.Pattern{Glob: g})
+				}
+			}
 		}
 		if k.rsBuffers > 0 {
 			pol.ReduceScatterBuffers = k.rsBuffers
@@ -506,6 +525,33 @@ func (t *tuner) model(k knobs) (*ir.Model, error) {
 	return &m, nil
 }
 
+// blockNames names every instance of the model's repeated blocks, the
+// units of units = "blocks".
+func (t *tuner) blockNames() []string {
+	var out []string
+	for i := range t.m.Modules {
+		mod := &t.m.Modules[i]
+		if mod.Instance >= 0 && !insideInstance(t.m, mod.Parent) {
+			out = append(out, mod.Name)
+		}
+	}
+	return out
+}
+
+// ownUnitNames names the root's embedding and linear children (the token
+// embedding and the output projection of a decoder), which torchtitan
+// shards as their own units.
+func (t *tuner) ownUnitNames() []string {
+	var out []string
+	for _, c := range t.m.Modules[0].Children {
+		mod := &t.m.Modules[c]
+		if (mod.Kind == ir.KindEmbedding || mod.Kind == ir.KindLinear) && len(mod.Params) > 0 {
+			out = append(out, mod.Name)
+		}
+	}
+	return out
+}
+
 // lastBlocks names the last k instances of the model's repeated blocks.
 func (t *tuner) lastBlocks(k int) []string {
 	if k == 0 {
@@ -521,7 +567,27 @@ func (t *tuner) lastBlocks(k int) []string {
 	return out
 }
 
-func (k knobs) describe() []string {
+// unitGlobs is units = [...] for the ownUnits knob: each repeated block's
+// instances by a glob, then the embedding and output.
+func (t *tuner) unitGlobs() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range t.blockNames() {
+		g := name
+		if i := strings.LastIndex(name, "."); i >= 0 {
+			g = name[:i] + ".*"
+		}
+		if !seen[g] {
+			seen[g] = true
+			out = append(out, g)
+		}
+	}
+	return append(out, t.ownUnitNames()...)
+}
+
+// describe says what the knobs decide, as [policy] and [train] lines;
+// units are the ownUnits knob's patterns.
+func (k knobs) describe(units []string) []string {
 	var out []string
 	if k.checkpointing != "" {
 		out = append(out, fmt.Sprintf("checkpointing = %q", k.checkpointing))
@@ -545,6 +611,12 @@ func (k knobs) describe() []string {
 	}
 	if k.children {
 		out = append(out, `units = "block-children"`)
+	} else if k.ownUnits {
+		q := make([]string, len(units))
+		for i, u := range units {
+			q[i] = fmt.Sprintf("%q", u)
+		}
+		out = append(out, "units = ["+strings.Join(q, ", ")+"]")
 	}
 	if k.rsBuffers > 1 {
 		out = append(out, fmt.Sprintf("reduce_scatter_buffers = %d", k.rsBuffers))

@@ -2,9 +2,11 @@ package planner
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/plans"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -125,5 +127,57 @@ func TestTuneBaselineReservesAsPlan(t *testing.T) {
 	}
 	if tu.Baseline.PeakReserved != p.Prediction.PeakReserved || !tu.Baseline.Fits {
 		t.Errorf("baseline reserves %d B (fits %t), the plan %d B", tu.Baseline.PeakReserved, tu.Baseline.Fits, p.Prediction.PeakReserved)
+	}
+}
+
+// TestTuneOwnUnits: the tuner tries torchtitan's units, the token
+// embedding and the output projection each a unit of its own beside the
+// blocks, and says so in lines that plan the same groups when pasted into
+// [policy].
+func TestTuneOwnUnits(t *testing.T) {
+	m := loadZoo(t, "llama3-8b")
+	tu := &tuner{m: m, opts: TuneOptions{Margin: DefaultHeadroom}, cache: map[string]*Candidate{}}
+	found := false
+	for _, d := range tu.dimensions() {
+		found = found || d.name == "embedding and output units"
+	}
+	if !found {
+		t.Fatal("no embedding and output units dimension for llama3-8b")
+	}
+	k := knobs{prefetchF: -1, prefetchB: -1, ownUnits: true}
+	p, err := tu.plan(k, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, g := range p.Groups {
+		names = append(names, g.Label())
+	}
+	got := strings.Join(names, " ")
+	for _, want := range []string{"tok_embeddings", "output", "layers.0", "layers.31", "(root)"} {
+		if !strings.Contains(" "+got+" ", " "+want+" ") {
+			t.Errorf("groups %q lack %s", got, want)
+		}
+	}
+	desc := strings.Join(k.describe(tu.unitGlobs()), "\n")
+	if want := `units = ["layers.*", "tok_embeddings", "output"]`; !strings.Contains(desc, want) {
+		t.Errorf("decisions %q, want %s", desc, want)
+	}
+	// The printed line, pasted into the file, plans the same groups.
+	src, err := os.ReadFile("../plans/llama3-8b.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pasted := strings.Replace(string(src), `units = "blocks"`, `units = ["layers.*", "tok_embeddings", "output"]`, 1)
+	m2, err := ir.Load("llama3-8b.toml", []byte(pasted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := Plan(m2, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p2.Groups) != len(p.Groups) {
+		t.Errorf("pasted units plan %d groups, the tuner's %d", len(p2.Groups), len(p.Groups))
 	}
 }
