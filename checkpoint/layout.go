@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -144,43 +145,69 @@ func FromPlan(p *schedule.Plan) (*Layout, error) {
 	}
 	W := int64(c.Shard)
 	var optim []Tensor
-	for gi := range p.Groups {
+	for _, at := range stateDictOrder(p) {
+		gi := at[0]
 		g := &p.Groups[gi]
-		for _, gp := range g.Params {
-			if gp.ShardDim < 0 || gp.ShardDim >= len(gp.Shape) {
-				return nil, fmt.Errorf("parameter %s: shard dimension %d outside its %d dimensions", gp.Name, gp.ShardDim, len(gp.Shape))
+		gp := g.Params[at[1]]
+		if gp.ShardDim < 0 || gp.ShardDim >= len(gp.Shape) {
+			return nil, fmt.Errorf("parameter %s: shard dimension %d outside its %d dimensions", gp.Name, gp.ShardDim, len(gp.Shape))
+		}
+		d := gp.Shape[gp.ShardDim]
+		if d < 1 || gp.ChunkRows != (d+W-1)/W {
+			return nil, fmt.Errorf("parameter %s: %d rows per rank for %d rows over %d ranks; want ceil(%d/%d)", gp.Name, gp.ChunkRows, d, W, d, W)
+		}
+		base := Tensor{Param: gp.Name, Group: gi, ShardDim: gp.ShardDim, ChunkRows: gp.ChunkRows, Offload: g.Policy.Offload}
+		t := base
+		t.FQN, t.Shape, t.DType, t.Aliases = "model."+gp.Name, append([]int64(nil), gp.Shape...), gp.DType, gp.Aliases
+		l.Tensors = append(l.Tensors, t)
+		if !gp.RequiresGrad {
+			continue
+		}
+		prefix := "optim.state." + gp.Name + "."
+		if step {
+			s := base
+			s.FQN, s.State, s.DType, s.ShardDim, s.ChunkRows = prefix+"step", "step", ir.FP32, -1, 0
+			optim = append(optim, s)
+		}
+		for _, name := range names {
+			s := base
+			s.FQN, s.State, s.Shape, s.DType = prefix+name, name, append([]int64(nil), gp.Shape...), stateType
+			if opaque > 0 {
+				s.Shape = append(s.Shape, opaque)
 			}
-			d := gp.Shape[gp.ShardDim]
-			if d < 1 || gp.ChunkRows != (d+W-1)/W {
-				return nil, fmt.Errorf("parameter %s: %d rows per rank for %d rows over %d ranks; want ceil(%d/%d)", gp.Name, gp.ChunkRows, d, W, d, W)
-			}
-			base := Tensor{Param: gp.Name, Group: gi, ShardDim: gp.ShardDim, ChunkRows: gp.ChunkRows, Offload: g.Policy.Offload}
-			t := base
-			t.FQN, t.Shape, t.DType, t.Aliases = "model."+gp.Name, append([]int64(nil), gp.Shape...), gp.DType, gp.Aliases
-			l.Tensors = append(l.Tensors, t)
-			if !gp.RequiresGrad {
-				continue
-			}
-			prefix := "optim.state." + gp.Name + "."
-			if step {
-				s := base
-				s.FQN, s.State, s.DType, s.ShardDim, s.ChunkRows = prefix+"step", "step", ir.FP32, -1, 0
-				optim = append(optim, s)
-			}
-			for _, name := range names {
-				s := base
-				s.FQN, s.State, s.Shape, s.DType = prefix+name, name, append([]int64(nil), gp.Shape...), stateType
-				if opaque > 0 {
-					s.Shape = append(s.Shape, opaque)
-				}
-				optim = append(optim, s)
-			}
+			optim = append(optim, s)
 		}
 	}
 	// DCP flattens {"model": …, "optim": …} in that order.
 	l.Tensors = append(l.Tensors, optim...)
 	l.Writer = writers(l)
 	return l, nil
+}
+
+// stateDictOrder lists the plan's parameters (group, index) in the model's
+// state-dict order when the plan records it (StateOrder, format 5: a
+// distinct position for every parameter), else in the plan's group order.
+// DCP's save plans list entries in this order, and its deduplication
+// (dedup.go) depends on it.
+func stateDictOrder(p *schedule.Plan) [][2]int {
+	var at [][2]int
+	seen := map[int]bool{}
+	known := true
+	for gi := range p.Groups {
+		for pi, gp := range p.Groups[gi].Params {
+			at = append(at, [2]int{gi, pi})
+			if gp.StateOrder < 0 || seen[gp.StateOrder] {
+				known = false
+			}
+			seen[gp.StateOrder] = true
+		}
+	}
+	if known {
+		sort.SliceStable(at, func(a, b int) bool {
+			return p.Groups[at[a][0]].Params[at[a][1]].StateOrder < p.Groups[at[b][0]].Params[at[b][1]].StateOrder
+		})
+	}
+	return at
 }
 
 // stateSpec resolves the optimizer's per-element states: their names and

@@ -33,6 +33,7 @@ func buildGroups(s *state) error {
 	sort.SliceStable(order, func(a, b int) bool { return first[order[a]] < first[order[b]] })
 
 	s.plan = newPlanShell(m)
+	sdOrder := stateOrder(m)
 	remap := make([]int, len(s.units))
 	units := make([]*unit, len(s.units))
 	var padded []paddingNote
@@ -59,7 +60,7 @@ func buildGroups(s *state) error {
 			shard := c * (p.Numel / d)
 			gp := schedule.GroupParam{Name: p.Name, Shape: append([]int64(nil), p.Shape...), DType: p.DType,
 				RequiresGrad: p.RequiresGrad, Aliases: append([]string(nil), u.aliases[pid]...),
-				ShardDim: dim, ChunkRows: c, ShardNumel: shard, Offset: offset, GradOffset: -1}
+				ShardDim: dim, ChunkRows: c, ShardNumel: shard, Offset: offset, GradOffset: -1, StateOrder: sdOrder[pid]}
 			sort.Strings(gp.Aliases)
 			offset += shard
 			if p.RequiresGrad {
@@ -81,6 +82,34 @@ func buildGroups(s *state) error {
 	}
 	s.warnPadding(padded, W)
 	return nil
+}
+
+// stateOrder numbers the parameters as the model's state dict lists them
+// (nn.Module.state_dict, named_parameters): a module's own parameters,
+// then its children's in registration order; a tied parameter only under
+// its owner. Tied parameters get -1.
+func stateOrder(m *ir.Model) []int {
+	order := make([]int, len(m.Params))
+	for i := range order {
+		order[i] = -1
+	}
+	n := 0
+	var walk func(id ir.ModuleID)
+	walk = func(id ir.ModuleID) {
+		for _, pid := range m.Modules[id].Params {
+			if m.Params[pid].TiedTo == ir.NoParam {
+				order[pid] = n
+				n++
+			}
+		}
+		for _, c := range m.RegisteredChildren(id) {
+			walk(c)
+		}
+	}
+	if len(m.Modules) > 0 {
+		walk(0)
+	}
+	return order
 }
 
 type paddingNote struct {

@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 5
+const FormatVersion = 6
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) as torch 2.14 runs it, the version the conformance suite
@@ -215,6 +215,13 @@ type GroupParam struct {
 	// in: the group's param dtype for floating-point parameters, its own
 	// otherwise.
 	GatherDType ir.DType `json:"gather_dtype"`
+	// StateOrder is the parameter's position in the model's state dict:
+	// nn.Module registration order, a module's own parameters before its
+	// children's, a tied parameter once. DCP's save plans follow it, and
+	// its deduplication decides by it which rank writes a replicated chunk
+	// (package checkpoint). -1 when the plan does not say (format 5 and
+	// older).
+	StateOrder int `json:"state_order"`
 }
 
 // Stream is where an operation runs.

@@ -2,7 +2,7 @@
 // its bytes; docs/plan-format.md is the same specification with examples
 // and the reasons. testdata/tiny.plan.hex pins it byte by byte.
 //
-// Layout (format version 5). All integers are little-endian.
+// Layout (format version 6). All integers are little-endian.
 //
 //	offset     what
 //	0          magic, 4 bytes: 89 46 53 50 ("\x89FSP")
@@ -50,7 +50,8 @@
 //	            int ShardBytes, GroupPolicy Policy, bool DeferredReduce
 //	GroupParam  str Name, list of int Shape, enum DType, bool RequiresGrad,
 //	            list of str Aliases, int ShardDim, int ChunkRows,
-//	            int ShardNumel, int Offset, int GradOffset, enum GatherDType
+//	            int ShardNumel, int Offset, int GradOffset, enum GatherDType,
+//	            int StateOrder
 //	GroupPolicy enum Reshard, int ReshardTo, int PrefetchForward,
 //	            int PrefetchBackward, enum Orig, enum Param, enum Reduce,
 //	            enum Output, bool CastForwardInputs, bool Offload,
@@ -942,6 +943,11 @@ func (c *codec) param(gp *GroupParam) {
 	sint(c, &gp.Offset, "Offset")
 	sint(c, &gp.GradOffset, "GradOffset")
 	enum(c, &gp.GatherDType, numDTypes, "GatherDType")
+	if c.version >= 6 {
+		sint(c, &gp.StateOrder, "StateOrder")
+	} else if !c.enc {
+		gp.StateOrder = -1
+	}
 }
 
 func (c *codec) buffer(b *Buffer, groups int) {

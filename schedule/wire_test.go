@@ -450,7 +450,7 @@ func tinyPlan() *Plan {
 			Modules: []string{"embed", "lm_head"},
 			Params: []GroupParam{
 				{Name: "embed.weight", Shape: []int64{3, 4}, DType: ir.FP32, RequiresGrad: true, Aliases: []string{"lm_head.weight"},
-					ChunkRows: 2, ShardNumel: 8, Offset: 0, GradOffset: 0, GatherDType: ir.BF16},
+					ChunkRows: 2, ShardNumel: 8, Offset: 0, GradOffset: 0, GatherDType: ir.BF16, StateOrder: 1},
 				{Name: "embed.scale", Shape: []int64{3}, DType: ir.FP32, ChunkRows: 2, ShardNumel: 2, Offset: 8, GradOffset: -1, GatherDType: ir.BF16},
 			},
 			ShardNumel: 10, GradShardNumel: 8, ShardBytes: 20,
@@ -1162,12 +1162,13 @@ func BenchmarkEncodeDecode405B(b *testing.B) {
 }
 
 // TestFixtureOlder: a version-1 plan (before ops carried AttnFLOPs and
-// ElemBytes), a version-2 one (before the cluster carried a profile) and a
-// version-3 one (before ops carried GEMM shapes) and a version-4 one (before
-// the training setup carried expandable_segments) still decode, to the same
-// plan with those fields zero.
+// ElemBytes), a version-2 one (before the cluster carried a profile), a
+// version-3 one (before ops carried GEMM shapes), a version-4 one (before
+// the training setup carried expandable_segments) and a version-5 one
+// (before parameters carried their state-dict order) still decode, to the
+// same plan with those fields zero (StateOrder -1).
 func TestFixtureOlder(t *testing.T) {
-	for _, v := range []int{1, 2, 3, 4} {
+	for _, v := range []int{1, 2, 3, 4, 5} {
 		text, err := os.ReadFile(fmt.Sprintf("testdata/tiny-v%d.plan.hex", v))
 		if err != nil {
 			t.Fatal(err)
@@ -1180,7 +1181,14 @@ func TestFixtureOlder(t *testing.T) {
 		if v < 3 {
 			want.Cluster.Profile = nil
 		}
-		want.Train.ExpandableSegments = false
+		if v < 5 {
+			want.Train.ExpandableSegments = false
+		}
+		for g := range want.Groups {
+			for i := range want.Groups[g].Params {
+				want.Groups[g].Params[i].StateOrder = -1
+			}
+		}
 		for i := range want.Ops {
 			if v < 4 {
 				want.Ops[i].GEMMs = nil

@@ -220,6 +220,44 @@ def layouts(model, spec):
     return out
 
 
+OPTIMIZERS = {
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3),
+    "adam": lambda ps: torch.optim.Adam(ps, lr=1e-3),
+    "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9),
+    "sgd": lambda ps: torch.optim.SGD(ps, lr=1e-3),
+}
+
+
+def save_checkpoint(model, spec, out_dir, rank):
+    """Takes the optimizer step, saves {"model", "optim"} with
+    torch.distributed.checkpoint, and (rank 0) returns what DCP's metadata
+    says: every tensor entry's size, dtype and chunks, and the file each
+    chunk went to."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    opt = OPTIMIZERS[spec["checkpoint"]]([p for p in model.parameters() if p.requires_grad])
+    opt.step()
+    msd, osd = get_state_dict(model, opt)
+    path = os.path.join(out_dir, "dcp")
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=path)
+    dist.barrier()
+    if rank != 0:
+        return None
+    md = dcp.FileSystemReader(path).read_metadata()
+    entries = []
+    for fqn, item in md.state_dict_metadata.items():
+        if isinstance(item, TensorStorageMetadata):
+            entries.append({"fqn": fqn, "size": list(item.size), "dtype": str(item.properties.dtype).replace("torch.", ""),
+                            "chunks": [{"offsets": list(c.offsets), "sizes": list(c.sizes)} for c in item.chunks]})
+    files = []
+    for index, info in md.storage_data.items():
+        files.append({"fqn": index.fqn, "offsets": list(index.offset) if index.offset is not None else [],
+                      "file": info.relative_path, "bytes": info.length})
+    return {"entries": entries, "files": files}
+
+
 def main():
     spec = json.load(open(sys.argv[1]))
     out_dir = sys.argv[2]
@@ -246,8 +284,10 @@ def main():
         PHASE[0] = "backward"
         y.sum().backward()
     dist.barrier()
-    json.dump({"torch": torch.__version__, "layouts": layouts(model, spec), "collectives": RECORD},
-              open(os.path.join(out_dir, "rank%d.json" % rank), "w"))
+    record = {"torch": torch.__version__, "layouts": layouts(model, spec), "collectives": list(RECORD)}
+    if spec.get("checkpoint"):
+        record["checkpoint"] = save_checkpoint(model, spec, out_dir, rank)
+    json.dump(record, open(os.path.join(out_dir, "rank%d.json" % rank), "w"))
     dist.destroy_process_group()
 
 

@@ -47,6 +47,8 @@ type Record struct {
 	Torch       string       `json:"torch"`
 	Layouts     []Layout     `json:"layouts"`
 	Collectives []Collective `json:"collectives"`
+	// Checkpoint is DCP's metadata, on rank 0 of a spec with Checkpoint.
+	Checkpoint *DCPMetadata `json:"checkpoint"`
 }
 
 // Layout is one FSDP2 parameter group as FSDP2 built it.

@@ -31,6 +31,10 @@ type Spec struct {
 	AccumulateUnsharded bool      `json:"accumulate_unsharded"`
 	Model               Node      `json:"model"`
 	Groups              []GroupSp `json:"groups"`
+	// Checkpoint, when set, names the optimizer: the harness takes its
+	// step and saves the state with torch.distributed.checkpoint, and rank
+	// 0 records DCP's metadata (CompareCheckpoint).
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // Node is one module: children in registration order, Exec their local

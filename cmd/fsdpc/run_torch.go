@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/fsdpc/fsdpc/checkpoint"
 	"github.com/fsdpc/fsdpc/schedule"
 	"github.com/fsdpc/fsdpc/torchgen"
 )
@@ -37,6 +38,13 @@ func runTorch(planPath, modelArg, python string, timeout time.Duration, stdout, 
 		fmt.Fprintf(stderr, "fsdpc run --backend torch: %v\n", err)
 		return 1
 	}
+	// With an optimizer the harness can build and something to train, it
+	// also saves the state with torch.distributed.checkpoint, and the
+	// metadata is compared with the plan's checkpoint layout.
+	layout, err := checkpoint.FromPlan(p)
+	if err == nil && torchgen.CheckpointOptimizers[p.Train.Optimizer] && trains(p) {
+		spec.Checkpoint = p.Train.Optimizer
+	}
 	if timeout < time.Minute {
 		timeout = 3 * time.Minute // importing torch alone takes seconds a rank
 	}
@@ -46,6 +54,9 @@ func runTorch(planPath, modelArg, python string, timeout time.Duration, stdout, 
 		return 1
 	}
 	bad := torchgen.Compare(p, recs)
+	if spec.Checkpoint != "" {
+		bad = append(bad, torchgen.CompareCheckpoint(layout, recs[0].Checkpoint)...)
+	}
 	n := 0
 	for _, c := range recs[0].Collectives {
 		_ = c
@@ -60,5 +71,18 @@ func runTorch(planPath, modelArg, python string, timeout time.Duration, stdout, 
 		return 1
 	}
 	fmt.Fprintln(stdout, "FSDP2 matches the plan: every group's parameter order and shard sizes, every collective's size, reduce op and group")
+	if spec.Checkpoint != "" {
+		fmt.Fprintf(stdout, "DCP's checkpoint matches the plan's layout: %d entries, their sizes, dtypes, chunks and writers (docs/checkpoint.md)\n", len(layout.Tensors))
+	}
 	return 0
+}
+
+// trains reports whether any parameter of the plan has a gradient.
+func trains(p *schedule.Plan) bool {
+	for _, g := range p.Groups {
+		if g.GradShardNumel > 0 {
+			return true
+		}
+	}
+	return false
 }
