@@ -296,6 +296,14 @@ func run(p *Plan, m *Model, dur []float64) *Simulation {
 	}
 	eventTime := make([]float64, p.Events)
 	eventGroup := make([]int, p.Events)
+	// NCCL runs a communicator's operations one at a time, in the order
+	// they were launched, whatever streams they were launched on: each
+	// launch makes its stream wait for the communicator's previous kernel
+	// (NCCL's per-communicator device stream, enqueue.cc). FSDP2 gathers
+	// and reduce-scatters over one process group, so a backward prefetch
+	// queues behind the reduce-scatter launched before it instead of
+	// sharing the link with it. One communicator per process group.
+	var commFree [numProcessGroups]float64
 	cpu := 0.0
 	for i := range p.Ops {
 		o := &p.Ops[i]
@@ -336,7 +344,14 @@ func run(p *Plan, m *Model, dur []float64) *Simulation {
 			sim.Ops[i] = Timing{issued, issued}
 			continue
 		}
+		collective := (o.Kind == OpAllGather || o.Kind == OpReduceScatter || o.Kind == OpAllReduce) && o.PGSize > 1
+		if collective {
+			start = math.Max(start, commFree[o.PG])
+		}
 		end := start + dur[i]
+		if collective {
+			commFree[o.PG] = end
+		}
 		ready[s] = end
 		if o.Group >= 0 {
 			lastGroup[s] = o.Group

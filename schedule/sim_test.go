@@ -39,6 +39,10 @@ func convergenceCases(t *testing.T) map[string]*schedule.Plan {
 		{"ring-across-nodes-2rs", 8, 8192, 64, 16, 1, "", "true", "2"},
 		{"hsdp-64", 16, 4096, 512, 64, 8, "mesh = { replicate = 8, shard = 8 }\n", "false", "2"},
 		{"fsdp-64-noreshard", 16, 4096, 256, 64, 8, "", "false", "1"},
+		// Shard and replicate groups both cross nodes: HSDP's all-reduce
+		// shares the NICs with the shard group's collectives (one
+		// communicator's own collectives never overlap).
+		{"hsdp-both-across-nodes", 8, 8192, 64, 16, 4, "mesh = { replicate = 2, shard = 8 }\n", "true", "1"},
 	}
 	for _, c := range synthetic {
 		src := fmt.Sprintf(`
@@ -113,7 +117,7 @@ func TestLinkSharingConverges(t *testing.T) {
 // TestLinkSharingBound: a plan that needs rounds to settle is an error
 // when it is not given them, never a figure.
 func TestLinkSharingBound(t *testing.T) {
-	p := convergenceCases(t)["ring-across-nodes-2rs"]
+	p := convergenceCases(t)["hsdp-both-across-nodes"]
 	m := schedule.NewModel(p)
 	_, rounds, err := schedule.SimulateRounds(p, m, 1e-6, 400)
 	if err != nil || rounds < 2 {
@@ -159,5 +163,35 @@ func TestKernelByKind(t *testing.T) {
 	want = 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionBackward) + 4e9/(2e12*m.Cal.MemoryEfficiency)
 	if got := m.Kernel(&o); math.Abs(got-want) > 1e-12 {
 		t.Errorf("backward %g s, want %g", got, want)
+	}
+}
+
+// TestCommunicatorRunsInLaunchOrder: NCCL runs one communicator's
+// operations one at a time in launch order, whatever streams they were
+// launched on, so in the simulated timeline the collectives of one process
+// group never overlap and start in program order (a backward prefetch
+// queues behind the reduce-scatter launched before it).
+func TestCommunicatorRunsInLaunchOrder(t *testing.T) {
+	overlapped := 0
+	for name, p := range convergenceCases(t) {
+		sim, err := schedule.Simulate(p, schedule.NewModel(p))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		last := map[schedule.ProcessGroup]int{}
+		for i := range p.Ops {
+			o := &p.Ops[i]
+			if (o.Kind != schedule.OpAllGather && o.Kind != schedule.OpReduceScatter && o.Kind != schedule.OpAllReduce) || o.PGSize < 2 {
+				continue
+			}
+			if j, ok := last[o.PG]; ok && sim.Ops[i].Start < sim.Ops[j].End {
+				overlapped++
+				if overlapped <= 3 {
+					t.Errorf("%s: op %d (%s) starts at %.6f s, before op %d (%s) on the same communicator ends at %.6f s",
+						name, i, o.Kind, sim.Ops[i].Start, j, p.Ops[j].Kind, sim.Ops[j].End)
+				}
+			}
+			last[o.PG] = i
+		}
 	}
 }
