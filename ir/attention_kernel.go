@@ -1,6 +1,9 @@
 package ir
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // attentionKernels are the fused attention kernels [train]
 // attention_kernel names, with the fractions of dense bf16 peak their
@@ -57,4 +60,31 @@ func presetLabel(preset string) string {
 		return "a GPU given as figures"
 	}
 	return preset
+}
+
+// clockProfile adds clock_ratio, [cluster] sm_clock_mhz over the preset's
+// reference clock (gpuRefClockMHz), to the profile, unless the profile
+// file sets it.
+func (d *decoder) clockProfile(t *tbl, prof []ProfileValue, preset string) []ProfileValue {
+	mhz, ok := t.integer("sm_clock_mhz", 100, 10000)
+	if !ok {
+		return prof
+	}
+	ref := gpuRefClockMHz[preset]
+	if ref == 0 {
+		d.errorf(t.at("sm_clock_mhz"), "sm_clock_mhz needs a GPU preset whose peak fsdpc knows the clock of (%s), not %s", strings.Join(sortedKeys(gpuRefClockMHz), ", "), presetLabel(preset))
+		return prof
+	}
+	if mhz > ref {
+		d.errorf(t.at("sm_clock_mhz"), "sm_clock_mhz = %d is above the %d MHz the %s's dense peak already assumes", mhz, ref, preset)
+		return prof
+	}
+	for _, v := range prof {
+		if v.Name == "clock_ratio" {
+			return prof
+		}
+	}
+	prof = append(prof, ProfileValue{"clock_ratio", float64(mhz) / float64(ref)})
+	sort.Slice(prof, func(i, j int) bool { return prof[i].Name < prof[j].Name })
+	return prof
 }

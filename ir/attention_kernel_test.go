@@ -49,3 +49,29 @@ func TestAttentionKernel(t *testing.T) {
 		t.Errorf("unknown kernel: %v", err)
 	}
 }
+
+// TestSMClock: [cluster] sm_clock_mhz becomes the profile's clock_ratio
+// against the clock the preset's peak assumes; a GPU without one, or a
+// clock above it, is an error naming the key.
+func TestSMClock(t *testing.T) {
+	load := func(gpu string, mhz int) (*Model, error) {
+		src := fmt.Sprintf("[train]\nmicro_batch = 1\nseq_len = 8\n[cluster]\ngpu = %q\nworld_size = 8\nsm_clock_mhz = %d\n[[module]]\nname = \"l\"\nkind = \"linear\"\nin = 8\nout = 8\n", gpu, mhz)
+		return Load("m.toml", []byte(src))
+	}
+	m, err := load("h100-sxm", 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(m.Cluster.Profile), fmt.Sprint([]ProfileValue{{"clock_ratio", 1500.0 / 1830}}); got != want {
+		t.Errorf("profile %s, want %s", got, want)
+	}
+	for _, tc := range []struct {
+		gpu  string
+		mhz  int
+		want string
+	}{{"b200", 1500, "sm_clock_mhz needs a GPU preset"}, {"a100-80gb", 1500, "above the 1410 MHz"}} {
+		if _, err := load(tc.gpu, tc.mhz); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s at %d MHz: %v, want %q", tc.gpu, tc.mhz, err, tc.want)
+		}
+	}
+}

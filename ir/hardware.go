@@ -25,6 +25,18 @@ var gpuSMs = map[string]int{
 	"a100-40gb": 108, "a100-80gb": 108, "l40s": 142, "mi300x": 304,
 }
 
+// gpuRefClockMHz is the SM clock each preset's dense peak assumes: the
+// datasheet peak over SMs × dense bf16 FLOP per SM per clock. H100 SXM5
+// and H200: 989.4 TFLOP/s = 132 SMs × 4,096 × 1,830 MHz; H100 PCIe:
+// 756 TFLOP/s = 114 × 4,096 × 1,620 MHz; A100: 312 TFLOP/s = 108 × 2,048 ×
+// 1,410 MHz, the A100's boost clock ("NVIDIA A100 Tensor Core GPU
+// Architecture", table 1; Hopper's 4,096 FLOP per SM per clock is twice
+// Ampere's, H100 whitepaper). [cluster] sm_clock_mhz scales the peaks by
+// the clock a power limit sustains against this one.
+var gpuRefClockMHz = map[string]int64{
+	"h100-sxm": 1830, "h200": 1830, "h100-pcie": 1620, "a100-40gb": 1410, "a100-80gb": 1410,
+}
+
 // SMCount returns the streaming multiprocessors of the GPU preset whose
 // device name is name, 0 for a GPU given as figures (its GEMMs are then
 // charged without wave quantisation).

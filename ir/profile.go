@@ -23,7 +23,7 @@ type ProfileValue struct {
 // ProfileKeys are the constants a hardware profile may set (what `fsdpc
 // calibrate` writes), each a fraction: efficiencies in (0, 1], overlap in
 // [0, 1).
-var ProfileKeys = []string{"attention_backward", "attention_forward", "max_efficiency", "memory_efficiency", "nic_efficiency", "overlap"}
+var ProfileKeys = []string{"attention_backward", "attention_forward", "clock_ratio", "max_efficiency", "memory_efficiency", "nic_efficiency", "overlap"}
 
 // maxProfileSize bounds a profile file: it holds a handful of numbers.
 const maxProfileSize = 64 << 10

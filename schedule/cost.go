@@ -67,6 +67,10 @@ type Calibration struct {
 	IssueKernel, IssueOther float64
 	// HostOptimizer is the CPU's optimizer throughput, bytes/s.
 	HostOptimizer float64
+	// ClockRatio is the SM clock the GPU sustains (under its power limit)
+	// over the clock its dense peak assumes ([cluster] sm_clock_mhz); it
+	// scales every FLOP/s figure. 0 means 1.
+	ClockRatio float64
 }
 
 // DefaultCalibration holds figures typical of Hopper-class systems with
@@ -117,6 +121,8 @@ func (c *Calibration) set(name string, v float64) {
 		c.AttentionBackward = v
 	case "attention_forward":
 		c.AttentionForward = v
+	case "clock_ratio":
+		c.ClockRatio = v
 	case "max_efficiency":
 		c.MaxEfficiency = v
 	case "memory_efficiency":
@@ -154,7 +160,7 @@ func (m *Model) Kernel(o *Op) float64 {
 		if o.Kind == OpBackward {
 			eff = m.Cal.AttentionBackward
 		}
-		if peak := m.HW.peak(o.DType); peak > 0 && eff > 0 && !math.IsInf(peak, 1) {
+		if peak := m.peak(o.DType); peak > 0 && eff > 0 && !math.IsInf(peak, 1) {
 			t += o.AttnFLOPs / (peak * eff)
 		}
 	}
@@ -168,9 +174,9 @@ func (m *Model) Kernel(o *Op) float64 {
 // moving bytes through HBM: the slower of its arithmetic at an efficiency
 // that grows with size, and its memory traffic.
 func (m *Model) Compute(flops float64, bytes int64, dt ir.DType) float64 {
-	peak := m.HW.peak(dt)
+	peak := m.peak(dt)
 	if peak == 0 {
-		peak = m.HW.peak(ir.FP32)
+		peak = m.peak(ir.FP32)
 	}
 	var arith float64
 	if flops > 0 && peak > 0 && !math.IsInf(peak, 1) {
@@ -195,9 +201,9 @@ func (m *Model) Compute(flops float64, bytes int64, dt ir.DType) float64 {
 // once, so a multiply with a small N or K is bound by HBM, not the tensor
 // cores ("Math And Memory Bounds" in the guide GEMMTile cites).
 func (m *Model) GEMM(g ir.GEMM, dt ir.DType) float64 {
-	peak := m.HW.peak(dt)
+	peak := m.peak(dt)
 	if peak == 0 {
-		peak = m.HW.peak(ir.FP32)
+		peak = m.peak(ir.FP32)
 	}
 	flops := 2 * float64(g.M) * float64(g.N) * float64(g.K)
 	var arith float64
@@ -312,6 +318,15 @@ func (m *Model) AllReduce(bytes int64, n, stride int) float64 {
 	ring := 2*float64(n-1)*alpha + transfer
 	tree := 2*math.Ceil(math.Log2(float64(n)))*alpha + transfer
 	return math.Min(ring, tree)
+}
+
+// peak is the dense peak of dtype dt at the clock the GPU sustains.
+func (m *Model) peak(dt ir.DType) float64 {
+	p := m.HW.peak(dt)
+	if r := m.Cal.ClockRatio; r > 0 {
+		p *= r
+	}
+	return p
 }
 
 func (h *Hardware) peak(dt ir.DType) float64 {

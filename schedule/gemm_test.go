@@ -112,3 +112,19 @@ func TestCheckGEMMs(t *testing.T) {
 		t.Errorf("an all-gather with shapes: Verify = %v", err)
 	}
 }
+
+// TestClockRatio: a GPU held at a lower SM clock computes slower in
+// proportion and moves memory as fast.
+func TestClockRatio(t *testing.T) {
+	m := a100()
+	g := ir.GEMM{M: 108 * 256, N: 128 * 4, K: 8192, Count: 1}
+	full := m.GEMM(g, ir.BF16) - m.Cal.Launch
+	copyFull := m.Copy(1 << 30)
+	m.Cal.ClockRatio = 0.8
+	if got := m.GEMM(g, ir.BF16) - m.Cal.Launch; math.Abs(got-full/0.8) > 1e-12 {
+		t.Errorf("at 80%% clock a GEMM takes %g s, want %g s", got, full/0.8)
+	}
+	if m.Copy(1<<30) != copyFull {
+		t.Error("the clock changed a copy's time")
+	}
+}
