@@ -96,8 +96,12 @@ func modelFile(r run) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s (%s)\n[model]\nname = %q\ndtype = \"fp32\"\n\n", r.id, r.source, r.id)
 	ac := r.checkpointing
-	fmt.Fprintf(&b, "[train]\nmicro_batch = %d\nseq_len = %d\ngrad_accum = %d\ncheckpointing = %q\noptimizer = \"adamw\"\ncompile = %t\nattention_kernel = %q\nexpandable_segments = %t\n\n",
-		r.microBatch, r.seq, r.accum, checkpointingName(ac), r.compile, r.attentionKernel, r.expandable)
+	interval := ""
+	if r.checkpointInterval > 0 {
+		interval = fmt.Sprintf("checkpoint_interval = %d\n", r.checkpointInterval)
+	}
+	fmt.Fprintf(&b, "[train]\nmicro_batch = %d\nseq_len = %d\ngrad_accum = %d\ncheckpointing = %q\n%soptimizer = \"adamw\"\ncompile = %t\nattention_kernel = %q\nexpandable_segments = %t\n\n",
+		r.microBatch, r.seq, r.accum, checkpointingName(ac), interval, r.compile, r.attentionKernel, r.expandable)
 	fmt.Fprintf(&b, "[cluster]\ngpu = %q\ngpus_per_node = %d\nworld_size = %d\n", r.gpu, r.gpusPerNode, r.world)
 	if r.replicate > 1 {
 		fmt.Fprintf(&b, "mesh = { replicate = %d, shard = %d }\n", r.replicate, r.shard)

@@ -62,6 +62,10 @@ type Fit struct {
 	Residuals  []Residual
 	// MAPE before and after, over the runs fitted.
 	Before, After float64
+	// The fit's own objective, mean squared log error, before and after:
+	// the search never raises it (MAPE can rise a little where the two
+	// disagree).
+	LossBefore, LossAfter float64
 	Evaluations   int
 }
 
@@ -141,6 +145,7 @@ func (s *Set) Fit(gpus []string, names []string) (*Fit, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.LossBefore = best
 	steps := make([]float64, len(params))
 	for i, p := range params {
 		steps[i] = 0.1 * (p.Hi - p.Lo)
@@ -180,7 +185,7 @@ func (s *Set) Fit(gpus []string, names []string) (*Fit, error) {
 			}
 		}
 	}
-	f.Cal = cur
+	f.Cal, f.LossAfter = cur, best
 	before, err := predictAll(start)
 	if err != nil {
 		return nil, err

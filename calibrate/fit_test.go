@@ -34,8 +34,11 @@ func TestFit(t *testing.T) {
 	if got := fit.Cal.MaxEfficiency; got < 0.3 || got > 0.95 {
 		t.Errorf("max_efficiency %g outside its bounds", got)
 	}
-	if fit.After > fit.Before+1e-9 || len(fit.Residuals) != 15 {
-		t.Errorf("MAPE %.2f%% -> %.2f%% over %d runs", fit.Before, fit.After, len(fit.Residuals))
+	// 16 A100 runs ran and fit: the two OOM rows are left out. The search
+	// lowers its own objective; MAPE, a different measure, may move a
+	// little either way.
+	if fit.LossAfter > fit.LossBefore+1e-12 || len(fit.Residuals) != 16 || fit.After > fit.Before+1 {
+		t.Errorf("squared log error %.5f -> %.5f, MAPE %.2f%% -> %.2f%% over %d runs", fit.LossBefore, fit.LossAfter, fit.Before, fit.After, len(fit.Residuals))
 	}
 	saved := maxEvaluations
 	maxEvaluations = 2

@@ -24,6 +24,7 @@ type run struct {
 	nodeNetwork        float64 // bytes/s out of a node when the source states it, else 0
 	networkPerGPU      bool    // the source gives the figure per GPU
 	checkpointing      string  // none, full, selective-op, selective-layer
+	checkpointInterval int     // selective-layer: every k-th block; 0 for the default
 	compile            bool
 	lossUpcast         bool // the trainer upcasts the logits to fp32 for the loss
 	attentionKernel    string
@@ -147,6 +148,7 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			// fms-fsdp's selective checkpointing wraps every k-th block
 			// (apply_fsdp_checkpointing's every_xth_item).
 			x.checkpointing = "selective-layer"
+			x.checkpointing, x.checkpointInterval = recomputedFraction(get("mfu_pct"), get("hfu_pct"))
 		default:
 			return nil, nil, fmt.Errorf("%s: unknown checkpointing %q (none, full, selective per-op, selective per-layer)", where("activation_checkpointing"), get("activation_checkpointing"))
 		}
@@ -218,4 +220,29 @@ func parseNetwork(s string) (float64, bool) {
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
 	return v * 1e9 / 8, strings.Contains(strings.ToLower(s), "per gpu")
+}
+
+// recomputedFraction reads fms-fsdp's unstated selective-checkpointing
+// fraction off the run's own figures: its HFU counts the FLOPs it executes
+// (PyTorch's FLOP counter, recompute included) and its MFU the model's
+// (PaLM's formula), so with forward 1 and backward 2 units of work and a
+// fraction f of blocks recomputed, HFU/MFU = (3 + f)/3 (the same sources'
+// full-checkpointing rows give f = 0.97 to 1.13). fms-fsdp checkpoints any
+// fraction of blocks; fsdpc every k-th, so k = floor(1/f) checkpoints at
+// least the run's share (its memory is not understated): k = 1 is full.
+// Without both figures it stays torchtitan's default, every 2nd block.
+func recomputedFraction(mfuPct, hfuPct string) (mode string, interval int) {
+	mfu, err1 := strconv.ParseFloat(mfuPct, 64)
+	hfu, err2 := strconv.ParseFloat(hfuPct, 64)
+	if err1 != nil || err2 != nil || mfu <= 0 || hfu < mfu {
+		return "selective-layer", 0
+	}
+	f := 3 * (hfu/mfu - 1)
+	switch {
+	case f <= 0:
+		return "none", 0
+	case f >= 0.5:
+		return "full", 0 // floor(1/f) = 1
+	}
+	return "selective-layer", int(math.Floor(1 / f))
 }

@@ -77,3 +77,27 @@ func TestReadErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRecomputedFraction: fms-fsdp's unstated selective fraction is read
+// off a run's own HFU/MFU, never checkpointing less than the run did.
+func TestRecomputedFraction(t *testing.T) {
+	for _, tc := range []struct {
+		mfu, hfu string
+		mode     string
+		interval int
+	}{
+		{"55.0", "74.0", "full", 0},            // f = 1.04 (S7-compile-70b-A100)
+		{"38.0", "47.0", "full", 0},            // f = 0.71: more than every 2nd block
+		{"61.0", "69.0", "selective-layer", 2}, // f = 0.39
+		{"43.0", "46.0", "selective-layer", 4}, // f = 0.21
+		{"57.0", "57.0", "none", 0},            // nothing recomputed
+		{"", "69.0", "selective-layer", 0},     // not stated: the default interval
+		{"61.0", "", "selective-layer", 0},
+		{"61.0", "50.0", "selective-layer", 0}, // HFU below MFU: not a fraction
+	} {
+		mode, k := recomputedFraction(tc.mfu, tc.hfu)
+		if mode != tc.mode || k != tc.interval {
+			t.Errorf("MFU %q HFU %q: %s every %d; want %s every %d", tc.mfu, tc.hfu, mode, k, tc.mode, tc.interval)
+		}
+	}
+}
