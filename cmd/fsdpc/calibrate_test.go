@@ -13,7 +13,7 @@ func TestCalibrate(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"a100-80gb: 15 runs", "max_efficiency", "S3-L3-70B", "wrote "} {
+	for _, want := range []string{"a100-80gb: 16 runs", "max_efficiency", "S3-L3-70B", "wrote "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -22,7 +22,7 @@ func TestCalibrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(profile), "[profile]") || !strings.Contains(string(profile), "max_efficiency = 0.7") {
+	if !strings.Contains(string(profile), "[profile]") || !strings.Contains(string(profile), "max_efficiency = 0.8") {
 		t.Errorf("profile:\n%s", profile)
 	}
 	// A model file names the profile in [cluster]; the plan carries it
