@@ -48,7 +48,11 @@ func TestGuardAbortDuringCall(t *testing.T) {
 	devs, comms, bufs, sts := guardedPair(t)
 	done := make(chan error, 1)
 	go func() { done <- comms[0].AllReduce(bufs[0], 1, ir.FP32, schedule.ReduceSum, 0, sts[0]) }()
-	time.Sleep(20 * time.Millisecond) // inside, connecting
+	// Wait until the call is inside (connecting: rank 1 has not come):
+	// a fixed sleep was not always enough on a loaded machine.
+	for gpu.CallsInside(comms[0]) == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	if err := comms[0].Abort(); !errors.Is(err, gpu.ErrAbortDeferred) {
 		t.Fatalf("Abort under a call: %v, want ErrAbortDeferred", err)
 	}
