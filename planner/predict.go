@@ -36,6 +36,10 @@ func predict(s *state) error {
 	}
 	p.Prediction = sim.Prediction()
 	if sim.PeakReserved <= p.Cluster.MemoryBudget || s.opts.overBudget {
+		if sim.AllocRetries > 0 && sim.PeakReserved <= p.Cluster.MemoryBudget {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("the caching allocator reaches the budget of %s and frees its cache %d times in a step to fit (%s allocated at the peak; its segments' fragmentation takes the rest): PyTorch then synchronises the device and retries each time (num_alloc_retries), so the step is slower than predicted; expandable_segments = true in [train] or a larger budget avoids it",
+				ir.FormatBytes(p.Cluster.MemoryBudget), sim.AllocRetries, ir.FormatBytes(sim.PeakAllocated)))
+		}
 		return nil
 	}
 	return s.doesNotFit(sim)

@@ -181,3 +181,21 @@ func TestTuneOwnUnits(t *testing.T) {
 		t.Errorf("pasted units plan %d groups, the tuner's %d", len(p2.Groups), len(p.Groups))
 	}
 }
+
+// TestAllocatorRetryWarning: a plan that fits only because the caching
+// allocator frees its cache at the budget says so; one with room does not.
+func TestAllocatorRetryWarning(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		want  bool
+	}{{"llama3.1-405b", true}, {"llama3-8b", false}} {
+		p, err := Plan(loadZoo(t, tc.model), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(strings.Join(p.Warnings, "\n"), "frees its cache")
+		if got != tc.want {
+			t.Errorf("%s: warns of allocator retries %t, want %t: %q", tc.model, got, tc.want, p.Warnings)
+		}
+	}
+}

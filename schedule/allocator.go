@@ -66,6 +66,7 @@ type cachingAllocator struct {
 	budget     int64 // what the allocator may reserve in all; 0: no limit
 	total      int64 // reserved over every pool
 	peak       int64
+	retries    int // times the cache was freed to stay within the budget
 	// free holds each pool's free blocks, [pool][kind], in no order.
 	free [numPools][2][]*block
 	// tail is the last block of each expandable segment.
@@ -93,6 +94,7 @@ func (a *cachingAllocator) grow(pool Pool, n int64) {
 // releaseCached returns what no live block uses: whole free segments, or
 // the free blocks of expandable segments.
 func (a *cachingAllocator) releaseCached() {
+	a.retries++
 	for pool := range a.free {
 		for k := range a.free[pool] {
 			kept := a.free[pool][k][:0]

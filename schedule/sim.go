@@ -236,6 +236,10 @@ type Simulation struct {
 	PeakOp        int
 	PeakByPool    [numPools]int64
 	PeakReserved  int64
+	// AllocRetries counts the times the caching allocator reached the
+	// budget and freed its cache to retry (PyTorch's num_alloc_retries in
+	// torch.cuda.memory_stats): each one synchronises the device.
+	AllocRetries int
 	// waitingForCPU and computeEnd feed Breakdown: how long the compute
 	// stream stood idle until the CPU issued its next operation, and when
 	// its last operation ended.
@@ -417,6 +421,7 @@ func (s *Simulation) notePeaks(p *Plan) {
 		}
 	}
 	s.PeakReserved = alloc.peak
+	s.AllocRetries = alloc.retries
 }
 
 type interval struct{ start, end float64 }
