@@ -66,7 +66,7 @@ type Fit struct {
 	// the search never raises it (MAPE can rise a little where the two
 	// disagree).
 	LossBefore, LossAfter float64
-	Evaluations   int
+	Evaluations           int
 }
 
 // ErrNotConverged is returned when the search runs out of evaluations.
