@@ -541,6 +541,14 @@ func (c *Comm) Split(color, key int) (gpu.Comm, error) {
 	return f.NewComm(c.dev, sp.ids[color], len(members), slices.Index(members, c.rank))
 }
 
+// CallsInside is how many calls are inside the communicator now: a test
+// that must act while one is waits for it instead of sleeping.
+func (c *Comm) CallsInside() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
+}
+
 // Abort ends this member's waiting collectives with ErrAborted; later
 // calls fail. Like ncclCommAbort it then waits for the device, i.e. for
 // every other communicator's collectives in flight on it. Called while

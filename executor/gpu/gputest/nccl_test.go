@@ -354,7 +354,9 @@ func TestFabricAbortDuringCall(t *testing.T) {
 	p := ms[0].upload(t, 1)
 	done := make(chan error, 1)
 	go func() { done <- ms[0].comm.AllReduce(p, 1, ir.FP32, schedule.ReduceSum, 0, ms[0].st) }()
-	time.Sleep(20 * time.Millisecond) // inside its first collective, waiting for the peer
+	for ms[0].comm.(*Comm).CallsInside() == 0 { // inside its first collective, waiting for the peer
+		time.Sleep(time.Millisecond)
+	}
 	ok(t, ms[0].comm.Abort())
 	if err := <-done; !errors.Is(err, ErrAborted) {
 		t.Errorf("the call under the Abort returned %v, want ErrAborted", err)
