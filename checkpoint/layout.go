@@ -48,8 +48,8 @@ type Tensor struct {
 	// Offload: the sharded tensor lives in host memory (CPU offload), so
 	// saving it needs no device-to-host copy.
 	Offload bool
-	// Aliases are the tied parameter's other names (model tensors only):
-	// the same chunks, stored once.
+	// Aliases are the tied parameter's other names (on the owner's model
+	// entry); each is an entry of its own too, with the owner as Param.
 	Aliases []string
 }
 
@@ -144,7 +144,7 @@ func FromPlan(p *schedule.Plan) (*Layout, error) {
 		return nil, err
 	}
 	W := int64(c.Shard)
-	var optim []Tensor
+	var optim, aliases []Tensor
 	for _, at := range stateDictOrder(p) {
 		gi := at[0]
 		g := &p.Groups[gi]
@@ -160,6 +160,11 @@ func FromPlan(p *schedule.Plan) (*Layout, error) {
 		t := base
 		t.FQN, t.Shape, t.DType, t.Aliases = "model."+gp.Name, append([]int64(nil), gp.Shape...), gp.DType, gp.Aliases
 		l.Tensors = append(l.Tensors, t)
+		for _, a := range gp.Aliases {
+			at := t
+			at.FQN, at.Aliases = "model."+a, nil
+			aliases = append(aliases, at)
+		}
 		if !gp.RequiresGrad {
 			continue
 		}
@@ -178,7 +183,14 @@ func FromPlan(p *schedule.Plan) (*Layout, error) {
 			optim = append(optim, s)
 		}
 	}
-	// DCP flattens {"model": …, "optim": …} in that order.
+	// A tied parameter is in the model's state dict under every name
+	// (nn.Module.state_dict keeps duplicates), so DCP writes it once per
+	// name. The plan does not record where an alias is registered; it is
+	// taken as after every other parameter, as for the usual tied output
+	// projection (docs/checkpoint.md). The optimizer keeps the tensor's
+	// state once, under the owner. DCP flattens {"model": …, "optim": …} in
+	// that order.
+	l.Tensors = append(l.Tensors, aliases...)
 	l.Tensors = append(l.Tensors, optim...)
 	l.Writer = writers(l)
 	return l, nil

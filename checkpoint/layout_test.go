@@ -3,9 +3,12 @@ package checkpoint
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/planner"
+	"github.com/fsdpc/fsdpc/plans"
 )
 
 // The state dict holds every parameter and, for trainable ones, the
@@ -116,6 +119,41 @@ func TestEmptyChunks(t *testing.T) {
 			}
 		} else if w != want {
 			t.Errorf("chunk %d: writer %d, want %d", k, w, want)
+		}
+	}
+}
+
+// A tied parameter is an entry under each name (nn.Module.state_dict keeps
+// both), written like its owner; its optimizer state is kept once.
+func TestTiedEntries(t *testing.T) {
+	src, file, _ := plans.Source("gpt2-124m")
+	m, err := ir.Load(file, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := FromPlan(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, alias := tensorNamed(t, l, "model.transformer.wte.weight"), tensorNamed(t, l, "model.lm_head.weight")
+	if a := l.Tensors[alias]; a.Param != "transformer.wte.weight" || !slices.Equal(a.Shape, l.Tensors[owner].Shape) || alias < owner {
+		t.Errorf("alias entry %+v", a)
+	}
+	for _, x := range l.Tensors {
+		if x.State != "" && strings.Contains(x.FQN, "lm_head") {
+			t.Errorf("optimizer state under the alias: %s", x.FQN)
+		}
+	}
+	// Both names are written, each chunk once.
+	for _, ti := range []int{owner, alias} {
+		for k, w := range l.Writer[ti] {
+			if w != k {
+				t.Errorf("%s chunk %d written by %d", l.Tensors[ti].FQN, k, w)
+			}
 		}
 	}
 }

@@ -40,7 +40,7 @@ func (l *Layout) WriteSummary(w io.Writer) {
 	params, states := l.counts()
 	m, o := l.Totals()
 	fmt.Fprintf(w, "checkpoint (torch.distributed.checkpoint, %d ranks)\n", l.World())
-	fmt.Fprintf(w, "  entries    %d parameters, %d optimizer states (%s)\n", params, states, l.Optimizer)
+	fmt.Fprintf(w, "  entries    %d model entries, %d optimizer states (%s)\n", params, states, l.Optimizer)
 	fmt.Fprintf(w, "  total      %s: model %s, optimizer %s\n", ir.FormatBytes(m+o), ir.FormatBytes(m), ir.FormatBytes(o))
 	fmt.Fprintf(w, "  files      1 per rank (%s), and %s on rank 0\n", "__<rank>_0.distcp", MetadataFile)
 	lo, hi := int64(-1), int64(0)
@@ -93,7 +93,7 @@ func (l *Layout) WriteEstimate(w io.Writer, e *Estimate, async bool) {
 	params, states := l.counts()
 	fmt.Fprintf(w, "checkpoint of %s: %d ranks (%d node(s) of %d, mesh %d×%d), optimizer %s\n",
 		l.Model, l.World(), l.nodes(), l.GPUsPerNode, l.Replicate, l.Shard, l.Optimizer)
-	fmt.Fprintf(w, "  entries   %d parameters, %d optimizer states\n", params, states)
+	fmt.Fprintf(w, "  entries   %d model entries, %d optimizer states\n", params, states)
 	fmt.Fprintf(w, "  size      model %s, optimizer %s, total %s\n", ir.FormatBytes(e.Model), ir.FormatBytes(e.Optim), ir.FormatBytes(e.Model+e.Optim))
 	agg := "no aggregate limit"
 	if e.Storage.WriteAggregate > 0 {

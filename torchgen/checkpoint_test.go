@@ -27,9 +27,13 @@ func TestCheckpointConformance(t *testing.T) {
 		{"adamw-ws3-uneven", "adamw", confCase{cluster: "world_size = 3"}},
 		{"adamw-hsdp-2x2", "adamw", confCase{cluster: "world_size = 4\nmesh = { replicate = 2, shard = 2 }"}},
 		{"sgd-momentum-frozen-embedding", "sgd_momentum", confCase{cluster: "world_size = 2", emb: "requires_grad = false", train: `optimizer = "sgd_momentum"`}},
+		{"adamw-tied-merge", "adamw", confCase{cluster: "world_size = 2", policy: `tied = "merge"` + "\n" + `units = ["layers.*", "output"]`, head: `tied_to = "emb.weight"`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := fmt.Sprintf(decoderModel, c.train, c.cluster, c.policy, c.emb, c.head)
+			if strings.Contains(c.policy, "units = [") {
+				src = strings.Replace(src, "units = \"blocks\"\n", "", 1)
+			}
 			m, err := ir.Load(c.name+".toml", []byte(src))
 			if err != nil {
 				t.Fatal(err)

@@ -31,8 +31,8 @@ func TestCheckpointCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"checkpoint of gpt2-124m: 8 ranks", "148 parameters, 444 optimizer states",
-		"model 474.70 MiB, optimizer 949.40 MiB, total 1.39 GiB", "per node write 5 GB/s", "async     stages 178.02 MiB per rank"} {
+	for _, want := range []string{"checkpoint of gpt2-124m: 8 ranks", "149 model entries, 444 optimizer states",
+		"model 621.94 MiB, optimizer 949.40 MiB, total 1.53 GiB", "per node write 5 GB/s", "async     stages 196.43 MiB per rank"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -42,7 +42,7 @@ func TestCheckpointCommand(t *testing.T) {
 		ModelBytes, OptimizerBytes int64
 		PerRank                    []struct{ Bytes int64 }
 	}
-	if code != 0 || json.Unmarshal([]byte(js), &doc) != nil || len(doc.PerRank) != 8 || doc.ModelBytes != 124439808*4 {
+	if code != 0 || json.Unmarshal([]byte(js), &doc) != nil || len(doc.PerRank) != 8 || doc.ModelBytes != (124439808+50257*768)*4 {
 		t.Errorf("checkpoint -json: exit %d, %+v", code, doc)
 	}
 	for _, bad := range [][]string{{"checkpoint", "--storage", "tape", "gpt2-124m"}, {"checkpoint"}, {"checkpoint", "--aggregate", "fast", "gpt2-124m"}} {
@@ -62,7 +62,7 @@ func TestReshardCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
-	for _, want := range []string{"reshard gpt2-124m (8 ranks, mesh 1×8) -> gpt2-124m (4 ranks, mesh 1×4)", "compatible: the same 592 state entries", "reads     1.39 GiB in all"} {
+	for _, want := range []string{"reshard gpt2-124m (8 ranks, mesh 1×8) -> gpt2-124m (4 ranks, mesh 1×4)", "compatible: the same 593 state entries", "reads     1.53 GiB in all"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
