@@ -282,12 +282,18 @@ func TestDivideFactors(t *testing.T) {
 		{"world_size = 12\ngpus_per_node = 4", `reduce_dtype = "fp16"`, schedule.ReduceSum, schedule.ReduceSum, 4, 3, 0},
 		{"world_size = 6\ngpus_per_node = 6", `reduce_dtype = "fp16"`, schedule.ReduceSum, schedule.ReduceSum, 4, 1.5, 0},
 		{"world_size = 8", "force_sum_reduction = true", schedule.ReduceSum, schedule.ReduceSum, 1, 8, 0},
-		{"world_size = 8", "gradient_divide_factor = 8", schedule.ReduceAvg, schedule.ReduceAvg, 1, 1, 0},
+		{"world_size = 8", "gradient_divide_factor = 8", schedule.ReduceAvg, schedule.ReduceSum, 1, 1, 0},
 		{"world_size = 8", `reduce_dtype = "fp64"`, schedule.ReduceSum, schedule.ReduceSum, 4, 2, 0},
 		{"world_size = 8", "gradient_divide_factor = 16", schedule.ReducePremulSum, schedule.ReduceSum, 1, 1, 1.0 / 16},
 		// HSDP: DP = 2 × 4; the reduce-scatter averages over the shard
 		// group, the all-reduce over the replicas.
 		{"world_size = 8\nmesh = { replicate = 2, shard = 4 }", "", schedule.ReduceAvg, schedule.ReduceAvg, 1, 1, 0},
+		// A custom factor averages only when it is the shard group's size;
+		// the data-parallel size 8 pre-multiplies (torch 2.14
+		// _get_gradient_divide_factors compares with the reduce-scatter
+		// group's size). The all-reduce sums either way.
+		{"world_size = 8\nmesh = { replicate = 2, shard = 4 }", "gradient_divide_factor = 4", schedule.ReduceAvg, schedule.ReduceSum, 1, 1, 0},
+		{"world_size = 8\nmesh = { replicate = 2, shard = 4 }", "gradient_divide_factor = 8", schedule.ReducePremulSum, schedule.ReduceSum, 1, 1, 1.0 / 8},
 	}
 	for _, tt := range tests {
 		t.Run(tt.world+" "+tt.policy, func(t *testing.T) {

@@ -195,10 +195,13 @@ func divideFactors(r *schedule.GroupPolicy, pol ir.GroupPolicy, shard, replicate
 			r.PostDivide = f
 		}
 	case custom:
-		// torch 2.8: a factor equal to the data-parallel size averages both
-		// collectives; any other pre-multiplies by 1/f and sums.
-		if f == dp {
-			r.ReduceScatterOp, r.AllReduceOp = schedule.ReduceAvg, schedule.ReduceAvg
+		// A factor equal to the reduce-scatter group's size (the shard
+		// group, not the data-parallel size: they differ under HSDP)
+		// averages the reduce-scatter; any other pre-multiplies by 1/f.
+		// The all-reduce then sums (_fsdp_collectives.py
+		// _get_gradient_divide_factors, torch 2.14).
+		if f == float64(shard) {
+			r.ReduceScatterOp, r.AllReduceOp = schedule.ReduceAvg, schedule.ReduceSum
 		} else {
 			r.ReduceScatterOp, r.AllReduceOp, r.PremulFactor = schedule.ReducePremulSum, schedule.ReduceSum, 1/f
 		}

@@ -3,12 +3,14 @@ package torchgen
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
+	"github.com/fsdpc/fsdpc/schedule"
 )
 
 // The conformance suite: small models planned by fsdpc and run under real
@@ -106,6 +108,19 @@ var confCases = []confCase{
 	{name: "accum-sharded", train: "grad_accum = 2", cluster: "world_size = 2"},
 	{name: "accum-no-sync", train: "grad_accum = 2\naccumulate = \"unsharded\"", cluster: "world_size = 2"},
 	{name: "tied-merge", cluster: "world_size = 2", policy: `tied = "merge"` + "\n" + `units = ["layers.*", "output"]`, head: `tied_to = "emb.weight"`},
+	// Divide factors (set_gradient_divide_factor,
+	// set_force_sum_reduction_for_comms) and fp16's sum with division
+	// before and after.
+	{name: "divide-factor-premul", cluster: "world_size = 2", policy: "gradient_divide_factor = 3"},
+	{name: "force-sum", cluster: "world_size = 3", policy: "force_sum_reduction = true"},
+	{name: "fp16-reduce", cluster: "world_size = 4", policy: `reduce_dtype = "fp16"`},
+	{name: "hsdp-divide-factor-shard", cluster: "world_size = 4\nmesh = { replicate = 2, shard = 2 }", policy: "gradient_divide_factor = 2"},
+	{name: "hsdp-divide-factor-dp", cluster: "world_size = 4\nmesh = { replicate = 2, shard = 2 }", policy: "gradient_divide_factor = 4"},
+	// Explicit prefetch (set_modules_to_forward_prefetch,
+	// set_modules_to_backward_prefetch), with the plan's targets.
+	{name: "prefetch-2", cluster: "world_size = 3", policy: "prefetch_forward = 2\nprefetch_backward = 2"},
+	{name: "prefetch-1-accum", train: "grad_accum = 2", cluster: "world_size = 2", policy: "prefetch_forward = 1\nprefetch_backward = 1"},
+	{name: "offload", cluster: "world_size = 2", policy: "offload = true"},
 	// fully_shard([emb, output]) as its own unit: its post-backward hangs on
 	// emb's inputs only (token ids), so it reduces in the final callback
 	// after the root; at the tie with the root its pre-backward fires first
@@ -113,36 +128,89 @@ var confCases = []confCase{
 	{name: "tied-merge-own-unit", cluster: "world_size = 2", policy: `tied = "merge"` + "\n" + `units = ["layers.*", "emb", "output"]`, head: `tied_to = "emb.weight"`},
 }
 
+// confRun is one planned case ready to run.
+type confRun struct {
+	name     string
+	plan     *schedule.Plan
+	spec     *Spec
+	mismatch string
+}
+
+func decoderRun(c confCase) (confRun, error) {
+	src := fmt.Sprintf(decoderModel, c.train, c.cluster, c.policy, c.emb, c.head)
+	if strings.Contains(c.policy, "units = [") {
+		src = strings.Replace(src, "units = \"blocks\"\n", "", 1)
+	}
+	m, err := ir.Load(c.name+".toml", []byte(src))
+	if err != nil {
+		return confRun{}, err
+	}
+	p, err := planner.Plan(m, planner.Options{})
+	if err != nil {
+		return confRun{}, err
+	}
+	s, err := Build(m, p)
+	return confRun{name: "decoder/" + c.name, plan: p, spec: s, mismatch: c.mismatch}, err
+}
+
+// TestConformance runs the decoder cases and the scaled zoo (zoo_conformance_test.go),
+// batched by world size: one set of rank processes runs every case of a
+// world size, so each rank imports torch once.
 func TestConformance(t *testing.T) {
 	py := needTorch(t)
-	matched := 0
+	var runs []confRun
 	for _, c := range confCases {
+		r, err := decoderRun(c)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		runs = append(runs, r)
+	}
+	for _, c := range zooCases {
+		_, p, s, err := zooPlan(c)
+		if err != nil {
+			t.Fatalf("%s: %v", c.model, err)
+		}
+		runs = append(runs, confRun{name: "zoo/" + c.model, plan: p, spec: s, mismatch: c.mismatch})
+	}
+	byWorld := map[int][]int{}
+	var worlds []int
+	for i, r := range runs {
+		if byWorld[r.spec.World] == nil {
+			worlds = append(worlds, r.spec.World)
+		}
+		byWorld[r.spec.World] = append(byWorld[r.spec.World], i)
+	}
+	sort.Ints(worlds)
+	recs := make([][]Record, len(runs))
+	launchErr := make([]error, len(runs))
+	for _, w := range worlds {
+		var specs []*Spec
+		for _, i := range byWorld[w] {
+			specs = append(specs, runs[i].spec)
+		}
+		start := time.Now()
+		got, err := LaunchAll(py, specs, 3*time.Minute+time.Duration(len(specs))*30*time.Second)
+		t.Logf("world size %d: %d cases in %.1fs", w, len(specs), time.Since(start).Seconds())
+		for k, i := range byWorld[w] {
+			if err != nil {
+				launchErr[i] = err
+			} else {
+				recs[i] = got[k]
+			}
+		}
+	}
+	matched := 0
+	for i, c := range runs {
 		t.Run(c.name, func(t *testing.T) {
-			policy := c.policy
-			src := fmt.Sprintf(decoderModel, c.train, c.cluster, policy, c.emb, c.head)
-			if strings.Contains(policy, "units = [") {
-				src = strings.Replace(src, "units = \"blocks\"\n", "", 1)
+			if launchErr[i] != nil {
+				t.Fatal(launchErr[i])
 			}
-			m, err := ir.Load(c.name+".toml", []byte(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := planner.Plan(m, planner.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := Build(m, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := Launch(py, s, 3*time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bad := Compare(p, recs)
+			bad := Compare(c.plan, recs[i])
+			t.Logf("%d ranks, %d collectives on rank 0, %d groups", len(recs[i]), len(recs[i][0].Collectives), len(c.plan.Groups))
 			switch {
 			case c.mismatch == "" && len(bad) > 0:
-				t.Errorf("FSDP2 (torch %s) differs from the plan:\n%s", recs[0].Torch, strings.Join(bad, "\n"))
+				t.Errorf("FSDP2 (torch %s) differs from the plan:\n%s", recs[i][0].Torch, strings.Join(bad, "\n"))
 			case c.mismatch != "" && !strings.Contains(strings.Join(bad, "\n"), c.mismatch):
 				t.Errorf("the deliberate difference %q was not reported; got:\n%s", c.mismatch, strings.Join(bad, "\n"))
 			default:
@@ -150,7 +218,7 @@ func TestConformance(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("conformance: %d of %d cases as expected", matched, len(confCases))
+	t.Logf("conformance: %d of %d cases as expected", matched, len(runs))
 }
 
 // A rank that hangs is killed after the timeout, with every rank's last

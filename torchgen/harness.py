@@ -25,26 +25,49 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, 
 class Node(nn.Module):
     """One module of the model file: its children and parameters are
     registered in the file's registration order, and forward calls the
-    children in declaration (execution) order."""
+    children in declaration (execution) order. Data flows as the model
+    file says, through forward's arguments, so FSDP2's hooks see what each
+    module reads: forward takes the outputs named in "ext" and returns
+    those named in "outs" (a compute module: its own output)."""
 
-    def __init__(self, spec, owners):
+    def __init__(self, spec, owners, prefix=""):
         super().__init__()
+        self.fqn = prefix + spec["name"] if spec["name"] else ""
         self.compute = spec.get("compute", False)
         self.exec_order = spec.get("exec", [])
+        self.ext = spec.get("ext", [])
+        self.outs = spec.get("outs", [])
         for child in spec.get("children", []):
-            self.add_module(child["name"], Node(child, owners))
+            self.add_module(child["name"], Node(child, owners, self.fqn + "." if self.fqn else ""))
         for p in spec.get("params", []):
             self.register_parameter(p["name"], owners[p.get("tied") or p["fqn"]])
 
-    def forward(self, x):
-        for name in self.exec_order:
-            x = getattr(self, name)(x)
+    def forward(self, *args):
         if self.compute:
-            # Every parameter of a compute module (its own and its
-            # parameter-only children's) takes part, so each gets a gradient.
+            # What the module reads (the batch when it reads no module), and
+            # every parameter of it (its own and its parameter-only
+            # children's), so each gets a gradient.
+            x = torch.ones(2)
+            for a in args:
+                x = x + a
             for p in self.parameters():
                 x = x + (p.to(torch.float32) * 1e-3).sum()
-        return x
+            return x
+        env = dict(zip(self.ext, args))
+        for name in self.exec_order:
+            child = getattr(self, name)
+            res = child(*[env[s] for s in child.ext])
+            if child.compute:
+                env[child.fqn] = res
+            else:
+                env.update(zip(child.outs, res))
+        # A container's own parameters (ViT's cls_token and pos_embed) are
+        # used by its own forward code, between its children; here they join
+        # its outputs, so they get a gradient as in the real model.
+        own = [(p.to(torch.float32) * 1e-3).sum() for p in self.parameters(recurse=False)]
+        if own:
+            return tuple(env[o] + sum(own) for o in self.outs)
+        return tuple(env[o] for o in self.outs)
 
 
 def make_owners(spec, gen):
@@ -68,8 +91,10 @@ LOG = [None]  # a per-rank file each collective is written to before it runs
 
 
 def reduce_name(op):
+    if hasattr(op, "factor"):  # ReduceOp.PREMUL_SUM(f): an object with op and factor
+        op = op.op
     s = str(op)
-    for name in ("AVG", "SUM", "PREMUL_SUM", "MAX", "MIN", "PRODUCT"):
+    for name in ("PREMUL_SUM", "AVG", "SUM", "MAX", "MIN", "PRODUCT"):  # PREMUL_SUM ends in SUM
         if s.endswith(name) or s == name:
             return name.lower()
     return s
@@ -106,13 +131,16 @@ def patch_collectives():
 
     def reduce_scatter(output=None, input=None, op=dist.ReduceOp.SUM, group=None, async_op=False):
         note("reduce-scatter", input, output, group, op)
-        avg = reduce_name(op) == "avg"
+        name = reduce_name(op)
         out, inp = output, input
         if input.dtype in (torch.bfloat16, torch.float16):  # gloo reduces these in fp32 here
             out, inp = output.float(), input.float()
-        w = rs(out, inp, op=dist.ReduceOp.SUM if avg else op, group=group, async_op=False)
-        if avg:
+        # gloo has no PREMUL_SUM: sum, then scale by its factor.
+        w = rs(out, inp, op=dist.ReduceOp.SUM if name in ("avg", "premul_sum") else op, group=group, async_op=False)
+        if name == "avg":
             out.div_(dist.get_world_size(group))
+        elif name == "premul_sum":
+            out.mul_(op.factor)
         if out is not output:
             output.copy_(out)
         return w
@@ -204,6 +232,18 @@ def shard_by_plan(model, spec, mesh):
         if g.get("offload"):
             kw["offload_policy"] = CPUOffloadPolicy(pin_memory=False)
         fully_shard(mods if len(mods) > 1 else mods[0], **kw)
+    # Per-unit settings, once every unit is an FSDPModule: a merged unit
+    # is set through its first module (its modules share one state).
+    units = [model.get_submodule(g["modules"][0]) if g["modules"][0] else model for g in spec["groups"]]
+    for g, unit in zip(spec["groups"], units):
+        if g.get("divide_factor"):
+            unit.set_gradient_divide_factor(g["divide_factor"])
+        if g.get("force_sum"):
+            unit.set_force_sum_reduction_for_comms(True)
+        if g.get("prefetch_forward"):
+            unit.set_modules_to_forward_prefetch([units[t] for t in g["prefetch_forward"]])
+        if g.get("prefetch_backward"):
+            unit.set_modules_to_backward_prefetch([units[t] for t in g["prefetch_backward"]])
 
 
 def layouts(model, spec):
@@ -258,12 +298,8 @@ def save_checkpoint(model, spec, out_dir, rank):
     return {"entries": entries, "files": files}
 
 
-def main():
-    spec = json.load(open(sys.argv[1]))
-    out_dir = sys.argv[2]
-    rank = int(os.environ["RANK"])
-    LOG[0] = open(os.path.join(out_dir, "rank%d.log" % rank), "w")
-    dist.init_process_group("gloo")
+def run_spec(spec, out_dir, rank):
+    """One training step of one spec, recorded into out_dir."""
     if spec["replicate"] > 1:
         mesh = init_device_mesh("cpu", (spec["replicate"], spec["shard"]), mesh_dim_names=("replicate", "shard"))
     else:
@@ -272,24 +308,34 @@ def main():
     model = Node(spec["model"], make_owners(spec["model"], gen))
     check_model(model, spec)
     shard_by_plan(model, spec, mesh)
-    patch_collectives()
+    RECORD.clear()  # only the step's collectives (a mesh may issue its own)
     micro = spec["grad_accum"]
     for i in range(micro):
         last = i == micro - 1
         if spec["accumulate_unsharded"]:
             model.set_requires_gradient_sync(last)
         PHASE[0] = "forward"
-        x = torch.ones(2)
-        y = model(x)
+        outs = model()
         PHASE[0] = "backward"
-        y.sum().backward()
+        sum(o.sum() for o in outs).backward()
     dist.barrier()
     record = {"torch": torch.__version__, "layouts": layouts(model, spec), "collectives": list(RECORD)}
     if spec.get("checkpoint"):
         record["checkpoint"] = save_checkpoint(model, spec, out_dir, rank)
     json.dump(record, open(os.path.join(out_dir, "rank%d.json" % rank), "w"))
+
+
+def main(args):
+    """args: SPEC OUT_DIR [SPEC OUT_DIR ...]; the ranks run the specs one
+    after another in one process group, so torch is imported once."""
+    rank = int(os.environ["RANK"])
+    LOG[0] = open(os.path.join(args[1], "rank%d.log" % rank), "w")
+    dist.init_process_group("gloo")
+    patch_collectives()
+    for i in range(0, len(args), 2):
+        run_spec(json.load(open(args[i])), args[i + 1], rank)
     dist.destroy_process_group()
 
 
-if __name__ == "__main__" and len(sys.argv) == 3:
-    main()
+if __name__ == "__main__" and len(sys.argv) >= 3 and len(sys.argv) % 2 == 1:
+    main(sys.argv[1:])

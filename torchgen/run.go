@@ -76,21 +76,53 @@ type Collective struct {
 // output's last lines; every rank's process group is killed before it
 // returns, so none outlives the run.
 func Launch(py Python, s *Spec, timeout time.Duration) ([]Record, error) {
+	recs, err := LaunchAll(py, []*Spec{s}, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return recs[0], nil
+}
+
+// LaunchAll runs several specs of one world size in one set of rank
+// processes, one after another, so torch is imported once (seconds a rank
+// on a loaded machine) rather than once a spec. It returns each spec's
+// records; the first failure fails them all.
+func LaunchAll(py Python, specs []*Spec, timeout time.Duration) ([][]Record, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	world := specs[0].World
+	for _, s := range specs {
+		if s.World != world {
+			return nil, fmt.Errorf("specs of world sizes %d and %d cannot share a launch", world, s.World)
+		}
+	}
 	work, hostWork, cleanup, err := py.workdir()
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	spec, err := s.JSON()
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(hostWork, "spec.json"), spec, 0o644); err != nil {
-		return nil, err
-	}
 	if err := os.WriteFile(filepath.Join(hostWork, "harness.py"), []byte(harness), 0o644); err != nil {
 		return nil, err
 	}
+	// The harness takes SPEC OUT_DIR pairs; the first OUT_DIR also gets
+	// each rank's log of collectives issued.
+	harnessArgs := []string{filepath.Join(work, "harness.py")}
+	for i, s := range specs {
+		spec, err := s.JSON()
+		if err != nil {
+			return nil, err
+		}
+		dir := fmt.Sprintf("case%d", i)
+		if err := os.Mkdir(filepath.Join(hostWork, dir), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(hostWork, dir, "spec.json"), spec, 0o644); err != nil {
+			return nil, err
+		}
+		harnessArgs = append(harnessArgs, filepath.Join(work, dir, "spec.json"), filepath.Join(work, dir))
+	}
+	s := specs[0]
 	port := 20000 + os.Getpid()%20000
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -107,7 +139,7 @@ func Launch(py Python, s *Spec, timeout time.Duration) ([]Record, error) {
 		if h := os.Getenv("FSDPC_TORCH_TEST_HANG"); h != "" {
 			env = append(env, "FSDPC_TORCH_TEST_HANG="+h) // tests: rank:N stops before its Nth collective
 		}
-		args := []string{filepath.Join(work, "harness.py"), filepath.Join(work, "spec.json"), work}
+		args := harnessArgs
 		var cmd *exec.Cmd
 		if py.Root != "" {
 			cmd = exec.Command("chroot", append([]string{py.Root, "env"}, append(env, append([]string{"python3"}, args...)...)...)...)
@@ -142,24 +174,28 @@ func Launch(py Python, s *Spec, timeout time.Duration) ([]Record, error) {
 			for ; n < s.World; n++ {
 				<-done
 			}
-			last := lastCollectives(hostWork, s.World)
+			last := lastCollectives(filepath.Join(hostWork, "case0"), s.World)
 			return nil, fmt.Errorf("the torch ranks did not finish within %v; killed every rank%s", timeout, last)
 		}
 	}
 	if len(failures) > 0 {
 		return nil, errors.New(strings.Join(failures, "\n"))
 	}
-	recs := make([]Record, s.World)
-	for r := range recs {
-		b, err := os.ReadFile(filepath.Join(hostWork, fmt.Sprintf("rank%d.json", r)))
-		if err != nil {
-			return nil, fmt.Errorf("rank %d wrote no record: %w", r, err)
+	all := make([][]Record, len(specs))
+	for i := range specs {
+		recs := make([]Record, world)
+		for r := range recs {
+			b, err := os.ReadFile(filepath.Join(hostWork, fmt.Sprintf("case%d", i), fmt.Sprintf("rank%d.json", r)))
+			if err != nil {
+				return nil, fmt.Errorf("rank %d wrote no record: %w", r, err)
+			}
+			if err := json.Unmarshal(b, &recs[r]); err != nil {
+				return nil, fmt.Errorf("rank %d record: %w", r, err)
+			}
 		}
-		if err := json.Unmarshal(b, &recs[r]); err != nil {
-			return nil, fmt.Errorf("rank %d record: %w", r, err)
-		}
+		all[i] = recs
 	}
-	return recs, nil
+	return all, nil
 }
 
 func killAll(cmds []*exec.Cmd) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -38,12 +39,21 @@ type Spec struct {
 }
 
 // Node is one module: children in registration order, Exec their local
-// names in declaration (execution) order.
+// names in declaration (execution) order. The model's dataflow runs
+// through forward's arguments, as in a real model, so FSDP2's hooks see
+// what each module reads: Ext names (by compute module) the tensors from
+// outside the subtree its compute modules read, in the order forward takes
+// them; Outs the compute modules whose outputs leave the subtree, in the
+// order forward returns them (for the root: the model's outputs, which
+// the loss sums). A compute module's Ext are its inputs; none means it
+// reads the batch (token ids, positions).
 type Node struct {
 	Name     string      `json:"name"`
 	Compute  bool        `json:"compute,omitempty"`
 	Children []Node      `json:"children,omitempty"`
 	Exec     []string    `json:"exec,omitempty"`
+	Ext      []string    `json:"ext,omitempty"`
+	Outs     []string    `json:"outs,omitempty"`
 	Params   []ParamSpec `json:"params,omitempty"`
 }
 
@@ -65,6 +75,16 @@ type GroupSp struct {
 	ParamDType  string   `json:"param_dtype"`
 	ReduceDType string   `json:"reduce_dtype"`
 	Offload     bool     `json:"offload,omitempty"`
+	// Explicit prefetch: the groups (indices into Groups) this one
+	// unshards after its own all-gather in forward, or at its
+	// pre-backward; none means FSDP2's implicit prefetch.
+	PrefetchForward  []int `json:"prefetch_forward,omitempty"`
+	PrefetchBackward []int `json:"prefetch_backward,omitempty"`
+	// DivideFactor is set_gradient_divide_factor's argument where the plan
+	// divides by anything but the data-parallel size; ForceSum is
+	// set_force_sum_reduction_for_comms(True).
+	DivideFactor float64 `json:"divide_factor,omitempty"`
+	ForceSum     bool    `json:"force_sum,omitempty"`
 }
 
 // Build makes the harness's spec for a model and the plan made from it. It
@@ -81,18 +101,20 @@ func Build(m *ir.Model, p *schedule.Plan) (*Spec, error) {
 	if s.Shard < 1 {
 		s.Shard = s.World
 	}
-	for _, id := range m.Forward {
-		if m.Modules[id].Inputs != nil && len(m.Modules[id].Inputs) > 1 {
-			return nil, fmt.Errorf("module %q reads several inputs; the torch mirror runs containers as chains only", m.Modules[id].Name)
-		}
+	root, err := mirror(m)
+	if err != nil {
+		return nil, err
 	}
-	s.Model = node(m, 0)
-	for _, g := range p.Groups {
+	s.Model = root
+	fwd, bwd, err := planner.PrefetchTargets(m, p)
+	if err != nil {
+		return nil, err
+	}
+	for gi, g := range p.Groups {
 		pol := g.Policy
-		if pol.PrefetchForward > 0 || pol.PrefetchBackward > 0 {
-			return nil, fmt.Errorf("group %s: explicit prefetch is not applied by the torch harness yet", g.Label())
-		}
-		gs := GroupSp{Modules: g.Modules, Root: g.Root, ParamDType: pol.Param.String(), ReduceDType: pol.Reduce.String(), Offload: pol.Offload}
+		gs := GroupSp{Modules: g.Modules, Root: g.Root, ParamDType: pol.Param.String(), ReduceDType: pol.Reduce.String(), Offload: pol.Offload,
+			PrefetchForward: fwd[gi], PrefetchBackward: bwd[gi]}
+		gs.DivideFactor, gs.ForceSum = divideSettings(pol, s.Shard, s.Replicate)
 		switch pol.Reshard {
 		case schedule.ReshardTrue:
 			gs.Reshard = true
@@ -106,11 +128,43 @@ func Build(m *ir.Model, p *schedule.Plan) (*Spec, error) {
 	return s, nil
 }
 
-func node(m *ir.Model, id ir.ModuleID) Node {
+// divideSettings recovers the FSDPModule settings that make FSDP2 choose
+// the plan's reduce ops and divide factors (the planner's divideFactors
+// run backwards): a factor other than the data-parallel size dp, and a
+// sum forced where FSDP2 would average.
+func divideSettings(pol schedule.GroupPolicy, shard, replicate int) (factor float64, forceSum bool) {
+	dp := shard * replicate
+	f := float64(dp)
+	switch pol.ReduceScatterOp {
+	case schedule.ReduceAvg:
+		// Under HSDP a factor equal to the shard group's size averages
+		// the reduce-scatter and sums the all-reduce.
+		if replicate > 1 && pol.AllReduceOp == schedule.ReduceSum {
+			f = float64(shard)
+		}
+	case schedule.ReducePremulSum:
+		// Never FSDP2's default, even when 1/f is the data-parallel
+		// size (HSDP: the default averages both collectives).
+		return 1 / pol.PremulFactor, false
+	case schedule.ReduceSum:
+		// fp32 and bf16 average unless sums are forced; other reduce
+		// dtypes always sum (overflow), dividing before and after.
+		forceSum = dp > 1 && (pol.Reduce == ir.FP32 || pol.Reduce == ir.BF16)
+		if pol.PreDivide*pol.PostDivide != 1 || dp > 1 {
+			f = pol.PreDivide * pol.PostDivide
+		}
+	}
+	if f != float64(dp) {
+		factor = f
+	}
+	return factor, forceSum
+}
+
+func node(m *ir.Model, id ir.ModuleID, df *dataflow) Node {
 	mod := &m.Modules[id]
-	n := Node{Name: mod.Name[strings.LastIndexByte(mod.Name, '.')+1:], Compute: mod.Compute}
+	n := Node{Name: mod.Name[strings.LastIndexByte(mod.Name, '.')+1:], Compute: mod.Compute, Ext: df.ext[id], Outs: df.outs[id]}
 	for _, c := range m.RegisteredChildren(id) {
-		n.Children = append(n.Children, node(m, c))
+		n.Children = append(n.Children, node(m, c, df))
 	}
 	for _, c := range mod.Children {
 		n.Exec = append(n.Exec, m.Modules[c].Name[strings.LastIndexByte(m.Modules[c].Name, '.')+1:])
@@ -134,8 +188,40 @@ func (s *Spec) JSON() ([]byte, error) { return json.MarshalIndent(s, "", " ") }
 
 // BuildModel makes a spec of the model alone, for `fsdpc emit torch
 // --model`: build_model() works, apply_plan has no groups to apply.
-func BuildModel(m *ir.Model) *Spec {
-	return &Spec{World: m.Cluster.WorldSize, Replicate: 1, Shard: m.Cluster.WorldSize, GradAccum: m.Train.GradAccum, Model: node(m, 0)}
+func BuildModel(m *ir.Model) (*Spec, error) {
+	root, err := mirror(m)
+	if err != nil {
+		return nil, err
+	}
+	return &Spec{World: m.Cluster.WorldSize, Replicate: 1, Shard: m.Cluster.WorldSize, GradAccum: m.Train.GradAccum, Model: root}, nil
+}
+
+// Scale shrinks every parameter dimension of a model-only spec by k
+// (rounding up), for `fsdpc emit torch --model --scale K`: the modules,
+// names, registration order, ties and dtypes stay; only sizes change. A
+// spec with a plan's groups is refused: the plan fixes its shapes.
+func (s *Spec) Scale(k int) error {
+	if k < 1 {
+		return fmt.Errorf("scale %d: it must be at least 1", k)
+	}
+	if len(s.Groups) > 0 {
+		return fmt.Errorf("--scale applies to a model alone: a plan fixes its parameters' shapes")
+	}
+	var walk func(n *Node)
+	walk = func(n *Node) {
+		for i := range n.Params {
+			shape := make([]int64, len(n.Params[i].Shape))
+			for j, d := range n.Params[i].Shape {
+				shape[j] = (d + int64(k) - 1) / int64(k)
+			}
+			n.Params[i].Shape = shape
+		}
+		for i := range n.Children {
+			walk(&n.Children[i])
+		}
+	}
+	walk(&s.Model)
+	return nil
 }
 
 const specMarker = "SPEC = None  # fsdpc emit torch puts the spec here"

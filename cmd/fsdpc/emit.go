@@ -18,11 +18,14 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	model := fl.String("model", "", "the model file or zoo name (for a plan: the one it was made from)")
 	out := fl.String("o", "", "write the Python module here (default: stdout)")
+	scale := fl.Int("scale", 1, "model alone: shrink every parameter dimension by this factor (rounding up), keeping names, order, ties and dtypes")
+	titan := fl.String("torchtitan", "", "with a plan: also write a torchtitan job config fragment (TOML) here")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc emit torch --model FILE|ZOO [plan.bin] [-o out.py]")
+		fmt.Fprintln(stderr, "usage: fsdpc emit torch --model FILE|ZOO [--scale K] [plan.bin [--torchtitan job.toml]] [-o out.py]")
 		fmt.Fprintln(stderr, "\nWrites a Python module: build_model() makes the model's nn.Module (registration order,")
 		fmt.Fprintln(stderr, "ties, frozen parameters); with a plan, apply_plan(model, mesh) checks a model's parameter")
-		fmt.Fprintln(stderr, "names, shapes and order against the plan and applies it with fully_shard, bottom-up.")
+		fmt.Fprintln(stderr, "names, shapes and order against the plan and applies it with fully_shard, bottom-up, with")
+		fmt.Fprintln(stderr, "the plan's explicit prefetch lists and gradient divide factors.")
 		fl.PrintDefaults()
 	}
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -40,15 +43,38 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
+	if *scale < 1 || *scale > 1<<20 || *scale > 1 && fl.NArg() == 1 || *titan != "" && fl.NArg() == 0 {
+		fmt.Fprintln(stderr, "fsdpc emit torch: --scale (1 to 1048576) applies to --model alone, since a plan fixes its shapes; --torchtitan needs a plan")
+		return 2
+	}
 	inputs := append([]string{*model}, fl.Args()...)
-	if err := atomicfile.NotAnInput(*out, inputs...); *out != "" && err != nil {
-		return reportErr(stderr, err)
+	for _, o := range []string{*out, *titan} {
+		if err := atomicfile.NotAnInput(o, inputs...); o != "" && err != nil {
+			return reportErr(stderr, err)
+		}
+	}
+	if *out != "" && *out == *titan {
+		fmt.Fprintln(stderr, "fsdpc emit torch: -o and --torchtitan name the same file")
+		return 2
 	}
 	m, err := loadModel(*model)
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	spec, source := torchgen.BuildModel(m), *model
+	spec, err := torchgen.BuildModel(m)
+	if err != nil {
+		fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
+		return 1
+	}
+	if err := spec.Scale(*scale); err != nil {
+		fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
+		return 2
+	}
+	source := *model
+	if *scale > 1 {
+		source += fmt.Sprintf(" scaled down %d×", *scale)
+	}
+	var titanText string
 	if fl.NArg() == 1 {
 		p, err := schedule.ReadFile(fl.Arg(0))
 		if err != nil {
@@ -59,11 +85,17 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		source = fl.Arg(0) + " and " + *model
+		titanText = torchgen.Torchtitan(p, fl.Arg(0))
 	}
 	py, err := torchgen.Emit(spec, source)
 	if err != nil {
 		fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
 		return 1
+	}
+	if *titan != "" {
+		if err := writeOutput(*titan, []byte(titanText), inputs); err != nil {
+			return reportErr(stderr, err)
+		}
 	}
 	if *out == "" {
 		fmt.Fprint(stdout, py)

@@ -42,3 +42,48 @@ func TestEmitTorch(t *testing.T) {
 		t.Errorf("emit onnx: exit %d, want 2", code)
 	}
 }
+
+func TestEmitTorchScaleAndTorchtitan(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"emit", "torch", "--model", "llama3-8b", "--scale", "64"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	// tok_embeddings is 128256 × 4096: 2004 × 64 at --scale 64.
+	if py := stdout.String(); !strings.Contains(py, "\"fqn\": \"tok_embeddings.weight\",\n      \"shape\": [\n       2004,\n       64\n      ]") ||
+		!strings.Contains(py, "scaled down 64×") {
+		t.Errorf("--scale 64 did not shrink tok_embeddings to [2004, 64]:\n%.2000s", py)
+	}
+
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "p.bin")
+	if code := run([]string{"plan", "-o", plan, "llama3.1-405b"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr.String())
+	}
+	titan := filepath.Join(dir, "job.toml")
+	stdout.Reset()
+	if code := run([]string{"emit", "torch", "--model", "llama3.1-405b", plan, "--torchtitan", titan, "-o", filepath.Join(dir, "a.py")}, &stdout, &stderr); code != 0 {
+		t.Fatalf("emit --torchtitan: exit %d: %s", code, stderr.String())
+	}
+	frag, err := os.ReadFile(titan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"data_parallel_replicate_degree = 2\n", "data_parallel_shard_degree = 256\n",
+		`mixed_precision_param = "bfloat16"`, `mixed_precision_reduce = "bfloat16"`, `fsdp_reshard_after_forward = "always"`,
+		"global_batch_size = 1024", `mode = "full"`} {
+		if !strings.Contains(string(frag), want) {
+			t.Errorf("torchtitan fragment lacks %q:\n%s", want, frag)
+		}
+	}
+
+	for _, args := range [][]string{
+		{"emit", "torch", "--model", "llama3.1-405b", "--scale", "4", plan},
+		{"emit", "torch", "--model", "llama3-8b", "--torchtitan", filepath.Join(dir, "t.toml")},
+		{"emit", "torch", "--model", "llama3-8b", "--scale", "0"},
+	} {
+		stderr.Reset()
+		if code := run(args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--scale") {
+			t.Errorf("%v: exit %d, %q; want 2 and a message", args, code, stderr.String())
+		}
+	}
+}
