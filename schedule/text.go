@@ -101,6 +101,13 @@ func (t *textWriter) groups() {
 			t.f(", cpu offload")
 		}
 		t.f("\n")
+		if len(g.Params) == 0 {
+			// FSDP2 creates no FSDPParamGroup for a module that manages no
+			// parameters: no dtypes, no reduction, no collectives; only the
+			// module's hooks (for the root: lazy init, the final callback).
+			t.f("  no parameters: FSDP2 creates no parameter group for it; its hooks run, it issues no collectives\n")
+			continue
+		}
 		t.f("  dtypes orig %s, param %s, reduce %s", pol.Orig, pol.Param, pol.Reduce)
 		if pol.Output != ir.DTypeInvalid {
 			t.f(", output %s", pol.Output)

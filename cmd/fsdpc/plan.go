@@ -238,6 +238,9 @@ func printPlanSummary(w io.Writer, p *schedule.Plan, path string, size int64, si
 		return g.Policy.Reshard.String()
 	}))
 	fmt.Fprintf(w, "  dtypes (param/reduce): %s\n", count(func(g *schedule.Group) string {
+		if len(g.Params) == 0 {
+			return "no parameters" // FSDP2 makes no parameter group (docs/semantics.md D7)
+		}
 		return g.Policy.Param.String() + "/" + g.Policy.Reduce.String()
 	}))
 	fmt.Fprintf(w, "  schedule: %d ops, %d buffers, %d events per rank\n", len(p.Ops), len(p.Buffers), p.Events)

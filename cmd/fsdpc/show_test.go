@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -53,5 +56,62 @@ func TestShowUnits(t *testing.T) {
 	_, full, _ := runCLI("show", "-full", "llama3-8b")
 	if strings.Contains(full, "tokens/s per GPU") {
 		t.Error("show -full is no longer the canonical text")
+	}
+}
+
+// A root whose parameters all sit in nested units is shown as what FSDP2
+// makes of it: no parameter group (docs/semantics.md D13), not a group
+// with invalid dtypes and divide factors.
+func TestShowEmptyRoot(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.toml")
+	src := `[model]
+dtype = "fp32"
+[train]
+seq_len = 4
+[cluster]
+gpu = "h100-sxm"
+world_size = 2
+[policy]
+units = ["layers.*", "emb", "norm"]
+[[module]]
+name = "emb"
+kind = "embedding"
+num = 32
+dim = 8
+[[module]]
+name = "layers"
+repeat = 2
+block = "b"
+[[module]]
+name = "norm"
+kind = "norm"
+dim = 8
+[block.b]
+[[block.b.module]]
+name = "ff"
+kind = "mlp"
+dim = 8
+hidden = 16
+`
+	if err := os.WriteFile(model, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := filepath.Join(dir, "p.bin")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"plan", "-o", plan, model}, &stdout, &stderr); code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "no parameters ×1") || strings.Contains(stdout.String(), "invalid") {
+		t.Errorf("plan summary:\n%s", stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"show", plan}, &stdout, &stderr); code != 0 {
+		t.Fatalf("show: exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "group (root)\n  reshard_after_forward false, prefetch forward implicit backward implicit\n  no parameters: FSDP2 creates no parameter group") ||
+		strings.Contains(out, "orig invalid") {
+		t.Errorf("show:\n%.1500s", out)
 	}
 }
