@@ -227,8 +227,9 @@ def shard_by_plan(model, spec, mesh):
     groups = sorted(spec["groups"], key=lambda g: (g["root"], -max(m.count(".") + (m != "") for m in g["modules"])))
     for g in groups:
         mods = [model.get_submodule(m) if m else model for m in g["modules"]]
-        kw = {"mesh": mesh, "reshard_after_forward": reshard_arg(g),
-              "mp_policy": MixedPrecisionPolicy(param_dtype=DTYPES[g["param_dtype"]], reduce_dtype=DTYPES[g["reduce_dtype"]])}
+        kw = {"mesh": mesh, "reshard_after_forward": reshard_arg(g)}
+        if g.get("param_dtype"):  # a unit with no parameters has none
+            kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=DTYPES[g["param_dtype"]], reduce_dtype=DTYPES[g["reduce_dtype"]])
         if g.get("offload"):
             kw["offload_policy"] = CPUOffloadPolicy(pin_memory=False)
         fully_shard(mods if len(mods) > 1 else mods[0], **kw)

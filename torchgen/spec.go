@@ -72,8 +72,8 @@ type GroupSp struct {
 	Modules     []string `json:"modules"`
 	Root        bool     `json:"root"`
 	Reshard     any      `json:"reshard"` // true, false or an int
-	ParamDType  string   `json:"param_dtype"`
-	ReduceDType string   `json:"reduce_dtype"`
+	ParamDType  string   `json:"param_dtype,omitempty"`
+	ReduceDType string   `json:"reduce_dtype,omitempty"`
 	Offload     bool     `json:"offload,omitempty"`
 	// Explicit prefetch: the groups (indices into Groups) this one
 	// unshards after its own all-gather in forward, or at its
@@ -112,8 +112,13 @@ func Build(m *ir.Model, p *schedule.Plan) (*Spec, error) {
 	}
 	for gi, g := range p.Groups {
 		pol := g.Policy
-		gs := GroupSp{Modules: g.Modules, Root: g.Root, ParamDType: pol.Param.String(), ReduceDType: pol.Reduce.String(), Offload: pol.Offload,
-			PrefetchForward: fwd[gi], PrefetchBackward: bwd[gi]}
+		gs := GroupSp{Modules: g.Modules, Root: g.Root, Offload: pol.Offload, PrefetchForward: fwd[gi], PrefetchBackward: bwd[gi]}
+		if len(g.Params) > 0 {
+			// A group with no parameters has no dtypes (FSDP2 makes no
+			// parameter group for it; docs/semantics.md D13): the
+			// default MixedPrecisionPolicy.
+			gs.ParamDType, gs.ReduceDType = pol.Param.String(), pol.Reduce.String()
+		}
 		gs.DivideFactor, gs.ForceSum = divideSettings(pol, s.Shard, s.Replicate)
 		switch pol.Reshard {
 		case schedule.ReshardTrue:
