@@ -20,7 +20,7 @@ var profiles = map[string]func(*Calibration){
 // measured A100 runs (torchtitan, fms-fsdp).
 func ga100Profile(c *Calibration) {
 	c.AttentionForward, c.AttentionBackward = 0.6, 0.45
-	c.MaxEfficiency = 0.785
+	c.MaxEfficiency = 0.803
 }
 
 // gh100Profile: H100 and H200 SXM share the GH100 die and its 700 W
