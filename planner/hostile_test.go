@@ -65,7 +65,9 @@ func loadAndPlan(file, src string) (failure error) {
 
 type panicError struct{ v any }
 
-func (p panicError) Error() string { return "panic: " + strings.TrimSpace(strings.SplitN(fmtAny(p.v), "\n", 2)[0]) }
+func (p panicError) Error() string {
+	return "panic: " + strings.TrimSpace(strings.SplitN(fmtAny(p.v), "\n", 2)[0])
+}
 
 type internalError string
 
