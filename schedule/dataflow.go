@@ -229,12 +229,17 @@ type span struct{ lo, hi int }
 type grad struct {
 	micro              []span // sorted, disjoint, not adjacent
 	reduced, allReduce bool
+	// pre and post are the divisions applied before and after the
+	// reduction (the policy's pre- and post-divide factors).
+	pre, post float64
 }
+
+func fresh(mb int) grad { return grad{micro: []span{{mb, mb}}, pre: 1, post: 1} }
 
 // add sums other into g; it reports a micro-batch both hold (added twice).
 func (g *grad) add(other grad) (twice int, ok bool) {
 	if len(g.micro) == 0 {
-		*g = grad{micro: append([]span(nil), other.micro...), reduced: other.reduced, allReduce: other.allReduce}
+		*g = grad{micro: append([]span(nil), other.micro...), reduced: other.reduced, allReduce: other.allReduce, pre: other.pre, post: other.post}
 		return 0, true
 	}
 	if len(other.micro) == 0 {
@@ -321,16 +326,24 @@ func (v *hbVerifier) gradients() {
 			continue
 		case OpBackward:
 			if dst >= 0 {
-				g := grad{micro: []span{{o.Micro, o.Micro}}}
-				if written[dst] {
+				g := fresh(o.Micro)
+				if written[dst] && len(held[dst].micro) > 0 {
 					g = held[dst]
-					g.add(grad{micro: []span{{o.Micro, o.Micro}}}) // segments of one micro-batch add up
-					g.reduced, g.allReduce = false, false
+					g.add(fresh(o.Micro)) // segments of one micro-batch add up
+					g.reduced, g.allReduce, g.pre, g.post = false, false, 1, 1
 				}
 				held[dst] = g
 			}
-		case OpReduceCopyIn, OpCastGrad, OpD2H, OpDivide:
+		case OpReduceCopyIn, OpCastGrad, OpD2H:
 			held[dst] = held[from(o.Source, dst)]
+		case OpDivide:
+			g := held[from(o.Source, dst)]
+			if g.reduced {
+				g.post *= o.Factor
+			} else {
+				g.pre *= o.Factor
+			}
+			held[dst] = g
 		case OpReduceScatter:
 			g := held[o.Source]
 			g.reduced, g.allReduce = true, false
@@ -344,8 +357,13 @@ func (v *hbVerifier) gradients() {
 				held[dst] = held[o.Source]
 				break
 			}
-			g := grad{micro: append([]span(nil), held[dst].micro...), reduced: held[dst].reduced, allReduce: held[dst].allReduce}
-			if mb, ok := g.add(held[o.Source]); !ok {
+			g := held[dst]
+			g.micro = append([]span(nil), g.micro...)
+			src := held[o.Source]
+			if len(g.micro) > 0 && len(src.micro) > 0 && (g.pre != src.pre || g.post != src.post) {
+				v.errorf("%s adds a gradient divided by %g/%g into one divided by %g/%g", v.describe(i), src.pre, src.post, g.pre, g.post)
+			}
+			if mb, ok := g.add(src); !ok {
 				v.errorf("%s adds micro-batch %d's gradient into %q a second time", v.describe(i), mb, p.Buffers[dst].Name)
 			}
 			held[dst] = g
@@ -372,6 +390,9 @@ func (v *hbVerifier) gradients() {
 				v.errorf("%s steps group %s on %q, which is not reduce-scattered", v.describe(i), grp.Label(), p.Buffers[gb].Name)
 			case hsdp && !g.allReduce:
 				v.errorf("%s steps group %s on %q, which is not all-reduced across replicas", v.describe(i), grp.Label(), p.Buffers[gb].Name)
+			case g.pre != grp.Policy.PreDivide || g.post != grp.Policy.PostDivide:
+				v.errorf("%s steps group %s on a gradient divided by %g before and %g after the reduction; its policy divides by %g and %g",
+					v.describe(i), grp.Label(), g.pre, g.post, grp.Policy.PreDivide, grp.Policy.PostDivide)
 			}
 		default:
 			continue

@@ -121,6 +121,11 @@ var forgeries = []struct {
 		p.Ops[i+1] = Op{Kind: OpDivide, Stream: o.Stream, Phase: o.Phase, Micro: o.Micro, Group: 1, Module: -1,
 			Buffer: o.Buffer, Source: -1, Event: -1, DType: o.DType, Factor: 0}
 	}, "divides by 0"},
+	{"a policy pre-divide the program never applies", func(t *testing.T, p *Plan) {
+		// Found by a bit-flip sweep of t5-base: Verify called it safe,
+		// and the run's gradients differed from the reference by 0.2%.
+		p.Groups[1].Policy.PreDivide = 1.001953125
+	}, "its policy divides by 1.001953125 and 1"},
 	{"a wait that names a buffer", func(t *testing.T, p *Plan) {
 		p.Ops[nth(t, p, 0, func(o *Op) bool { return o.Kind == OpWait })].Buffer = 0
 	}, "which a wait does not use"},
@@ -145,5 +150,19 @@ func TestForgedPlans(t *testing.T) {
 				t.Errorf("Verify = %v, want an error containing %q", err, f.reason)
 			}
 		})
+	}
+}
+
+// TestForgedAllReduce: HSDP's all-reduce must reduce as the group's policy
+// says (llama3.1-405b is the zoo's HSDP plan).
+func TestForgedAllReduce(t *testing.T) {
+	p := clonePlan(zooByName(t, "llama3.1-405b"))
+	i := nth(t, p, 0, func(o *Op) bool { return o.Kind == OpAllReduce })
+	p.Ops[i].Reduce = ReduceSum
+	if p.Groups[p.Ops[i].Group].Policy.AllReduceOp == ReduceSum {
+		t.Fatal("the policy already sums")
+	}
+	if err := Verify(p); err == nil || !strings.Contains(err.Error(), "reduces with sum; the group's policy says") {
+		t.Errorf("Verify = %v", err)
 	}
 }

@@ -292,11 +292,16 @@ func (v *hbVerifier) collectives() {
 			}
 			if o.Reduce != g.Policy.ReduceScatterOp {
 				v.errorf("%s reduces with %s; the group's policy says %s", v.describe(i), o.Reduce, g.Policy.ReduceScatterOp)
+			} else if o.Reduce == ReducePremulSum && o.Factor != g.Policy.PremulFactor {
+				v.errorf("%s pre-multiplies by %g; the group's policy says %g", v.describe(i), o.Factor, g.Policy.PremulFactor)
 			}
 		case OpAllReduce:
 			c.allReduce++
 			if o.PG != PGReplicate || o.PGSize != R {
 				v.errorf("%s runs over %s(%d); HSDP all-reduces over replicate(%d)", v.describe(i), o.PG, o.PGSize, R)
+			}
+			if o.Reduce != g.Policy.AllReduceOp {
+				v.errorf("%s reduces with %s; the group's policy says %s", v.describe(i), o.Reduce, g.Policy.AllReduceOp)
 			}
 		}
 	}
