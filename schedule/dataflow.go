@@ -80,6 +80,26 @@ func kindList(ks []BufferKind) string {
 	return strings.Join(s, " or ")
 }
 
+// layouts: what FSDP2's layout allows and the executors assume: a
+// group's trainable parameters are all in its original dtype (one
+// reduce-scatter row, one optimizer), and only dimension 0 may be sharded
+// unevenly.
+func (v *hbVerifier) layouts() {
+	p := v.p
+	W := int64(p.Cluster.Shard)
+	for gi := range p.Groups {
+		g := &p.Groups[gi]
+		for _, gp := range g.Params {
+			if gp.RequiresGrad && gp.DType != g.Policy.Orig {
+				v.errorf("group %s: trainable parameter %s is %s, but the group's original dtype is %s", g.Label(), gp.Name, gp.DType, g.Policy.Orig)
+			}
+			if gp.ShardDim > 0 && gp.ShardDim < len(gp.Shape) && gp.Shape[gp.ShardDim]%W != 0 {
+				v.errorf("group %s: parameter %s is sharded on dimension %d, whose %d rows do not divide over %d ranks", g.Label(), gp.Name, gp.ShardDim, gp.Shape[gp.ShardDim], W)
+			}
+		}
+	}
+}
+
 // sizes: every buffer of a group is as large as the group's layout makes
 // it (the formulas of docs/semantics.md R50, which the executor also sizes
 // by), so the memory verdict describes the plan that runs.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fsdpc/fsdpc/ir"
+
 	. "github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -126,6 +128,11 @@ var forgeries = []struct {
 		// and the run's gradients differed from the reference by 0.2%.
 		p.Groups[1].Policy.PreDivide = 1.001953125
 	}, "its policy divides by 1.001953125 and 1"},
+	{"a group's original dtype unlike its trainable parameters'", func(t *testing.T, p *Plan) {
+		// Found by a bit-flip sweep of t5-base: Verify called it safe,
+		// the executor refused it.
+		p.Groups[1].Policy.Orig = ir.BF16
+	}, "but the group's original dtype is bf16"},
 	{"a wait that names a buffer", func(t *testing.T, p *Plan) {
 		p.Ops[nth(t, p, 0, func(o *Op) bool { return o.Kind == OpWait })].Buffer = 0
 	}, "which a wait does not use"},

@@ -38,6 +38,7 @@ func Verify(p *Plan) error {
 	}
 	v := &hbVerifier{p: p}
 	v.operands()
+	v.layouts()
 	v.sizes()
 	if len(v.errs) == 0 {
 		// These follow buffers through ops whose operands are now known to
