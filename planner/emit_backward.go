@@ -154,31 +154,46 @@ func (e *emitter) preBackward(g int) {
 	}
 }
 
+// accumulate adds group g's unsharded gradients into its accumulator (in
+// the reduce dtype) and drops them.
+func (e *emitter) accumulate(g int) {
+	pol := &e.p.Groups[g].Policy
+	o := blank(schedule.OpAccumulate, schedule.StreamCompute)
+	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.accumBuf[g], e.ugrads[g], pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
+	e.op(o)
+	e.free(e.ugrads[g])
+	e.ugrads[g] = -1
+}
+
 func (e *emitter) postBackward(g int, sync bool) {
 	D := schedule.StreamCompute
 	grp := &e.p.Groups[g]
 	pol := &grp.Policy
+	// FSDP2's post_backward first adds this micro-batch's gradients into
+	// an accumulator that earlier micro-batches made
+	// (accumulate_unsharded_grad_if_needed), while the unsharded
+	// parameters are still held; only then does it reshard.
+	accumulated := false
+	if e.trains(g) && e.ugrads[g] >= 0 && e.accumBuf[g] >= 0 {
+		e.accumulate(g)
+		accumulated = true
+	}
 	// Reshard after backward (FSDP2's default reshard_after_backward).
 	if e.unsharded[g] >= 0 {
 		e.free(e.unsharded[g])
 		e.unsharded[g] = -1
 	}
-	if !e.trains(g) || e.ugrads[g] < 0 {
+	if !e.trains(g) || e.ugrads[g] < 0 && !accumulated {
 		return
 	}
 	if !sync {
 		// No reduction this micro-batch. With a reduce dtype wider than the
-		// parameter dtype the gradients move into an accumulator of that
-		// dtype; otherwise autograd keeps accumulating in place.
-		if pol.Reduce != e.computeDType(g) {
-			if e.accumBuf[g] < 0 {
-				e.accumBuf[g] = e.alloc(D, g, schedule.BufAccumGrads, e.gradNumel(g)*pol.Reduce.Size(), "accum-grads")
-			}
-			o := blank(schedule.OpAccumulate, D)
-			o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.accumBuf[g], e.ugrads[g], pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
-			e.op(o)
-			e.free(e.ugrads[g])
-			e.ugrads[g] = -1
+		// parameter dtype the gradients move, after the reshard, into an
+		// accumulator of that dtype (to_accumulated_grad_if_needed);
+		// otherwise autograd keeps accumulating in place.
+		if e.ugrads[g] >= 0 && pol.Reduce != e.computeDType(g) {
+			e.accumBuf[g] = e.alloc(D, g, schedule.BufAccumGrads, e.gradNumel(g)*pol.Reduce.Size(), "accum-grads")
+			e.accumulate(g)
 		}
 		return
 	}
@@ -195,13 +210,7 @@ func (e *emitter) postBackward(g int, sync bool) {
 	W := int64(e.W())
 	src := e.ugrads[g]
 	if e.accumBuf[g] >= 0 {
-		// The last micro-batch adds its gradients to the accumulator and
-		// drops them at once (accumulate_unsharded_grad_if_needed).
-		o := blank(schedule.OpAccumulate, D)
-		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.accumBuf[g], e.ugrads[g], pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
-		e.op(o)
-		e.free(e.ugrads[g])
-		src = e.accumBuf[g]
+		src = e.accumBuf[g] // this micro-batch's gradients were added above
 	}
 	rsInBytes := grp.GradShardNumel * W * pol.Reduce.Size()
 	rsIn := e.alloc(D, g, schedule.BufReduceScatterIn, rsInBytes, "reduce-scatter-in")
