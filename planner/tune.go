@@ -47,9 +47,9 @@ type TuneOptions struct {
 	Margin float64
 	// Progress, if set, is called after each candidate.
 	Progress func(evaluated int)
-	// FsdpcKnobs lets the search choose decisions FSDP2 cannot express
-	// (reduce_scatter_buffers); without it every decision is one
-	// fully_shard can be told.
+	// FsdpcKnobs lets the search choose decisions FSDP2 offers only as
+	// experimental APIs (reduce_scatter_buffers); without it every
+	// decision uses FSDP2's stable options.
 	FsdpcKnobs bool
 	// Exhaustive evaluates every combination of the knobs instead of
 	// descending coordinate by coordinate (for tests on small models).
@@ -295,7 +295,8 @@ func (t *tuner) dimensions() []dimension {
 		}
 	}
 	if t.opts.FsdpcKnobs {
-		// fsdpc-only: FSDP2 keeps one reduce-scatter in flight.
+		// FSDP2 keeps one reduce-scatter input in flight by default; more
+		// is torch 2.14's experimental set_reduce_scatter_max_input_buffers.
 		d := dimension{name: "reduce_scatter_buffers"}
 		for _, b := range []int{1, 2} {
 			b := b

@@ -121,6 +121,9 @@ var confCases = []confCase{
 	{name: "prefetch-2", cluster: "world_size = 3", policy: "prefetch_forward = 2\nprefetch_backward = 2"},
 	{name: "prefetch-1-accum", train: "grad_accum = 2", cluster: "world_size = 2", policy: "prefetch_forward = 1\nprefetch_backward = 1"},
 	{name: "offload", cluster: "world_size = 2", policy: "offload = true"},
+	// Two reduce-scatter inputs in flight (torch 2.14's
+	// set_reduce_scatter_max_input_buffers); the collectives are the same.
+	{name: "rs-buffers-2", cluster: "world_size = 2", policy: "reduce_scatter_buffers = 2"},
 	// Every parameter in a nested unit: FSDP2's root has no parameter
 	// group, fsdpc's root group is empty (docs/semantics.md D13).
 	{name: "empty-root", cluster: "world_size = 2", policy: `units = ["layers.*", "emb", "norm", "output"]`},

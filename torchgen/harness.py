@@ -245,6 +245,10 @@ def shard_by_plan(model, spec, mesh):
             unit.set_modules_to_forward_prefetch([units[t] for t in g["prefetch_forward"]])
         if g.get("prefetch_backward"):
             unit.set_modules_to_backward_prefetch([units[t] for t in g["prefetch_backward"]])
+    # reduce_scatter_buffers: reduce-scatter inputs kept in flight before
+    # backward waits for the oldest (torch 2.14, experimental; 1 default).
+    if spec.get("reduce_scatter_buffers"):
+        model.set_reduce_scatter_max_input_buffers(spec["reduce_scatter_buffers"])
 
 
 def layouts(model, spec):

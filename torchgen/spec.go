@@ -32,6 +32,11 @@ type Spec struct {
 	AccumulateUnsharded bool      `json:"accumulate_unsharded"`
 	Model               Node      `json:"model"`
 	Groups              []GroupSp `json:"groups"`
+	// ReduceScatterBuffers, when above 1, is the plan's
+	// reduce_scatter_buffers: FSDP2 2.14's
+	// set_reduce_scatter_max_input_buffers on the root (experimental in
+	// torch; 1 is FSDP2's default).
+	ReduceScatterBuffers int `json:"reduce_scatter_buffers,omitempty"`
 	// Checkpoint, when set, names the optimizer: the harness takes its
 	// step and saves the state with torch.distributed.checkpoint, and rank
 	// 0 records DCP's metadata (CompareCheckpoint).
@@ -106,6 +111,9 @@ func Build(m *ir.Model, p *schedule.Plan) (*Spec, error) {
 		return nil, err
 	}
 	s.Model = root
+	if n := m.Policy.ReduceScatterBuffers; n > 1 {
+		s.ReduceScatterBuffers = n
+	}
 	fwd, bwd, err := planner.PrefetchTargets(m, p)
 	if err != nil {
 		return nil, err

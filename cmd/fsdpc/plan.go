@@ -24,7 +24,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	dump := fl.String("d", "", "print the planner state after this pass (\"help\" lists the passes, \"all\" dumps after each)")
 	check := fl.Bool("check", false, "check the plan after every pass, not only at the end")
 	tune := fl.Bool("tune", false, "search the decisions the policy leaves open for the fastest plan that fits")
-	fsdpcKnobs := fl.Bool("fsdpc-knobs", false, "with -tune: also try decisions only fsdpc's executor can run (reduce_scatter_buffers)")
+	fsdpcKnobs := fl.Bool("fsdpc-knobs", false, "with -tune: also try decisions FSDP2 offers only as experimental APIs (reduce_scatter_buffers: set_reduce_scatter_max_input_buffers)")
 	headroom := fl.Float64("headroom", planner.DefaultHeadroom*100, "with -tune: the percentage of the memory budget to keep free")
 	trainTokens := fl.String("train-tokens", "", "also say how long training on this many tokens takes (15T, 300B, 2.5e12)")
 	asJSON := fl.Bool("json", false, "print the summary as JSON (docs/json.md)")
