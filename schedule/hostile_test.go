@@ -2,6 +2,7 @@ package schedule_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -103,7 +104,9 @@ func hostileReaders(t *testing.T, what string, base *Plan, b []byte) (stage stri
 	}
 	stage = "encode"
 	again, err := Encode(p)
-	if err != nil || !bytes.Equal(again, b) {
+	// An older version re-encodes as the current one; only the current
+	// version's encoding is canonical byte for byte.
+	if err != nil || binary.LittleEndian.Uint32(b[4:]) == FormatVersion && !bytes.Equal(again, b) {
 		t.Errorf("%s: decoded, but re-encodes differently (%v)", what, err)
 	}
 	stage = "text"
@@ -113,7 +116,7 @@ func hostileReaders(t *testing.T, what string, base *Plan, b []byte) (stage stri
 	stage = "diff"
 	d := diff.Compare("original", base, "flipped", p)
 	diff.Text(io.Discard, d, false)
-	if d.Identical && !bytes.Equal(b, mustEncode(t, base)) {
+	if d.Identical && !bytes.Equal(again, mustEncode(t, base)) {
 		t.Errorf("%s: diff calls the flipped plan identical to the original; it differs at %s", what,
 			firstDiff(reflect.ValueOf(base).Elem(), reflect.ValueOf(p).Elem(), "Plan"))
 	}
