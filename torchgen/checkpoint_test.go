@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/fsdpc/fsdpc/checkpoint"
-	"github.com/fsdpc/fsdpc/ir"
-	"github.com/fsdpc/fsdpc/planner"
 )
 
 // TestCheckpointConformance saves real FSDP2 state with
@@ -34,18 +32,7 @@ func TestCheckpointConformance(t *testing.T) {
 			if strings.Contains(c.policy, "units = [") {
 				src = strings.Replace(src, "units = \"blocks\"\n", "", 1)
 			}
-			m, err := ir.Load(c.name+".toml", []byte(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := planner.Plan(m, planner.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := Build(m, p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, p := planSpec(t, c.name+".toml", src)
 			s.Checkpoint = c.optimizer
 			recs, err := Launch(py, s, 3*time.Minute)
 			if err != nil {

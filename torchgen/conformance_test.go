@@ -236,20 +236,9 @@ func TestConformance(t *testing.T) {
 // collective named; Launch reaps every rank before it returns.
 func TestLaunchTimeoutNamesRank(t *testing.T) {
 	py := needTorch(t)
-	m, err := ir.Load("hang.toml", []byte(fmt.Sprintf(decoderModel, "", "world_size = 2", "", "", "")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := planner.Plan(m, planner.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Build(m, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := planSpec(t, "hang.toml", fmt.Sprintf(decoderModel, "", "world_size = 2", "", "", ""))
 	t.Setenv("FSDPC_TORCH_TEST_HANG", "1:3")
-	_, err = Launch(py, s, 60*time.Second)
+	_, err := Launch(py, s, 60*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "did not finish within") || !strings.Contains(err.Error(), "rank 1 ") {
 		t.Fatalf("want a timeout naming rank 1, got %v", err)
 	}

@@ -10,9 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/fsdpc/fsdpc/ir"
-	"github.com/fsdpc/fsdpc/planner"
 )
 
 // TestRanksDieWithFsdpc kills the launching process outright (SIGKILL,
@@ -69,17 +66,6 @@ func TestRanksDieWithFsdpc(t *testing.T) {
 
 // launchForever is the launcher's side: two ranks of the stand-in python.
 func launchForever(t *testing.T, dir string) {
-	m, err := ir.Load("m.toml", []byte("[train]\nseq_len = 4\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 2\n[[module]]\nname = \"l\"\nkind = \"linear\"\nin = 8\nout = 8\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := planner.Plan(m, planner.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Build(m, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := planSpec(t, "m.toml", "[train]\nseq_len = 4\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 2\n[[module]]\nname = \"l\"\nkind = \"linear\"\nin = 8\nout = 8\n")
 	Launch(Python{Path: filepath.Join(dir, "python3")}, s, 10*time.Minute)
 }

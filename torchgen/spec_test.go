@@ -3,9 +3,6 @@ package torchgen
 import (
 	"fmt"
 	"testing"
-
-	"github.com/fsdpc/fsdpc/ir"
-	"github.com/fsdpc/fsdpc/planner"
 )
 
 // Build hands apply_plan the settings that make FSDP2 do what the plan
@@ -32,18 +29,7 @@ func TestBuildGroupSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := ir.Load("m.toml", []byte(fmt.Sprintf(decoderModel, "", tt.cluster, tt.policy, "", "")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := planner.Plan(m, planner.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := Build(m, p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, _ := planSpec(t, "m.toml", fmt.Sprintf(decoderModel, "", tt.cluster, tt.policy, "", ""))
 			g := s.Groups[1]
 			if g.Modules[0] != "layers.0" {
 				t.Fatalf("group 1 is %v", g.Modules)
