@@ -107,6 +107,17 @@ func TestGlob(t *testing.T) {
 		{"", "layers", false},
 		{"*", "", false},
 		{"tok_embeddings", "tok_embeddings", true},
+		// The in-place walk of globs without "**": segment counts and
+		// literal segments.
+		{"layers.*.attention", "layers.3.attention", true},
+		{"layers.*.attention", "layers.3", false},
+		{"layers.*.attention", "layers.3.attention.wq", false},
+		{"layers", "layers.3", false},
+		{"layers.3", "layers", false},
+		{"layers.3", "layers.3", true},
+		{"model.layers.*", "model.layers.10", true},
+		{"a.b", "a.c", false},
+		{`la\yers.*`, "layers.1", true},
 	}
 	for _, tt := range tests {
 		g, err := CompileGlob(tt.pat)

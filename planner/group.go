@@ -38,11 +38,27 @@ func groupUnits(s *state) error {
 			}
 		}
 	case ir.UnitsPatterns:
+		// Literal names (the tuner lists every block by name) are looked
+		// up; only real patterns are matched against every module.
+		literal := map[string]bool{}
+		var globs []ir.Glob
+		for _, p := range m.Policy.Units {
+			if name, ok := p.Glob.Literal(); ok {
+				literal[name] = true
+			} else {
+				globs = append(globs, p.Glob)
+			}
+		}
 		for i := range m.Modules {
-			for _, p := range m.Policy.Units {
-				if p.Glob.Match(m.Modules[i].Name) {
-					isUnit[i] = true
+			name := m.Modules[i].Name
+			if literal[name] {
+				isUnit[i] = true
+			}
+			for _, g := range globs {
+				if isUnit[i] {
+					break
 				}
+				isUnit[i] = g.Match(name)
 			}
 		}
 	}

@@ -2,8 +2,10 @@ package planner
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fsdpc/fsdpc/ir"
@@ -186,6 +188,8 @@ type tuner struct {
 	opts   TuneOptions
 	cache  map[string]*Candidate
 	usable int64
+	// ahead holds candidates planned by prefetch, not yet evaluated.
+	ahead map[string]planned
 }
 
 func (t *tuner) fixed() (reshard, prefetchF, prefetchB, paramDT, reduceDT, offload bool) {
@@ -348,6 +352,15 @@ func (t *tuner) descend(start *Candidate, dims []dimension) *Candidate {
 	for sweep := 0; sweep < 4; sweep++ {
 		improved := false
 		for _, d := range dims {
+			// A dimension's values are independent of each other: plan
+			// them on every core first, then compare them in order as
+			// before, so the search and its result do not change.
+			ks := make([]knobs, len(d.values))
+			for i, set := range d.values {
+				ks[i] = best.knobs
+				set(&ks[i])
+			}
+			t.prefetch(ks)
 			for _, set := range d.values {
 				k := best.knobs
 				set(&k)
@@ -388,13 +401,75 @@ func (t *tuner) exhaustive(base knobs, dims []dimension) *Candidate {
 	return best
 }
 
+// planned is a candidate's plan (or why it has none), made ahead of its
+// evaluation by prefetch.
+type planned struct {
+	p   *schedule.Plan
+	err error
+}
+
+// prefetch plans the candidates not yet evaluated concurrently, one per
+// core; eval then takes their plans in its own order, so what the search
+// records and decides is what it would be planning them one by one.
+// Planning reads the model and builds its own state, so candidates are
+// independent.
+func (t *tuner) prefetch(ks []knobs) {
+	var todo []knobs
+	seen := map[string]bool{}
+	for _, k := range ks {
+		key := k.key()
+		if _, ok := t.cache[key]; ok || seen[key] {
+			continue
+		}
+		if _, ok := t.ahead[key]; ok {
+			continue
+		}
+		seen[key] = true
+		todo = append(todo, k)
+	}
+	if len(todo) < 2 || runtime.GOMAXPROCS(0) < 2 {
+		return
+	}
+	out := make([]planned, len(todo))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, k := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			p, err := t.plan(k, true)
+			if p != nil {
+				// eval reads only the prediction: keep no program.
+				p = &schedule.Plan{Prediction: p.Prediction}
+			}
+			out[i] = planned{p, err}
+		}()
+	}
+	wg.Wait()
+	if t.ahead == nil {
+		t.ahead = map[string]planned{}
+	}
+	for i, k := range todo {
+		t.ahead[k.key()] = out[i]
+	}
+}
+
 // eval plans and simulates one candidate, once.
 func (t *tuner) eval(k knobs) (*Candidate, error) {
 	if c, ok := t.cache[k.key()]; ok {
 		return c, nil
 	}
 	c := &Candidate{knobs: k, Decisions: k.describe(t.unitGlobs())}
-	p, err := t.plan(k, true)
+	var p *schedule.Plan
+	var err error
+	if a, ok := t.ahead[k.key()]; ok {
+		p, err = a.p, a.err
+		delete(t.ahead, k.key())
+	} else {
+		p, err = t.plan(k, true)
+	}
 	if err != nil {
 		// A candidate that does not plan (over budget, or invalid for this
 		// model) is recorded as not fitting.
