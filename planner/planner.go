@@ -54,6 +54,9 @@ type state struct {
 
 	plan     *schedule.Plan
 	warnings []string
+	// simAhead, when set, receives the simulation the verify pass started
+	// beside the verifier (both only read the finished program).
+	simAhead chan simulated
 }
 
 // unit is one fully_shard call: one parameter group.

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -16,21 +17,51 @@ func verifyPlan(s *state) error {
 	if s.opts.skipVerify {
 		return nil
 	}
+	// The simulation the predict pass needs reads the same finished
+	// program as the verifier and writes nothing to it: run it on another
+	// core meanwhile (the channel's buffer lets it finish even if the
+	// verifier fails).
+	if runtime.GOMAXPROCS(0) > 1 {
+		s.simAhead = make(chan simulated, 1)
+		go func() {
+			sim, err := s.simulate()
+			s.simAhead <- simulated{sim, err}
+		}()
+	}
 	if err := schedule.Verify(s.plan); err != nil {
 		return fmt.Errorf("internal error: the planner emitted an unsafe schedule (please report): %w", err)
 	}
 	return nil
 }
 
+// simulated is a simulation and its error, passed from the verify pass.
+type simulated struct {
+	sim *schedule.Simulation
+	err error
+}
+
+// simulate runs the simulator the options ask for on the plan.
+func (s *state) simulate() (*schedule.Simulation, error) {
+	p := s.plan
+	if s.opts.scoreOnly {
+		return schedule.SimulateScore(p, schedule.NewModel(p))
+	}
+	return schedule.Simulate(p, schedule.NewModel(p))
+}
+
 // predict simulates the plan, stores the prediction, and refuses a plan
 // whose memory does not fit the budget, saying what would make it fit.
 func predict(s *state) error {
 	p := s.plan
-	simulate := schedule.Simulate
-	if s.opts.scoreOnly {
-		simulate = schedule.SimulateScore
+	var sim *schedule.Simulation
+	var err error
+	if s.simAhead != nil {
+		r := <-s.simAhead
+		s.simAhead = nil
+		sim, err = r.sim, r.err
+	} else {
+		sim, err = s.simulate()
 	}
-	sim, err := simulate(p, schedule.NewModel(p))
 	if err != nil {
 		return err
 	}
