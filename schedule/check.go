@@ -125,6 +125,12 @@ func (c *checker) groups() {
 				c.errorf("group %q: bad divide factor %v", g.Name, f)
 			}
 		}
+		// A premul factor belongs to a premul-sum reduction: anywhere else
+		// nothing reads it, and a stray one would make two plans that read
+		// differently look the same (the planner writes 0).
+		if pol.ReduceScatterOp != ReducePremulSum && pol.AllReduceOp != ReducePremulSum && pol.PremulFactor != 0 {
+			c.errorf("group %q: a premul factor %v without a premul-sum reduction", g.Name, pol.PremulFactor)
+		}
 	}
 }
 
