@@ -513,6 +513,12 @@ func (t *tuner) plan(k knobs, skipVerify bool) (*schedule.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if skipVerify {
+		// A scored candidate is read for its prediction only: its program
+		// goes back for the next candidate to emit into.
+		recycleOps(p)
+		p = &schedule.Plan{Prediction: p.Prediction}
+	}
 	if p.Prediction.PeakReserved > m.Cluster.MemoryBudget {
 		return p, fmt.Errorf("does not fit")
 	}
