@@ -288,17 +288,9 @@ func LoadCheckpoint(dir string, p *schedule.Plan, scale int) (*Restored, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", metaPath, err)
 	}
-	q, _, err := Scale(p, max(scale, 1))
+	q, _, layouts, opt, err := prepare(p, max(scale, 1))
 	if err != nil {
 		return nil, err
-	}
-	layouts, err := buildLayouts(q)
-	if err != nil {
-		return nil, err
-	}
-	opt, ok := newOptimizer(q.Train.Optimizer)
-	if !ok {
-		return nil, fmt.Errorf("optimizer %q: the executor cannot run it", q.Train.Optimizer)
 	}
 	nl, err := executorLayout(q, opt)
 	if err != nil {

@@ -123,17 +123,9 @@ func Run(p *schedule.Plan, b Backend, opts Options) (*Report, error) {
 		return nil, err
 	}
 	standIns := standInBackend(b)
-	q, diffs, err := Scale(p, opts.Scale)
+	q, diffs, layouts, opt, err := prepare(p, opts.Scale)
 	if err != nil {
 		return nil, err
-	}
-	layouts, err := buildLayouts(q)
-	if err != nil {
-		return nil, err
-	}
-	opt, ok := newOptimizer(q.Train.Optimizer)
-	if !ok {
-		return nil, fmt.Errorf("optimizer %q: the executor runs sgd, sgd_momentum, adam, adamw, lion and adafactor", q.Train.Optimizer)
 	}
 	d, err := compile(q, layouts, opt)
 	if err != nil {
@@ -400,6 +392,22 @@ func (ks kinds) has(k schedule.BufferKind) bool {
 // which buffers each kernel reads and writes, whether it overwrites or
 // adds, the layout of each all-gather buffer, the gradient each optimizer
 // step reads.
+// prepare scales a plan by k and derives what running it (or loading a
+// checkpoint under it) needs: the group layouts and the optimizer.
+func prepare(p *schedule.Plan, k int) (q *schedule.Plan, diffs []string, layouts []*GroupLayout, opt *optimizer, err error) {
+	if q, diffs, err = Scale(p, k); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if layouts, err = buildLayouts(q); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	opt, ok := newOptimizer(q.Train.Optimizer)
+	if !ok {
+		return nil, nil, nil, nil, fmt.Errorf("optimizer %q: the executor runs sgd, sgd_momentum, adam, adamw, lion and adafactor", q.Train.Optimizer)
+	}
+	return q, diffs, layouts, opt, nil
+}
+
 func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver, error) {
 	if q.Events < 0 || q.Events > len(q.Ops) {
 		return nil, fmt.Errorf("the plan has %d events for %d ops", q.Events, len(q.Ops))

@@ -88,8 +88,14 @@ var opLimit = MaxOpsPerRank
 const minOpsPerUnit = 4
 
 func (e *emitter) tooLongError() error {
-	return fmt.Errorf("the schedule needs more than %d operations per rank (train.grad_accum = %d micro-batches over %d FSDP units and %d compute segments), fsdpc's limit: use fewer micro-batches per step or coarser units",
-		opLimit, e.m.Train.GradAccum, len(e.p.Groups), len(e.segments))
+	return scheduleTooLong(e.m.Train.GradAccum, len(e.p.Groups))
+}
+
+// scheduleTooLong is the one error for a schedule over opLimit, whether
+// the units pass foresees it or the emitter reaches it.
+func scheduleTooLong(accum int64, units int) error {
+	return fmt.Errorf("the schedule needs more than %d operations per rank (train.grad_accum = %d micro-batches over %d FSDP units), fsdpc's limit: use fewer micro-batches per step or coarser units",
+		opLimit, accum, units)
 }
 
 type emitter struct {

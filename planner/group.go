@@ -107,8 +107,7 @@ func groupUnits(s *state) error {
 	// Refuse a schedule too long to hold before the passes build it; the
 	// emitter bounds it exactly (MaxOpsPerRank).
 	if minOpsPerUnit*m.Train.GradAccum*int64(len(s.units)) > int64(opLimit) {
-		return fmt.Errorf("the schedule needs more than %d operations per rank (train.grad_accum = %d micro-batches over %d FSDP units), fsdpc's limit: use fewer micro-batches per step or coarser units",
-			opLimit, m.Train.GradAccum, len(s.units))
+		return scheduleTooLong(m.Train.GradAccum, len(s.units))
 	}
 	return nil
 }

@@ -234,6 +234,19 @@ func (a *cachingAllocator) take(pool Pool, k int, b *block) {
 	b.free = false
 }
 
+// absorb merges block right into its left neighbour left, in place.
+func (a *cachingAllocator) absorb(pool Pool, k int, left, right *block) {
+	left.unmapped += right.unmapped
+	left.size += right.size
+	left.next = right.next
+	if right.next != nil {
+		right.next.prev = left
+	}
+	if a.tail[pool][k] == right {
+		a.tail[pool][k] = left
+	}
+}
+
 // release frees buffer buf's block and merges it with free neighbours.
 func (a *cachingAllocator) release(pool Pool, buf int) {
 	b, ok := a.used[buf]
@@ -244,28 +257,12 @@ func (a *cachingAllocator) release(pool Pool, buf int) {
 	k := kindOf(b.small)
 	if p := b.prev; p != nil && p.free {
 		a.take(pool, k, p)
-		p.unmapped += b.unmapped
-		p.size += b.size
-		p.next = b.next
-		if b.next != nil {
-			b.next.prev = p
-		}
-		if a.tail[pool][k] == b {
-			a.tail[pool][k] = p
-		}
+		a.absorb(pool, k, p, b)
 		b = p
 	}
 	if n := b.next; n != nil && n.free {
 		a.take(pool, k, n)
-		b.unmapped += n.unmapped
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
-		if a.tail[pool][k] == n {
-			a.tail[pool][k] = b
-		}
+		a.absorb(pool, k, b, n)
 	}
 	b.free = true
 	a.free[pool][k] = append(a.free[pool][k], b)
