@@ -75,15 +75,19 @@ func rfp16(t []float32, f float32) float32 { return t[fp16FromF32(f)] }
 func fastReducible(dt ir.DType) bool { return dt == ir.FP32 || dt == ir.BF16 || dt == ir.FP16 }
 
 // reduce32 folds n elements at element offset off of every input, in
-// order, into out, as reducer does. One loop per dtype keeps the rounding
+// order, into out, as reducer does, and says whether any input element it
+// read was the poison pattern. One loop per dtype keeps the rounding
 // inlined.
-func reduce32(r reducer, inputs [][]byte, off int64, n int, out []byte) {
+func reduce32(r reducer, inputs [][]byte, off int64, n int, out []byte) (poison bool) {
 	acc := make([]float32, min(n, reduceBlock))
 	x := make([]float32, len(acc))
 	for a := 0; a < n; a += reduceBlock {
 		m := min(reduceBlock, n-a)
-		reduce32Block(r, inputs, off+int64(a), out[a*int(r.dt.Size()):], acc[:m], x[:m])
+		if reduce32Block(r, inputs, off+int64(a), out[a*int(r.dt.Size()):], acc[:m], x[:m]) {
+			poison = true
+		}
 	}
+	return poison
 }
 
 // reduceBlock is how many elements reduce32 folds at a time: its two
@@ -94,30 +98,82 @@ const reduceBlock = 2048
 // reduceParallel is reduce32 split across the cores: elements are
 // independent and each one is still folded in rank order, so the result
 // is bit-identical whatever the split.
-func reduceParallel(r reducer, inputs [][]byte, off int64, n int, out []byte) {
+func reduceParallel(r reducer, inputs [][]byte, off int64, n int, out []byte) (poison bool) {
 	workers := min(runtime.GOMAXPROCS(0), n/(4*reduceBlock))
 	if workers <= 1 {
-		reduce32(r, inputs, off, n, out)
-		return
+		return reduce32(r, inputs, off, n, out)
 	}
 	sz := int(r.dt.Size())
 	per := (n + workers - 1) / workers
 	per = (per + reduceBlock - 1) / reduceBlock * reduceBlock
+	found := make([]bool, workers)
 	var wg sync.WaitGroup
-	for a := 0; a < n; a += per {
+	for w, a := 0, 0; a < n; w, a = w+1, a+per {
 		m := min(per, n-a)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reduce32(r, inputs, off+int64(a), m, out[a*sz:])
+			found[w] = reduce32(r, inputs, off+int64(a), m, out[a*sz:])
 		}()
 	}
 	wg.Wait()
+	for _, p := range found {
+		poison = poison || p
+	}
+	return poison
+}
+
+// Fold modes: how one input row enters the accumulators.
+const (
+	foldAdd         = iota // acc = round(acc + x)
+	foldAddPremul          // acc = round(acc + round(x*s))
+	foldFirst              // acc = x
+	foldFirstPremul        // acc = round(x*s)
+)
+
+func foldMode(j int, premul bool) int {
+	switch {
+	case j == 0 && premul:
+		return foldFirstPremul
+	case j == 0:
+		return foldFirst
+	case premul:
+		return foldAddPremul
+	}
+	return foldAdd
 }
 
 // reduce32Block folds len(acc) elements at element offset off; acc and x
-// are scratch of that length.
-func reduce32Block(r reducer, inputs [][]byte, off int64, out []byte, acc, x []float32) {
+// are scratch of that length. The assembly folds (fold_amd64.s) take the
+// largest multiple of 8 elements where the CPU has them; the Go loops below
+// fold the rest, and say whether it held poison by a scan.
+func reduce32Block(r reducer, inputs [][]byte, off int64, out []byte, acc, x []float32) (poison bool) {
+	sz := r.dt.Size()
+	if done := len(acc) &^ 7; useFoldSIMD && done > 0 {
+		for j, in := range inputs {
+			if _, p := foldSIMD(r.dt, acc[:done], in[off*sz:], float32(r.s), foldMode(j, r.premul)); p {
+				poison = true
+			}
+		}
+		storeSIMD(r.dt, acc[:done], out)
+		if done == len(acc) {
+			return poison
+		}
+		off += int64(done)
+		out = out[int64(done)*sz:]
+		acc, x = acc[done:], x[done:]
+	}
+	for _, in := range inputs {
+		if poisoned(r.dt, in, off, int64(len(acc))) >= 0 {
+			poison = true
+		}
+	}
+	reduce32BlockGo(r, inputs, off, out, acc, x)
+	return poison
+}
+
+// reduce32BlockGo is reduce32Block in Go alone.
+func reduce32BlockGo(r reducer, inputs [][]byte, off int64, out []byte, acc, x []float32) {
 	dt := r.dt
 	sz := dt.Size()
 	s := float32(r.s)

@@ -723,38 +723,61 @@ func (st *hostStream) runCollective(inst *collInst) {
 			m0fail(inst, "%v", err)
 			return
 		}
-		for pos, m := range inst.members {
-			if e := poisoned(dt, blk(m, in).data, 0, elems); e >= 0 {
-				inst.streams[pos].fail(PoisonedRead, m, "%s reads poisoned memory: element %d of %s", st.r.h.describe(int(m.op)), e, st.r.h.operandName(m, in))
-				return
-			}
+		// The fast reductions flag poison as they read it (one pass over
+		// the inputs, not two); the scan below then names it. The others
+		// are scanned first.
+		if !fastReducible(dt) && st.poisonedInputs(inst, in, elems) {
+			return
 		}
 		inputs := make([][]byte, inst.n)
 		for j, m := range inst.members {
 			inputs[j] = blk(m, in).data
 		}
 		if k.Kind == schedule.OpReduceScatter {
+			poison := false
 			for pos, m := range inst.members {
-				reduceInto(red, inputs, int64(pos)*chunk, int(chunk), blk(m, ArgDst).data)
+				if reduceInto(red, inputs, int64(pos)*chunk, int(chunk), blk(m, ArgDst).data) {
+					poison = true
+				}
+			}
+			if poison {
+				st.poisonedInputs(inst, in, elems)
 			}
 			return
 		}
 		// All-reduce: every member gets the same sums; compute them once,
 		// then write them, since the inputs are the outputs.
 		out := make([]byte, total)
-		reduceInto(red, inputs, 0, int(chunk), out)
+		if reduceInto(red, inputs, 0, int(chunk), out) {
+			st.poisonedInputs(inst, in, elems)
+			return
+		}
 		for _, m := range inst.members {
 			copy(blk(m, ArgDst).data, out)
 		}
 	}
 }
 
+// poisonedInputs fails the collective at the first member whose input
+// holds poison, naming the element, and says whether one did.
+func (st *hostStream) poisonedInputs(inst *collInst, in int, elems int64) bool {
+	dt := inst.members[0].k.DType
+	for pos, m := range inst.members {
+		if e := poisoned(dt, blk(m, in).data, 0, elems); e >= 0 {
+			inst.streams[pos].fail(PoisonedRead, m, "%s reads poisoned memory: element %d of %s", st.r.h.describe(int(m.op)), e, st.r.h.operandName(m, in))
+			return true
+		}
+	}
+	return false
+}
+
 // reduceInto folds n elements at element offset off of the inputs into
-// out, in rank order.
-func reduceInto(red reducer, inputs [][]byte, off int64, n int, out []byte) {
+// out, in rank order. The fast reductions say whether an input element
+// they read was poison; the generic one does not look (its callers scan
+// first) and says false.
+func reduceInto(red reducer, inputs [][]byte, off int64, n int, out []byte) (poison bool) {
 	if fastReducible(red.dt) {
-		reduceParallel(red, inputs, off, n, out)
-		return
+		return reduceParallel(red, inputs, off, n, out)
 	}
 	dt := red.dt
 	for e := 0; e < n; e++ {
@@ -764,6 +787,7 @@ func reduceInto(red reducer, inputs [][]byte, off int64, n int, out []byte) {
 		}
 		store(dt, out, int64(e), acc)
 	}
+	return false
 }
 
 func m0fail(inst *collInst, format string, args ...any) {

@@ -1,0 +1,16 @@
+//go:build !amd64
+
+package executor
+
+import "github.com/fsdpc/fsdpc/ir"
+
+const haveFoldSIMD = false
+
+var useFoldSIMD = haveFoldSIMD
+
+// foldSIMD folds nothing: only amd64 has the assembly folds.
+func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (done int, poison bool) {
+	return 0, false
+}
+
+func storeSIMD(dt ir.DType, acc []float32, out []byte) int { return 0 }
