@@ -10,6 +10,7 @@ package cuda
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -187,26 +188,106 @@ func TestKernelsMatchHost(t *testing.T) {
 			}
 		}
 
-		// Reduce 5 sources of m elements each, in place into the first.
-		const k, m = 5, n / 8
-		for _, dt := range floatDTypes {
-			ins := make([][]byte, k)
-			srcs := make([]gpu.Ptr, k)
-			for j := range ins {
-				ins[j] = randomElems(r, dt, m)
-				srcs[j] = b + gpu.Ptr(int64(j)*m*dt.Size())
-				upload(srcs[j], ins[j])
+		// Reduce 5 sources of m elements each, in place into the first:
+		// sources that share the target's alignment (the vector loop,
+		// with an unaligned head and a tail where m is odd), and sources
+		// spaced so that they do not (element by element).
+		const k = 5
+		for _, m := range []int64{n / 8, n/8 - 3, 13} {
+			for _, gap := range []int64{0, 2} {
+				for _, dt := range floatDTypes {
+					// shifted by 3 elements: the vector loop's head.
+					for _, shift := range []int64{0, 3 * dt.Size()} {
+						ins := make([][]byte, k)
+						srcs := make([]gpu.Ptr, k)
+						for j := range ins {
+							ins[j] = randomElems(r, dt, int(m))
+							srcs[j] = b + gpu.Ptr(shift+int64(j)*(n/8*dt.Size()+gap))
+							upload(srcs[j], ins[j])
+						}
+						const scale = float32(1.0 / 3)
+						if err := d.Reduce(srcs[0], srcs, m, dt, scale, s); err != nil {
+							t.Fatal(err)
+						}
+						what := fmt.Sprintf("reduce %s (%d elements at byte %d, sources %d bytes out of step, misaligned %v)", dt, m, shift, gap, misaligned)
+						sameElems(t, what, dt, download(srcs[0], m*dt.Size()), gpu.ReduceHost(ins, m, dt, scale))
+					}
+				}
 			}
-			const scale = float32(1.0 / 3)
-			if err := d.Reduce(srcs[0], srcs, m, dt, scale, s); err != nil {
-				t.Fatal(err)
-			}
-			sameElems(t, "reduce "+dt.String(), dt, download(srcs[0], m*dt.Size()), gpu.ReduceHost(ins, m, dt, scale))
 		}
 		for _, p := range []gpu.Ptr{a0, b0} {
 			if err := d.Free(p); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// TestMovesMatchHost holds the grouped moves kernel to the host's
+// conversions: runs of every dtype pair at every alignment, short ones and
+// ones longer than a piece, run twice (the second launch reads the table
+// the first uploaded).
+func TestMovesMatchHost(t *testing.T) {
+	d, s := openDevice(t)
+	r := rand.New(rand.NewSource(3))
+	const room = 8 << 20
+	src, err := d.Alloc(room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := d.Alloc(room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcData := make([]byte, room)
+	r.Read(srcData)
+	var runs []gpu.Run
+	var doff, soff int64
+	for _, dt := range floatDTypes {
+		for _, st := range floatDTypes {
+			for _, n := range []int64{1, 7, 72, 1000, movePieceBytes/2 + 5, 3*movePieceBytes/4 + 11} {
+				doff += int64(r.Intn(16))
+				soff += int64(r.Intn(16))
+				if doff+n*dt.Size() > room || soff+n*st.Size() > room {
+					t.Fatalf("the test's runs outgrow its %d-byte buffers", room)
+				}
+				for i := int64(0); i < n; i += 2 { // ordinary values among raw bits
+					executor.StoreElement(st, srcData[soff:], i, r.NormFloat64())
+				}
+				runs = append(runs, gpu.Run{DstOff: doff, SrcOff: soff, DstDType: dt, SrcDType: st, N: n})
+				doff += n * dt.Size()
+				soff += n * st.Size()
+			}
+		}
+	}
+	if err := d.Upload(src, srcData, s); err != nil {
+		t.Fatal(err)
+	}
+	for pass := 0; pass < 2; pass++ {
+		if err := d.Memset(dst, 0, room, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Moves(dst, src, runs, s); err != nil {
+			t.Fatal(err)
+		}
+		syncStream(t, d, s)
+		got := make([]byte, room)
+		if err := d.Download(got, dst); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, room)
+		for _, run := range runs {
+			for i := int64(0); i < run.N; i++ {
+				executor.StoreElement(run.DstDType, want[run.DstOff:], i, executor.LoadElement(run.SrcDType, srcData[run.SrcOff:], i))
+			}
+		}
+		for i, run := range runs {
+			end := run.DstOff + run.N*run.DstDType.Size()
+			what := fmt.Sprintf("pass %d, run %d: %d %s at byte %d to %s at byte %d", pass, i, run.N, run.SrcDType, run.SrcOff, run.DstDType, run.DstOff)
+			sameElems(t, what, run.DstDType, got[run.DstOff:end], want[run.DstOff:end])
+		}
+		if !bytes.Equal(got[doff:], want[doff:]) {
+			t.Errorf("pass %d: moves wrote past its runs", pass)
 		}
 	}
 }

@@ -278,11 +278,152 @@ struct Srcs {
 	const void* p[MAX_SRCS];
 };
 
+// reduce_elem is element i of reduce's result in float32 arithmetic.
+__device__ __forceinline__ void reduce_elem(void* dst, const Srcs& srcs, i64 nsrc, i64 i, int dt, float s) {
+	float acc = 0.0f;
+	for (i64 j = 0; j < nsrc; j++) {
+		acc += load32(srcs.p[j], i, dt) * s;
+	}
+	store32(dst, i, dt, acc);
+}
+
+// VEC_UNROLL is the 16-byte words each thread of reduce's vector loop
+// loads from a source before it adds any of them: with 256 threads a
+// block keeps 16 KiB of each source in flight. By Little's law HBM3e's
+// 4.8 TB/s at about 1 µs of loaded latency needs some 36 KiB in flight
+// per SM of an H200's 132; one element per thread (512 bytes of bf16 per
+// block) kept the 2-byte dtypes near a quarter of it.
+#define VEC_UNROLL 4
+
+// widen unpacks one 16-byte word of DT into float32 elements; narrow packs
+// them back, rounding as store32 does.
+template <int DT> struct Vec;
+
+template <> struct Vec<DT_F32> {
+	enum { E = 4 };
+	static __device__ __forceinline__ void widen(uint4 w, float* f) {
+		f[0] = __uint_as_float(w.x);
+		f[1] = __uint_as_float(w.y);
+		f[2] = __uint_as_float(w.z);
+		f[3] = __uint_as_float(w.w);
+	}
+	static __device__ __forceinline__ uint4 narrow(const float* f) {
+		return make_uint4(quiet32(__float_as_uint(f[0])), quiet32(__float_as_uint(f[1])),
+		                  quiet32(__float_as_uint(f[2])), quiet32(__float_as_uint(f[3])));
+	}
+};
+
+template <> struct Vec<DT_BF16> {
+	enum { E = 8 };
+	static __device__ __forceinline__ void widen(uint4 w, float* f) {
+		u32 v[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			f[2 * k] = f32_from_bf16((u16)(v[k] & 0xffffu));
+			f[2 * k + 1] = f32_from_bf16((u16)(v[k] >> 16));
+		}
+	}
+	static __device__ __forceinline__ uint4 narrow(const float* f) {
+		u32 v[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			v[k] = (u32)bf16_from_f32(f[2 * k]) | ((u32)bf16_from_f32(f[2 * k + 1]) << 16);
+		}
+		return make_uint4(v[0], v[1], v[2], v[3]);
+	}
+};
+
+template <> struct Vec<DT_F16> {
+	enum { E = 8 };
+	static __device__ __forceinline__ void widen(uint4 w, float* f) {
+		u32 v[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			f[2 * k] = f32_from_f16((u16)(v[k] & 0xffffu));
+			f[2 * k + 1] = f32_from_f16((u16)(v[k] >> 16));
+		}
+	}
+	static __device__ __forceinline__ uint4 narrow(const float* f) {
+		u32 v[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			v[k] = (u32)f16_from_f32(f[2 * k]) | ((u32)f16_from_f32(f[2 * k + 1]) << 16);
+		}
+		return make_uint4(v[0], v[1], v[2], v[3]);
+	}
+};
+
+// reduce_words reduces words 16-byte words starting off bytes into dst
+// and every source (all 16-byte aligned there), VEC_UNROLL words a thread
+// at a time: each source's loads are issued together, then added in
+// source order, so the arithmetic per element is reduce_elem's.
+template <int DT>
+__device__ __forceinline__ void reduce_words(char* dst, const Srcs& srcs, i64 nsrc, i64 off, i64 words, float s) {
+	const int E = Vec<DT>::E;
+	const i64 stride = (i64)gridDim.x * blockDim.x;
+	for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base < words; base += stride * VEC_UNROLL) {
+		float acc[VEC_UNROLL][E];
+#pragma unroll
+		for (int u = 0; u < VEC_UNROLL; u++) {
+#pragma unroll
+			for (int e = 0; e < E; e++) {
+				acc[u][e] = 0.0f;
+			}
+		}
+		for (i64 j = 0; j < nsrc; j++) {
+			const uint4* p = (const uint4*)((const char*)srcs.p[j] + off);
+			uint4 w[VEC_UNROLL];
+#pragma unroll
+			for (int u = 0; u < VEC_UNROLL; u++) {
+				i64 i = base + u * stride;
+				w[u] = i < words ? p[i] : make_uint4(0, 0, 0, 0);
+			}
+#pragma unroll
+			for (int u = 0; u < VEC_UNROLL; u++) {
+				float f[E];
+				Vec<DT>::widen(w[u], f);
+#pragma unroll
+				for (int e = 0; e < E; e++) {
+					acc[u][e] += f[e] * s;
+				}
+			}
+		}
+		uint4* q = (uint4*)(dst + off);
+#pragma unroll
+		for (int u = 0; u < VEC_UNROLL; u++) {
+			i64 i = base + u * stride;
+			if (i < words) {
+				q[i] = Vec<DT>::narrow(acc[u]);
+			}
+		}
+	}
+}
+
+// vec_head is the elements of size bytes before dst is 16-byte aligned,
+// or -1 when the vector loop cannot run: a source not congruent to dst
+// modulo 16, or elements that straddle the alignment.
+__device__ __forceinline__ i64 vec_head(const void* dst, const Srcs& srcs, i64 nsrc, i64 n, i64 size) {
+	u64 mis = (u64)dst & 15;
+	for (i64 j = 0; j < nsrc; j++) {
+		if (((u64)srcs.p[j] & 15) != mis) {
+			return -1;
+		}
+	}
+	u64 gap = (16 - mis) & 15;
+	if (gap % size != 0) {
+		return -1;
+	}
+	i64 head = (i64)(gap / size);
+	return head < n ? head : n;
+}
+
 // reduce writes dst[i] = round_dt(sum_j round32(srcs[j][i] * scale)), the
 // sum in float32 in source order from +0, as ReduceHost in
 // executor/gpu/check.go (so -0 inputs sum to +0); fp64 in float64. Each
 // thread reads every source's element i before writing dst[i], so dst
-// may be one of the sources.
+// may be one of the sources. Where dst and every source share their
+// alignment modulo 16, the body runs in 16-byte words (reduce_words) and
+// only the unaligned head and the tail element by element.
 extern "C" __global__ void reduce(void* dst, Srcs srcs, i64 nsrc, i64 n, i64 dt, double scale) {
 	if (dt == DT_F64) {
 		GRID_STRIDE(i, n) {
@@ -295,12 +436,28 @@ extern "C" __global__ void reduce(void* dst, Srcs srcs, i64 nsrc, i64 n, i64 dt,
 		return;
 	}
 	float s = (float)scale; // exact: the host passes a float32
-	GRID_STRIDE(i, n) {
-		float acc = 0.0f;
-		for (i64 j = 0; j < nsrc; j++) {
-			acc += load32(srcs.p[j], i, (int)dt) * s;
-		}
-		store32(dst, i, (int)dt, acc);
+	i64 size = dt == DT_F32 ? 4 : 2;
+	i64 head = vec_head(dst, srcs, nsrc, n, size);
+	if (head < 0) {
+		GRID_STRIDE(i, n) { reduce_elem(dst, srcs, nsrc, i, (int)dt, s); }
+		return;
+	}
+	i64 per = 16 / size;
+	i64 words = (n - head) / per;
+	i64 tail = head + words * per;
+	GRID_STRIDE(i, head) { reduce_elem(dst, srcs, nsrc, i, (int)dt, s); }
+	GRID_STRIDE(i, n - tail) { reduce_elem(dst, srcs, nsrc, tail + i, (int)dt, s); }
+	char* d = (char*)dst;
+	switch (dt) {
+	case DT_F32:
+		reduce_words<DT_F32>(d, srcs, nsrc, head * size, words, s);
+		break;
+	case DT_BF16:
+		reduce_words<DT_BF16>(d, srcs, nsrc, head * size, words, s);
+		break;
+	default:
+		reduce_words<DT_F16>(d, srcs, nsrc, head * size, words, s);
+		break;
 	}
 }
 
@@ -395,21 +552,63 @@ extern "C" __global__ void burn(i64 iters) {
 }
 
 // PACE_CHUNK is the bytes a block copies between two looks at the timer:
-// 256 threads moving 16 bytes four times.
-#define PACE_CHUNK (256 * 16 * 4)
+// 256 threads moving 16 bytes eight times, all eight loads issued before
+// any store, so a block keeps 32 KiB in flight (about 30 GB/s at 1 µs of
+// latency; pacedBlockRate in kernels.go assumes a third of that).
+#define COPY_UNROLL 8
+#define PACE_CHUNK (256 * 16 * COPY_UNROLL)
 
-// copy_span copies bytes [lo, hi) with the block's threads, in 16-byte
-// words when vec (dst and src 16-aligned, lo a multiple of 16), the tail
-// byte by byte.
-__device__ __forceinline__ void copy_span(char* dst, const char* src, i64 lo, i64 hi, bool vec) {
-	if (vec) {
-		i64 whi = hi / 16;
-		for (i64 w = lo / 16 + threadIdx.x; w < whi; w += blockDim.x) {
-			((uint4*)dst)[w] = ((const uint4*)src)[w];
+// copy_words copies words 16-byte words with the block's threads,
+// COPY_UNROLL loads in flight per thread before the stores.
+__device__ __forceinline__ void copy_words(uint4* dst, const uint4* src, i64 words) {
+	i64 w = threadIdx.x;
+	const i64 step = blockDim.x;
+	for (; w + (COPY_UNROLL - 1) * step < words; w += COPY_UNROLL * step) {
+		uint4 v[COPY_UNROLL];
+#pragma unroll
+		for (int u = 0; u < COPY_UNROLL; u++) {
+			v[u] = src[w + u * step];
 		}
-		if (whi * 16 > lo) {
-			lo = whi * 16;
+#pragma unroll
+		for (int u = 0; u < COPY_UNROLL; u++) {
+			dst[w + u * step] = v[u];
 		}
+	}
+	for (; w < words; w += step) {
+		dst[w] = src[w];
+	}
+}
+
+// copy_span copies bytes [lo, hi) with the block's threads: in 16-byte
+// words where dst and src are congruent modulo 16 (after a head of single
+// bytes up to the alignment), in 4-byte words where they are congruent
+// modulo 4, the rest byte by byte.
+__device__ __forceinline__ void copy_span(char* dst, const char* src, i64 lo, i64 hi) {
+	u64 d = (u64)(dst + lo), s = (u64)(src + lo);
+	i64 bytes = hi - lo;
+	for (int align = 16; align >= 4; align /= 4) {
+		if (((d ^ s) & (u64)(align - 1)) != 0) {
+			continue;
+		}
+		i64 head = (i64)((align - (d & (u64)(align - 1))) & (u64)(align - 1));
+		if (head > bytes) {
+			head = bytes;
+		}
+		for (i64 b = threadIdx.x; b < head; b += blockDim.x) {
+			dst[lo + b] = src[lo + b];
+		}
+		i64 words = (bytes - head) / align;
+		if (align == 16) {
+			copy_words((uint4*)(dst + lo + head), (const uint4*)(src + lo + head), words);
+		} else {
+			u32* dw = (u32*)(dst + lo + head);
+			const u32* sw = (const u32*)(src + lo + head);
+			for (i64 w = threadIdx.x; w < words; w += blockDim.x) {
+				dw[w] = sw[w];
+			}
+		}
+		lo += head + words * align;
+		break;
 	}
 	for (i64 b = lo + threadIdx.x; b < hi; b += blockDim.x) {
 		dst[b] = src[b];
@@ -431,7 +630,6 @@ extern "C" __global__ void paced_copy(char* dst, const char* src, i64 bytes, dou
 	if (lo >= hi) {
 		return;
 	}
-	bool vec = (((u64)dst | (u64)src) & 15) == 0;
 	double rate = bytes_per_ns / gridDim.x;
 	if (threadIdx.x == 0) {
 		t0 = globaltimer();
@@ -439,7 +637,7 @@ extern "C" __global__ void paced_copy(char* dst, const char* src, i64 bytes, dou
 	__syncthreads();
 	for (i64 c = lo; c < hi; c += PACE_CHUNK) {
 		i64 end = c + PACE_CHUNK < hi ? c + PACE_CHUNK : hi;
-		copy_span(dst, src, c, end, vec);
+		copy_span(dst, src, c, end);
 		if (threadIdx.x == 0) {
 			u64 deadline = t0 + (u64)((double)(end - lo) / rate);
 			while (globaltimer() < deadline) {
@@ -447,5 +645,39 @@ extern "C" __global__ void paced_copy(char* dst, const char* src, i64 bytes, dou
 			}
 		}
 		__syncthreads();
+	}
+}
+
+// --- grouped moves ------------------------------------------------------------
+
+// Move is one piece of a grouped move (gpu.Run, split on the host into
+// pieces of at most 64 KiB): n elements of dtype types>>8 at src+src_off
+// to dtype types&0xff at dst+dst_off. executor/gpu's Moves and
+// cuda/kernels.go's movePiece write the same 32 bytes.
+struct Move {
+	i64 dst_off, src_off, n, types;
+};
+
+// moves runs a plan op's copies and casts in one launch: block b takes
+// pieces b, b + gridDim.x, ... of the table, a copy (copy_span) where the
+// dtypes agree and an element-wise cast (as cast) where they differ.
+extern "C" __global__ void moves(char* dst, const char* src, const Move* table, i64 count) {
+	for (i64 m = blockIdx.x; m < count; m += gridDim.x) {
+		Move mv = table[m];
+		int dt = (int)(mv.types & 0xff), st = (int)(mv.types >> 8);
+		char* d = dst + mv.dst_off;
+		const char* s = src + mv.src_off;
+		if (dt == st) {
+			i64 size = dt == DT_F64 ? 8 : dt == DT_F32 ? 4 : 2;
+			copy_span(d, s, 0, mv.n * size);
+		} else if (dt == DT_F64) {
+			for (i64 i = threadIdx.x; i < mv.n; i += blockDim.x) {
+				store64(d, i, DT_F64, load64(s, i, st));
+			}
+		} else {
+			for (i64 i = threadIdx.x; i < mv.n; i += blockDim.x) {
+				store32(d, i, dt, load32(s, i, st));
+			}
+		}
 	}
 }

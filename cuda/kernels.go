@@ -4,6 +4,7 @@ package cuda
 
 import (
 	_ "embed"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -29,7 +30,7 @@ const (
 	// in bytes per nanosecond (GB/s): a paced copy gets one block per this
 	// much of its target rate, so a fast emulated link is not held back by
 	// one block's bandwidth, and a slow one occupies a single SM.
-	pacedBlockRate = 20.0
+	pacedBlockRate = 10.0
 )
 
 func (st *state) loadKernels() error {
@@ -79,7 +80,7 @@ func (st *state) launch(k kernel, grid, block int, cs cu.Stream, args ...uint64)
 	return nil
 }
 
-// onStream runs f on the owner with s's handle.
+// onStream runs f on the device (Device.do) with s's handle.
 func (d *Device) onStream(s gpu.Stream, f func(st *state, cs cu.Stream) error) error {
 	return d.do(func(st *state) error {
 		cs, err := st.stream(s)
@@ -107,50 +108,93 @@ func checkCount(op string, n int64) error {
 
 func f64bits(f float64) uint64 { return math.Float64bits(f) }
 
-// Moves runs an op's runs in one round trip to the owner thread: each is
-// still its own cuMemcpyAsync or cast launch on the GPU (a grouped copy
-// kernel reading a descriptor table, one launch per op, is not written
-// yet), but the CPU pays one channel round trip per op, not per tensor.
+// Moves runs an op's runs as one launch of the moves kernel (kernels.cu),
+// which reads a table of pieces in device memory. An op's runs are the
+// same every step, so each distinct table is uploaded once, on its first
+// use, and kept until Close: a step's launches, and a graph's replays,
+// read tables that live as long as the device.
 func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
-	type launch struct {
-		dc, sc int64
-		copy   bool
-	}
-	ls := make([]launch, len(runs))
-	for i, r := range runs {
-		if err := checkCount("moves", r.N); err != nil {
-			return err
-		}
-		if r.DstDType == r.SrcDType {
-			ls[i].copy = true
-			continue
-		}
-		var err error
-		if ls[i].dc, err = kernelDType("cast", r.DstDType); err != nil {
-			return err
-		}
-		if ls[i].sc, err = kernelDType("cast", r.SrcDType); err != nil {
-			return err
-		}
+	table, err := moveTable(runs)
+	if err != nil || len(table) == 0 {
+		return err
 	}
 	return d.onStream(s, func(x *state, cs cu.Stream) error {
-		for i, r := range runs {
-			if r.N == 0 {
-				continue
-			}
-			d, s := dst+gpu.Ptr(r.DstOff), src+gpu.Ptr(r.SrcOff)
+		t, ok := x.tables[string(table)]
+		if !ok {
 			var err error
-			if ls[i].copy {
-				err = x.copy(d, s, r.N*r.DstDType.Size(), cs)
-			} else {
-				err = x.launch(kCast, x.blocks(kCast, r.N), threadsPerBlock, cs, uint64(d), uint64(ls[i].dc), uint64(s), uint64(ls[i].sc), uint64(r.N))
-			}
-			if err != nil {
-				return fmt.Errorf("moves, run %d of %d: %w", i, len(runs), err)
+			if t, err = x.uploadTable(table, cs); err != nil {
+				return fmt.Errorf("moves: %w", err)
 			}
 		}
-		return nil
+		grid := int(min(t.pieces, int64(x.resident[kMoves])))
+		return x.launch(kMoves, grid, threadsPerBlock, cs, uint64(dst), uint64(src), uint64(t.dev), uint64(t.pieces))
 	})
+}
+
+// moveTable encodes runs as the moves kernel's pieces (struct Move: byte
+// offsets, elements, dtypes), splitting runs longer than movePieceBytes.
+func moveTable(runs []gpu.Run) ([]byte, error) {
+	var table []byte
+	for _, r := range runs {
+		if err := checkCount("moves", r.N); err != nil {
+			return nil, err
+		}
+		dc, err := kernelDType("moves", r.DstDType)
+		if err != nil {
+			return nil, err
+		}
+		sc, err := kernelDType("moves", r.SrcDType)
+		if err != nil {
+			return nil, err
+		}
+		ds, ss := r.DstDType.Size(), r.SrcDType.Size()
+		per := max(movePieceBytes/max(ds, ss), 1)
+		for i := int64(0); i < r.N; i += per {
+			n := min(per, r.N-i)
+			table = binary.LittleEndian.AppendUint64(table, uint64(r.DstOff+i*ds))
+			table = binary.LittleEndian.AppendUint64(table, uint64(r.SrcOff+i*ss))
+			table = binary.LittleEndian.AppendUint64(table, uint64(n))
+			table = binary.LittleEndian.AppendUint64(table, uint64(dc|sc<<8))
+		}
+	}
+	return table, nil
+}
+
+// deviceTable is an uploaded moves table: its pieces in device memory,
+// and the pinned host copy the upload read, kept as long (an upload made
+// during stream capture is replayed from it).
+type deviceTable struct {
+	dev    gpu.Ptr
+	host   unsafe.Pointer
+	pieces int64
+}
+
+// uploadTable copies table to new device memory in cs's order and
+// records it under its bytes.
+func (x *state) uploadTable(table []byte, cs cu.Stream) (deviceTable, error) {
+	n := int64(len(table))
+	t := deviceTable{pieces: n / moveSize}
+	host, err := allocHost(n)
+	if err != nil {
+		return t, fmt.Errorf("cuMemAllocHost %d bytes for a table of %d pieces: %w", n, t.pieces, err)
+	}
+	copy(unsafe.Slice((*byte)(host), n), table)
+	dp, err := cu.MemAlloc(n)
+	if err != nil {
+		freeHost(host)
+		return t, fmt.Errorf("cuMemAlloc %d bytes for a table of %d pieces: %w", n, t.pieces, err)
+	}
+	t.dev, t.host = gpu.Ptr(dp), host
+	if err := cu.MemcpyHtoDAsync(dp, host, n, cs); err != nil {
+		cu.MemFree(dp)
+		freeHost(host)
+		return t, fmt.Errorf("cuMemcpyHtoDAsync of a table of %d pieces: %w", t.pieces, err)
+	}
+	if x.tables == nil {
+		x.tables = make(map[string]deviceTable)
+	}
+	x.tables[string(table)] = t
+	return t, nil
 }
 
 // Cast converts n elements, as gpu.Device.Cast specifies (kernels.cu,

@@ -39,9 +39,9 @@ func UniqueID(lib string) ([128]byte, error) {
 
 // NewComm joins the group id names as rank of nranks, on dev, loading
 // NCCL from lib as UniqueID does. Like ncclCommInitRank it returns once
-// every member has joined; meanwhile the device's owner thread, which
-// makes the call so that NCCL finds the device's context current, serves
-// no other call.
+// every member has joined; meanwhile the device, whose mutex the call
+// holds so that NCCL finds the device's context current, serves no other
+// call.
 func NewComm(dev *Device, lib string, id [128]byte, nranks, rank int) (gpu.Comm, error) {
 	if nranks < 1 || rank < 0 || rank >= nranks {
 		return nil, fmt.Errorf("cuda: NCCL rank %d of %d", rank, nranks)
@@ -71,7 +71,7 @@ func (c *Comm) Rank() int { return c.rank }
 // errCommClosed is returned by collectives on an aborted or closed Comm.
 var errCommClosed = errors.New("cuda: the NCCL communicator is aborted or closed")
 
-// onStream runs f on the device's owner thread with the communicator and
+// onStream runs f on the device (Device.do) with the communicator and
 // s's handle.
 func (c *Comm) onStream(s gpu.Stream, f func(st *state, comm unsafe.Pointer, cs cu.Stream) error) error {
 	return c.dev.do(func(st *state) error {
@@ -181,8 +181,8 @@ func ncclDType(dt ir.DType) (int, error) {
 }
 
 // Split makes the communicator of the members that pass color, ranked by
-// key (ncclCommSplit, NCCL 2.18). Like NewComm it blocks the device's
-// owner thread until every member of c has called it.
+// key (ncclCommSplit, NCCL 2.18). Like NewComm it holds the device
+// until every member of c has called it.
 func (c *Comm) Split(color, key int) (gpu.Comm, error) {
 	if color < 0 {
 		return nil, fmt.Errorf("cuda: ncclCommSplit: color %d (every member joins a group here)", color)
@@ -208,8 +208,9 @@ func (c *Comm) Split(color, key int) (gpu.Comm, error) {
 }
 
 // Abort stops the communicator's outstanding work (ncclCommAbort). It
-// runs on the caller's thread, not the device's owner, because it is
-// what unblocks a hung collective the owner may be stuck behind; NCCL
+// runs on the caller's thread without the device's mutex, because it is
+// what unblocks a hung collective a call holding the mutex may be stuck
+// behind; NCCL
 // selects the communicator's device itself. The communicator is unusable
 // after it.
 func (c *Comm) Abort() error {
@@ -234,8 +235,8 @@ func (c *Comm) AsyncError() error {
 	return c.lib.asyncErrorOf(comm)
 }
 
-// Close destroys the communicator (ncclCommDestroy) on the device's owner
-// thread. Close communicators before their Device.
+// Close destroys the communicator (ncclCommDestroy) on the device
+// (Device.do). Close communicators before their Device.
 func (c *Comm) Close() error {
 	comm := unsafe.Pointer(c.comm.Swap(nil))
 	if comm == nil {

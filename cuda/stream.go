@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"time"
 
 	"github.com/fsdpc/fsdpc/executor/gpu"
 	"gorgonia.org/cu"
 )
 
-// Streams, events and graphs are 1-based indexes into the owner's
+// Streams, events and graphs are 1-based indexes into the state's
 // tables, as on gputest's fake device: the gpu types are plain integers,
 // the tables let every handle be checked, and a zero value is never valid.
 
@@ -104,11 +103,11 @@ func (d *Device) Wait(s gpu.Stream, e gpu.Event) error {
 	})
 }
 
-// SyncEvent blocks until e's latest record has executed. It looks e up on
-// the owner goroutine but waits on the caller's own thread, with the
-// device's context made current there: waiting on the owner would stop
-// every other goroutine from enqueuing work on the device meanwhile,
-// serialising the host side of streams that should overlap.
+// SyncEvent blocks until e's latest record has executed. It looks e up
+// under the device's mutex but waits outside it, with the device's
+// context made current on the caller's thread: waiting under the mutex
+// would stop every other goroutine from enqueuing work on the device
+// meanwhile, serialising the host side of streams that should overlap.
 // cuEventSynchronize is thread-safe; the event must not be destroyed
 // (Close) while a SyncEvent waits on it.
 func (d *Device) SyncEvent(e gpu.Event) error {
@@ -120,27 +119,19 @@ func (d *Device) SyncEvent(e gpu.Event) error {
 	}); err != nil {
 		return err
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	// Leave the thread as it was: it goes back to Go's pool, and a context
-	// left current there would outlive Close.
-	prev, err := cu.CurrentContext()
-	if err != nil {
-		return fmt.Errorf("cuda: cuCtxGetCurrent for cuEventSynchronize: %w", err)
-	}
-	if err := cu.SetCurrentContext(d.ctx); err != nil {
-		return fmt.Errorf("cuda: cuCtxSetCurrent for cuEventSynchronize: %w", err)
-	}
-	defer cu.SetCurrentContext(prev)
-	if err := ce.Synchronize(); err != nil {
-		return fmt.Errorf("cuda: cuEventSynchronize event %d: %w", e, err)
-	}
-	return nil
+	return onThread(func() error {
+		if err := cu.SetCurrentContext(d.ctx); err != nil {
+			return fmt.Errorf("cuda: cuCtxSetCurrent for cuEventSynchronize: %w", err)
+		}
+		if err := ce.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: cuEventSynchronize event %d: %w", e, err)
+		}
+		return nil
+	})
 }
 
-// Query reports whether e's latest record has executed (cuEventQuery),
-// on the owner goroutine: it does not block on the device, so the
-// watchdog's polls stay cheap.
+// Query reports whether e's latest record has executed (cuEventQuery): it
+// does not block on the device, so the watchdog's polls stay cheap.
 func (d *Device) Query(e gpu.Event) (bool, error) {
 	var done bool
 	err := d.do(func(st *state) error {
