@@ -102,7 +102,13 @@ func modelFile(r run) string {
 	}
 	fmt.Fprintf(&b, "[train]\nmicro_batch = %d\nseq_len = %d\ngrad_accum = %d\ncheckpointing = %q\n%soptimizer = \"adamw\"\ncompile = %t\nattention_kernel = %q\nexpandable_segments = %t\n\n",
 		r.microBatch, r.seq, r.accum, checkpointingName(ac), interval, r.compile, r.attentionKernel, r.expandable)
-	fmt.Fprintf(&b, "[cluster]\ngpu = %q\ngpus_per_node = %d\nworld_size = %d\n", r.gpu, r.gpusPerNode, r.world)
+	gpu := fmt.Sprintf("%q", r.gpu)
+	if r.hbm != "" {
+		// The source's card has other memory than the preset's (the
+		// 96 GB HBM2e H100 of Meta's Grand Teton).
+		gpu = fmt.Sprintf("{ preset = %q, hbm = %q }", r.gpu, r.hbm)
+	}
+	fmt.Fprintf(&b, "[cluster]\ngpu = %s\ngpus_per_node = %d\nworld_size = %d\n", gpu, r.gpusPerNode, r.world)
 	if r.replicate > 1 {
 		fmt.Fprintf(&b, "mesh = { replicate = %d, shard = %d }\n", r.replicate, r.shard)
 	}

@@ -19,6 +19,7 @@ type run struct {
 	// Cluster.
 	gpu                string // fsdpc GPU preset
 	gpuLabel           string
+	hbm                string // the card's memory when the source states one other than the preset's ("95GiB"), else ""
 	world, gpusPerNode int
 	shard, replicate   int
 	nodeNetwork        float64 // bytes/s out of a node when the source states it, else 0
@@ -26,6 +27,7 @@ type run struct {
 	checkpointing      string  // none, full, selective-op, selective-layer
 	checkpointInterval int     // selective-layer: every k-th block; 0 for the default
 	compile            bool
+	compileLoss        bool // torch.compile also compiles the loss (torchtitan since 2025-04)
 	lossUpcast         bool // the trainer upcasts the logits to fp32 for the loss
 	attentionKernel    string
 	expandable         bool // PYTORCH_ALLOC_CONF=expandable_segments:True
@@ -125,6 +127,10 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			x.gpu = "h200"
 		case strings.HasPrefix(g, "H100"):
 			x.gpu = "h100-sxm"
+		case strings.HasPrefix(g, "B200"):
+			x.gpu = "b200"
+		case strings.HasPrefix(g, "MI300X"):
+			x.gpu = "mi300x"
 		default:
 			skip(fmt.Sprintf("GPU %q has no fsdpc preset", x.gpuLabel))
 			continue
@@ -152,7 +158,19 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		default:
 			return nil, nil, fmt.Errorf("%s: unknown checkpointing %q (none, full, selective per-op, selective per-layer)", where("activation_checkpointing"), get("activation_checkpointing"))
 		}
-		x.compile = strings.HasPrefix(strings.ToLower(get("torch_compile")), "yes")
+		// "yes (blocks and loss)": torchtitan compiles the loss with the
+		// model since bbb1b616e (2025-04-02); before, only the blocks.
+		compile := strings.ToLower(get("torch_compile"))
+		x.compile = strings.HasPrefix(compile, "yes")
+		x.compileLoss = x.compile && strings.Contains(compile, "loss") && !strings.Contains(compile, "loss eager")
+		if i, ok := col["gpu_mem_stated"]; ok {
+			if s := strings.ReplaceAll(strings.TrimSpace(rec[i]), " ", ""); strings.HasSuffix(s, "GiB") {
+				if v, err := strconv.ParseFloat(strings.TrimSuffix(s, "GiB"), 64); err != nil || v <= 0 {
+					return nil, nil, fmt.Errorf("%s: %q is not a memory size in GiB", where("gpu_mem_stated"), rec[i])
+				}
+				x.hbm = s
+			}
+		}
 		// torchtitan computes cross_entropy(pred.flatten(0, 1).float(), …);
 		// fms-fsdp calls CrossEntropyLoss on the bf16 output; the others do
 		// not say, and get the bf16 loss.

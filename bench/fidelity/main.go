@@ -4,9 +4,11 @@
 // is the committed copy) into a model file, plans it, and prints predicted
 // against measured tokens/s per GPU and peak memory per row, with the
 // mean absolute percentage error overall, per GPU type and for single-
-// and multi-node runs.
+// and multi-node runs. Without a file it prints two sets: the calibration
+// set, and calibrate/memory-runs.csv, published peak-memory measurements
+// kept apart to check the memory model (each row cites its source).
 //
-//	go run ./bench/fidelity [-v] [file.csv]
+//	go run ./bench/fidelity [-v] [file.csv ...]
 package main
 
 import (
@@ -21,29 +23,43 @@ import (
 func main() {
 	verbose := flag.Bool("v", false, "print each row's model file")
 	flag.Parse()
-	path := "calibrate/published-runs.csv"
-	if flag.NArg() > 0 {
-		path = flag.Arg(0)
+	paths := flag.Args()
+	if len(paths) == 0 {
+		paths = []string{"calibrate/published-runs.csv", "calibrate/memory-runs.csv"}
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fidelity:", err)
-		os.Exit(1)
-	}
-	defer f.Close()
 	var v io.Writer
 	if *verbose {
 		v = os.Stdout
 	}
-	set, err := calibrate.Load(path, f, v)
+	for i, path := range paths {
+		if i > 0 {
+			fmt.Println()
+		}
+		if len(paths) > 1 {
+			fmt.Printf("## %s\n\n", path)
+		}
+		if err := report(path, v); err != nil {
+			fmt.Fprintln(os.Stderr, "fidelity:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// report plans and simulates every row of one file and prints its table.
+func report(path string, verbose io.Writer) error {
+	f, err := os.Open(path)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fidelity:", err)
-		os.Exit(1)
+		return err
+	}
+	defer f.Close()
+	set, err := calibrate.Load(path, f, verbose)
+	if err != nil {
+		return err
 	}
 	results, err := set.Predict(nil)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fidelity:", err)
-		os.Exit(1)
+		return err
 	}
 	calibrate.WriteTable(os.Stdout, results, set.Skipped)
+	return nil
 }
