@@ -123,6 +123,61 @@ func reduceParallel(r reducer, inputs [][]byte, off int64, n int, out []byte) (p
 	return poison
 }
 
+// allReduceParallel folds n elements of every input into each of outs
+// (the same bytes as the inputs), split across the cores like
+// reduceParallel: each core folds a cache-sized block of its range and
+// writes it to every output before it reads the next, so the inputs are
+// read once and the outputs written once, as a memcpy would.
+//
+// A core that reads poison in a block stops there, before writing it: no
+// input held poison in the blocks it wrote, so every input's first poison
+// lies in the ranges left unwritten, which it returns (in order) for the
+// scan that names it; nil if no input held poison.
+func allReduceParallel(r reducer, inputs [][]byte, n int, outs [][]byte) (unwritten [][2]int64) {
+	workers := max(1, min(runtime.GOMAXPROCS(0), n/(4*reduceBlock)))
+	per := (n + workers - 1) / workers
+	per = (per + reduceBlock - 1) / reduceBlock * reduceBlock
+	stops := make([][2]int64, workers)
+	var wg sync.WaitGroup
+	for w, a := 0, 0; a < n; w, a = w+1, a+per {
+		m := min(per, n-a)
+		stops[w] = [2]int64{int64(a + m), int64(a + m)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if stop := allReduceRange(r, inputs, a, m, outs); stop < a+m {
+				stops[w][0] = int64(stop)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, s := range stops {
+		if s[0] < s[1] {
+			unwritten = append(unwritten, s)
+		}
+	}
+	return unwritten
+}
+
+// allReduceRange is one core's share of allReduceParallel, elements a to
+// a+m; it returns where it stopped (a+m unless it read poison).
+func allReduceRange(r reducer, inputs [][]byte, a, m int, outs [][]byte) int {
+	sz := int(r.dt.Size())
+	k := min(m, reduceBlock)
+	acc, x := make([]float32, k), make([]float32, k)
+	sums := make([]byte, k*sz)
+	for b := a; b < a+m; b += reduceBlock {
+		k := min(reduceBlock, a+m-b)
+		if reduce32Block(r, inputs, int64(b), sums, acc[:k], x[:k]) {
+			return b
+		}
+		for _, o := range outs {
+			copy(o[b*sz:(b+k)*sz], sums[:k*sz])
+		}
+	}
+	return a + m
+}
+
 // Fold modes: how one input row enters the accumulators.
 const (
 	foldAdd         = iota // acc = round(acc + x)

@@ -252,3 +252,41 @@ func TestCollectivePoisonNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestAllReducePoisonAfterWrites: an all-reduce writes each block as soon
+// as it is folded, so a sum can be on the outputs before a later block's
+// poison is read. A signalling NaN input whose quieted sum is the poison
+// pattern (all ones) in an early block must not be named: the report is
+// the true poison, read where nothing was written.
+func TestAllReducePoisonAfterWrites(t *testing.T) {
+	defer func() { useFoldSIMD = haveFoldSIMD }()
+	const ranks, elems = 4, 6 * reduceBlock
+	quietsToPoison := map[ir.DType]uint32{ir.FP32: 0xffbfffff, ir.BF16: 0xffbf, ir.FP16: 0xfdff}
+	for _, simd := range []bool{false, true} {
+		useFoldSIMD = simd && haveFoldSIMD
+		for dt, nan := range quietsToPoison {
+			inputs := make([][]byte, ranks)
+			for r := range inputs {
+				inputs[r] = make([]byte, elems*dt.Size())
+				for e := range int64(elems) {
+					store(dt, inputs[r], e, float64(e%5))
+				}
+			}
+			if dt == ir.FP32 {
+				binary.LittleEndian.PutUint32(inputs[0][4*2:], nan)
+			} else {
+				binary.LittleEndian.PutUint16(inputs[0][2*2:], uint16(nan))
+			}
+			const at = 3*reduceBlock + 1
+			for k := range dt.Size() {
+				inputs[3][at*dt.Size()+k] = poisonByte
+			}
+			err := hostCollective(t, schedule.OpAllReduce, dt, inputs)
+			var fe *FailureError
+			if !errors.As(err, &fe) || fe.Failures[0].Kind != PoisonedRead || fe.Failures[0].Rank != 3 ||
+				!strings.Contains(fe.Failures[0].What, fmt.Sprintf("element %d of", at)) {
+				t.Errorf("simd %v: %s all-reduce poisoned at rank 3 element %d: %v", useFoldSIMD, dt, at, err)
+			}
+		}
+	}
+}

@@ -726,7 +726,7 @@ func (st *hostStream) runCollective(inst *collInst) {
 		// The fast reductions flag poison as they read it (one pass over
 		// the inputs, not two); the scan below then names it. The others
 		// are scanned first.
-		if !fastReducible(dt) && st.poisonedInputs(inst, in, elems) {
+		if !fastReducible(dt) && st.poisonedInputs(inst, in, [][2]int64{{0, elems}}) {
 			return
 		}
 		inputs := make([][]byte, inst.n)
@@ -741,17 +741,21 @@ func (st *hostStream) runCollective(inst *collInst) {
 				}
 			}
 			if poison {
-				st.poisonedInputs(inst, in, elems)
+				st.poisonedInputs(inst, in, [][2]int64{{0, elems}})
 			}
 			return
 		}
-		// All-reduce: every member gets the same sums; compute them once,
-		// then write them, since the inputs are the outputs.
-		out := make([]byte, total)
-		if reduceInto(red, inputs, 0, int(chunk), out) {
-			st.poisonedInputs(inst, in, elems)
+		// All-reduce: every member gets the same sums, and the inputs are
+		// the outputs. The fast reductions fold and write a block at a
+		// time; the others compute every sum once, then write them.
+		if fastReducible(dt) {
+			if unwritten := allReduceParallel(red, inputs, int(chunk), inputs); unwritten != nil {
+				st.poisonedInputs(inst, in, unwritten)
+			}
 			return
 		}
+		out := make([]byte, total)
+		reduceInto(red, inputs, 0, int(chunk), out)
 		for _, m := range inst.members {
 			copy(blk(m, ArgDst).data, out)
 		}
@@ -759,13 +763,16 @@ func (st *hostStream) runCollective(inst *collInst) {
 }
 
 // poisonedInputs fails the collective at the first member whose input
-// holds poison, naming the element, and says whether one did.
-func (st *hostStream) poisonedInputs(inst *collInst, in int, elems int64) bool {
+// holds poison within the element ranges given (in order), naming the
+// element, and says whether one did.
+func (st *hostStream) poisonedInputs(inst *collInst, in int, ranges [][2]int64) bool {
 	dt := inst.members[0].k.DType
 	for pos, m := range inst.members {
-		if e := poisoned(dt, blk(m, in).data, 0, elems); e >= 0 {
-			inst.streams[pos].fail(PoisonedRead, m, "%s reads poisoned memory: element %d of %s", st.r.h.describe(int(m.op)), e, st.r.h.operandName(m, in))
-			return true
+		for _, rg := range ranges {
+			if e := poisoned(dt, blk(m, in).data, rg[0], rg[1]-rg[0]); e >= 0 {
+				inst.streams[pos].fail(PoisonedRead, m, "%s reads poisoned memory: element %d of %s", st.r.h.describe(int(m.op)), rg[0]+e, st.r.h.operandName(m, in))
+				return true
+			}
 		}
 	}
 	return false
