@@ -4,7 +4,6 @@ package cuda
 
 import (
 	_ "embed"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -129,35 +128,6 @@ func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
 		grid := int(min(t.pieces, int64(x.resident[kMoves])))
 		return x.launch(kMoves, grid, threadsPerBlock, cs, uint64(dst), uint64(src), uint64(t.dev), uint64(t.pieces))
 	})
-}
-
-// moveTable encodes runs as the moves kernel's pieces (struct Move: byte
-// offsets, elements, dtypes), splitting runs longer than movePieceBytes.
-func moveTable(runs []gpu.Run) ([]byte, error) {
-	var table []byte
-	for _, r := range runs {
-		if err := checkCount("moves", r.N); err != nil {
-			return nil, err
-		}
-		dc, err := kernelDType("moves", r.DstDType)
-		if err != nil {
-			return nil, err
-		}
-		sc, err := kernelDType("moves", r.SrcDType)
-		if err != nil {
-			return nil, err
-		}
-		ds, ss := r.DstDType.Size(), r.SrcDType.Size()
-		per := max(movePieceBytes/max(ds, ss), 1)
-		for i := int64(0); i < r.N; i += per {
-			n := min(per, r.N-i)
-			table = binary.LittleEndian.AppendUint64(table, uint64(r.DstOff+i*ds))
-			table = binary.LittleEndian.AppendUint64(table, uint64(r.SrcOff+i*ss))
-			table = binary.LittleEndian.AppendUint64(table, uint64(n))
-			table = binary.LittleEndian.AppendUint64(table, uint64(dc|sc<<8))
-		}
-	}
-	return table, nil
 }
 
 // deviceTable is an uploaded moves table: its pieces in device memory,

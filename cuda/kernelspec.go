@@ -48,16 +48,6 @@ var kernelNames = [numKernels]string{
 // pointers by value in a fixed array of this many.
 const maxReduceSrcs = 64
 
-// movePieceBytes bounds one piece of a grouped move (kernels.cu, moves):
-// a run longer than this is split, so that one long tensor spreads over
-// many blocks instead of holding one while the rest of the grid idles.
-// 64 KiB is 16 of a block's 256-thread, 16-byte rounds.
-const movePieceBytes = 64 << 10
-
-// moveSize is the bytes of one piece in the moves kernel's table (its
-// struct Move: four 8-byte fields).
-const moveSize = 32
-
 // dtypeCode is the code kernels.cu uses for a dtype (its DT_* enum, which
 // is ir.DType's numbering), and whether the kernels handle the dtype at
 // all: the float dtypes fp64, fp32, bf16 and fp16.

@@ -153,8 +153,8 @@ func TestPTXNoContraction(t *testing.T) {
 	}
 }
 
-// TestKernelConstants holds kernels.cu's DT_* codes and MAX_SRCS to the
-// Go side's.
+// TestKernelConstants holds kernels.cu's DT_* codes, MAX_SRCS, MOVE_BYTES
+// and struct Move to the Go side's.
 func TestKernelConstants(t *testing.T) {
 	src, err := os.ReadFile("kernels.cu")
 	if err != nil {
@@ -182,9 +182,15 @@ func TestKernelConstants(t *testing.T) {
 			t.Errorf("dtypeCode(%s) claims the kernels handle it", dt)
 		}
 	}
-	m := regexp.MustCompile(`(?m)^#define MAX_SRCS (\d+)$`).FindSubmatch(src)
-	if m == nil || string(m[1]) != strconv.Itoa(maxReduceSrcs) {
-		t.Errorf("kernels.cu's MAX_SRCS is not maxReduceSrcs = %d", maxReduceSrcs)
+	for name, want := range map[string]int{"MAX_SRCS": maxReduceSrcs, "MOVE_BYTES": moveBytes} {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
+		if m == nil || string(m[1]) != strconv.Itoa(want) {
+			t.Errorf("kernels.cu's %s is not the Go side's %d", name, want)
+		}
+	}
+	// struct Move: four 8-byte fields, as moveTable writes them.
+	if !regexp.MustCompile(`struct Move \{\s*i64 dst_off, src_off, n, types;\s*\};`).Match(src) || moveSize != 4*8 {
+		t.Errorf("kernels.cu's struct Move is not the four i64 fields of moveSize = %d bytes that moveTable writes", moveSize)
 	}
 }
 
