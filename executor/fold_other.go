@@ -14,3 +14,7 @@ func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (done
 }
 
 func storeSIMD(dt ir.DType, acc []float32, out []byte) int { return 0 }
+
+func fillPatternSIMD(words []uint32, seed uint64) int  { return 0 }
+func checkPatternSIMD(words []uint32, seed uint64) int { return 0 }
+func fillOnesSIMD(b []byte) int                        { return 0 }

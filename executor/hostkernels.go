@@ -399,7 +399,7 @@ func fillPattern(b []byte, seed uint64) {
 	if nativeLittleEndian && n > 0 {
 		// The same words, stored in place (no per-word bounds check).
 		words := unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
-		for w := range words {
+		for w := fillPatternSIMD(words, seed); w < len(words); w++ {
 			words[w] = actPattern(seed, int64(w))
 		}
 	} else {
@@ -417,28 +417,38 @@ func (st *hostStream) checkPattern(it *item, arg int, seed uint64) bool {
 	if b == nil {
 		return true
 	}
-	n := int64(len(b.data)) / 4
+	w := patternMismatch(b.data, seed)
+	if w < 0 {
+		return true
+	}
+	kind, what := Mismatch, "was not written by this segment's forward on this rank in this micro-batch"
+	if binary.LittleEndian.Uint32(b.data[4*w:]) == 0xffffffff {
+		kind, what = PoisonedRead, "holds the poison pattern: freed or never written"
+	}
+	st.fail(kind, it, "%s reads %s, whose word %d %s", st.r.h.describe(int(it.op)), st.r.h.operandName(it, arg), w, what)
+	return false
+}
+
+// patternMismatch is the first whole word of b that differs from the
+// activation pattern of seed, or -1.
+func patternMismatch(b []byte, seed uint64) int64 {
+	n := int64(len(b)) / 4
 	w := int64(0)
 	if nativeLittleEndian && n > 0 {
 		// Find the first differing word in place; the loop below
 		// reports it.
-		words := unsafe.Slice((*uint32)(unsafe.Pointer(&b.data[0])), n)
+		words := unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
+		w = int64(checkPatternSIMD(words, seed))
 		for w < n && words[w] == actPattern(seed, w) {
 			w++
 		}
 	}
 	for ; w < n; w++ {
-		got := binary.LittleEndian.Uint32(b.data[4*w:])
-		if want := actPattern(seed, w); got != want {
-			kind, what := Mismatch, "was not written by this segment's forward on this rank in this micro-batch"
-			if got == 0xffffffff {
-				kind, what = PoisonedRead, "holds the poison pattern: freed or never written"
-			}
-			st.fail(kind, it, "%s reads %s, whose word %d %s", st.r.h.describe(int(it.op)), st.r.h.operandName(it, arg), w, what)
-			return false
+		if binary.LittleEndian.Uint32(b[4*w:]) != actPattern(seed, w) {
+			return w
 		}
 	}
-	return true
+	return -1
 }
 
 // backward checks its parameters and saved activations, fills its scratch

@@ -317,6 +317,7 @@ func isPoison(dt ir.DType, b []byte, i int64) bool {
 const poisonByte = 0xff
 
 func fillPoison(b []byte) {
+	b = b[fillOnesSIMD(b):]
 	if len(b) == 0 {
 		return
 	}
@@ -387,9 +388,13 @@ func (c gradCoeffs) grad(u float64, i int64) float64 {
 	return float64(float32(u*c.a + b))
 }
 
+// actPatternK is an odd multiplier: consecutive words' products differ by
+// it, so the pattern has no short period.
+const actPatternK = 0xd6e8feb86659fd93
+
 // actPattern is word w of an activation buffer written by a forward op.
 func actPattern(seed uint64, w int64) uint32 {
-	h := (uint64(w) + seed) * 0xd6e8feb86659fd93
+	h := (uint64(w) + seed) * actPatternK
 	return uint32(h>>32) ^ uint32(h)
 }
 

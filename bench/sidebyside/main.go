@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,7 +84,7 @@ func main() {
 	}
 	fmt.Println()
 	for _, name := range order {
-		for _, unit := range []string{"ns/op", "B/op", "allocs/op"} {
+		for _, unit := range units(results, name) {
 			a := median(results[0][name][unit])
 			line := fmt.Sprintf("%-44s %-10s %14s", name, unit, human(a, unit))
 			if len(bins) == 2 {
@@ -145,6 +146,24 @@ func exponents(order []string, results []map[string]map[string][]float64) {
 	}
 }
 
+// units lists the metrics to print for a benchmark: time, bytes and
+// allocations per op, then the ones it reports itself (b.ReportMetric,
+// such as ms/step: times, so before/after reads as for ns/op), but not the
+// throughput MB/s, which only restates ns/op.
+func units(results []map[string]map[string][]float64, name string) []string {
+	out := []string{"ns/op", "B/op", "allocs/op"}
+	var extra []string
+	for _, r := range results {
+		for unit := range r[name] {
+			if !slices.Contains(out, unit) && !slices.Contains(extra, unit) && unit != "MB/s" {
+				extra = append(extra, unit)
+			}
+		}
+	}
+	sort.Strings(extra)
+	return append(out, extra...)
+}
+
 // parse reads one benchmark result line: name, iterations, then value-unit
 // pairs.
 func parse(line string) (string, map[string]float64, bool) {
@@ -203,5 +222,8 @@ func human(v float64, unit string) string {
 		}
 		return fmt.Sprintf("%.0f B", v)
 	}
-	return fmt.Sprintf("%.0f", v)
+	if unit == "allocs/op" {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.4g", v)
 }
