@@ -123,7 +123,7 @@ func modelFile(r run) string {
 	fmt.Fprintf(&b, "[[module]]\nname = \"layers\"\nrepeat = %d\nblock = \"decoder\"\n\n", r.layers)
 	fmt.Fprintf(&b, "[[module]]\nname = \"norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
 	fmt.Fprintf(&b, "[[module]]\nname = \"output\"\nkind = \"linear\"\nin = %d\nout = %d\n\n", r.hidden, r.vocab)
-	fmt.Fprintf(&b, "[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = %d\nupcast = %t\n\n", r.vocab, r.lossUpcast)
+	fmt.Fprintf(&b, "[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = %d\nupcast = %t\ncompiled = %t\n\n", r.vocab, r.lossUpcast, r.compileLoss)
 	fmt.Fprintf(&b, "[block.decoder]\n\n")
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention\"\nkind = \"attention\"\ndim = %d\nheads = %d\nkv_heads = %d\n\n", r.hidden, r.heads, r.kvHeads)

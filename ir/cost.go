@@ -15,6 +15,7 @@ func (l *lowerer) computeCosts() {
 	regionSeen := map[ModuleID]bool{}
 	m.MFU = MFUCounts{}
 	experts := map[ModuleID]work{} // MoE modules: which child holds routed experts
+	sacMMs := map[ModuleID]int{}   // selective-op: matmuls run so far in each region's forward
 	for _, id := range m.Forward {
 		mod := &m.Modules[id]
 		for _, src := range mod.Inputs {
@@ -58,7 +59,21 @@ func (l *lowerer) computeCosts() {
 				c.AttnFlopsBwd += c.AttnFlopsFwd
 				c.ElemBytesBwd = satAdd(c.ElemBytesBwd, c.ElemBytesFwd)
 			case CheckpointSelective:
-				if md != nil && md.spec != nil && md.actBytes == nil {
+				if md != nil && md.spec != nil && md.actBytes == nil && w.opPolicy {
+					n := sacMMs[region]
+					saved, flops, gemms := opSAC(w, &n, ctx.act)
+					sacMMs[region] = n
+					if !regionSeen[region] {
+						// The checkpoint keeps the region's input.
+						regionSeen[region] = true
+						saved = satAdd(saved, w.inputBytes)
+					}
+					m.Modules[region].Cost.RecomputeBytes = satAdd(m.Modules[region].Cost.RecomputeBytes, max(c.ActivationBytes-saved, 0))
+					c.ActivationBytes = saved
+					c.FlopsRecompute = flops
+					c.GEMMsBwd = MergeGEMMs(c.GEMMsBwd, gemms)
+					c.ElemBytesBwd = satAdd(c.ElemBytesBwd, c.ElemBytesFwd)
+				} else if md != nil && md.spec != nil && md.actBytes == nil {
 					m.Modules[region].Cost.RecomputeBytes = satAdd(m.Modules[region].Cost.RecomputeBytes, c.ActivationBytes-w.savedSelective)
 					c.ActivationBytes = w.savedSelective
 					c.FlopsRecompute = w.recomputeSelective
@@ -79,6 +94,41 @@ func (l *lowerer) computeCosts() {
 		m.Modules[m.Modules[id].Parent].Cost.add(m.Modules[id].Cost)
 	}
 	m.MFU.Params = m.mfuParams(experts)
+}
+
+// opSAC applies torchtitan's per-op selective checkpointing policy
+// (torchtitan/models/llama3/infra/parallelize.py, _save_list and
+// _custom_policy, the same from 9dec370 in 2024-12 to 6fc499f in 2025-08)
+// to one module of a region: of the region's matrix multiplies (aten.mm),
+// counted in forward order from 1, the output of every odd-numbered one is
+// saved and every even-numbered one is recomputed in backward ("saves
+// output of all compute ops, except every second mm"); the attention
+// core's outputs (SDPA's output and log-sum-exp) are saved; everything
+// element-wise (norms, RoPE, SwiGLU's product, residual adds) is
+// recomputed from what is saved. In a Llama block the multiplies run wq,
+// wk, wv, wo, w1, w3, w2: wq, wv, w1 and w2's outputs are kept and wk, wo
+// and w3 recomputed. n counts the region's multiplies so far; saved is
+// what this module keeps, flops and gemms what its backward recomputes.
+func opSAC(w work, n *int, act int64) (saved int64, flops float64, gemms []GEMM) {
+	for _, mm := range w.mms {
+		if mm.attention {
+			saved = satAdd(saved, w.coreSaved)
+			continue
+		}
+		*n++
+		if *n%2 == 1 {
+			out, _ := checked.Mul(mm.gemm.M, mm.gemm.N)
+			out, _ = checked.Mul(out, max(mm.gemm.Count, 1))
+			out, _ = checked.Mul(out, act)
+			saved = satAdd(saved, out)
+			continue
+		}
+		flops += mm.flops
+		if mm.gemm.known() {
+			gemms = append(gemms, mm.gemm)
+		}
+	}
+	return saved, flops, gemms
 }
 
 // region returns the checkpoint region enclosing a module, if any.

@@ -390,9 +390,20 @@ hidden = 16
 	if got := layer(full).RecomputeBytes; got != normSaved+mlpSaved {
 		t.Errorf("full: recompute bytes %d, want %d", got, normSaved+mlpSaved)
 	}
-	// Selective: norms keep their statistics, the MLP drops the product.
-	if got, want := layer(sel).ActivationBytes, int64(T*4+T*8*b+2*T*16*b); got != want {
-		t.Errorf("selective: layer saves %d, want %d", got, want)
+	// Selective-op, torchtitan's policy: the region keeps its input and
+	// the outputs of its 1st and 3rd matmuls (w1, w2), and recomputes the
+	// 2nd (w3) and the norm; the count starts again in each region.
+	for _, name := range []string{"layers.0", "layers.1"} {
+		c := sel.Modules[mustID(t, sel, name)].Cost
+		if got, want := c.ActivationBytes, int64(T*8*b+T*16*b+T*8*b); got != want {
+			t.Errorf("selective-op: %s saves %d, want %d", name, got, want)
+		}
+		if got, want := c.FlopsRecompute, float64(2*T*8*16); got != want {
+			t.Errorf("selective-op: %s recomputes %g FLOPs, want w3's %g", name, got, want)
+		}
+		if got, want := c.RecomputeBytes, normSaved+mlpSaved-c.ActivationBytes; got != want {
+			t.Errorf("selective-op: %s recompute bytes %d, want %d", name, got, want)
+		}
 	}
 	// Outside the repeated block nothing is checkpointed.
 	emb := func(m *Model) Cost { return m.Modules[mustID(t, m, "emb")].Cost }
@@ -424,5 +435,49 @@ tied_to = "emb.weight"
 	}
 	if s := m.Stats(); s.Params != 16*8 || s.Tensors != 1 {
 		t.Errorf("tied weight counted twice: %d params, %d tensors", s.Params, s.Tensors)
+	}
+}
+
+// TestSelectiveOpLlamaBlock: in a Llama block the multiplies run wq, wk,
+// wv, wo, w1, w3, w2; torchtitan's per-op policy keeps wq, wv, w1 and w2's
+// outputs and the attention core's output and log-sum-exp, and recomputes
+// wk, wo and w3 (not the core).
+func TestSelectiveOpLlamaBlock(t *testing.T) {
+	body := `
+[[module]]
+name = "layers"
+repeat = 2
+[[module.module]]
+name = "attention_norm"
+kind = "norm"
+dim = 8
+[[module.module]]
+name = "attention"
+kind = "attention"
+dim = 8
+heads = 2
+kv_heads = 1
+[[module.module]]
+name = "ffn_norm"
+kind = "norm"
+dim = 8
+[[module.module]]
+name = "feed_forward"
+kind = "mlp"
+dim = 8
+hidden = 16
+`
+	m, err := Load("sac.toml", []byte(strings.Replace(header, "seq_len = 8", "seq_len = 8\ncheckpointing = \"selective-op\"", 1)+body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const T, b = 16, 4
+	c := m.Modules[mustID(t, m, "layers.1")].Cost
+	// input, wq, wv, core output, lse (2 heads, fp32), w1, w2
+	if got, want := c.ActivationBytes, int64(T*8*b+T*8*b+T*4*b+T*8*b+T*2*4+T*16*b+T*8*b); got != want {
+		t.Errorf("saves %d, want %d", got, want)
+	}
+	if got, want := c.FlopsRecompute, float64(2*T*8*4+2*T*8*8+2*T*8*16); got != want {
+		t.Errorf("recomputes %g FLOPs, want wk, wo and w3's %g", got, want)
 	}
 }

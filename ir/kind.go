@@ -144,6 +144,7 @@ var kindSpecs = map[string]kindSpec{
 	"loss": {KindLoss, []attrSpec{
 		{key: "vocab", typ: attrInt, required: true},
 		{key: "upcast", typ: attrBool},
+		{key: "compiled", typ: attrBool},
 	}},
 	"conv": {KindConv, []attrSpec{
 		{key: "in", typ: attrInt, required: true},

@@ -42,6 +42,12 @@ type work struct {
 	// recomputeSelective FLOPs in backward to make up the difference.
 	saved, savedSelective int64
 	recomputeSelective    float64
+	// opPolicy: under selective-op checkpointing what this module keeps
+	// is decided by torchtitan's per-op policy over its matmuls in order
+	// (see opSAC), not by savedSelective; coreSaved is what the policy
+	// keeps of its attention core (SDPA's output and log-sum-exp).
+	opPolicy  bool
+	coreSaved int64
 	// inputBytes is the size of the module's input, what a full
 	// checkpoint region keeps of its first module.
 	inputBytes int64
@@ -136,6 +142,7 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		w.inputBytes = z.mul(T, in, b)
 		w.saved = z.add(w.inputBytes, z.mul(T, r, b))
 		w.savedSelective = w.saved
+		w.opPolicy = true
 
 	case KindEmbedding:
 		// A gather: no FLOPs; backward keeps the int64 token ids.
@@ -149,6 +156,7 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		stats := z.mul(T, 4) // fp32 rstd (and mean) per token
 		w.saved = z.add(w.inputBytes, stats)
 		w.savedSelective = stats
+		w.opPolicy = true // recomputed from the region's input
 		w.elemFwd = z.mul(T, dim, normPasses(b, c.compile))
 
 	case KindAttention:
@@ -187,27 +195,48 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		}
 		w.inputBytes = z.mul(T, dim, b)
 		w.saved, w.savedSelective = mlpSaved(&z, T, dim, hidden, b, act)
+		w.opPolicy = true
 		w.elemFwd = z.mul(T, hidden, activationPasses(act, b, c.compile))
 
 	case KindMoE:
 		return moeWork(a, c)
 
 	case KindLoss:
-		// torchtitan: cross_entropy(logits.float(), labels). The upcast
-		// logits feed log_softmax, whose fp32 output is what backward
-		// keeps; backward writes the fp32 gradient of the logits and its
-		// cast back to the activation dtype.
 		vocab, u := a.int("vocab", 0), int64(4)
 		if !a.bool("upcast", true) {
 			u = b
 		}
 		w.inputBytes = z.mul(T, vocab, b)
+		if a.bool("compiled", c.compile) {
+			// torch.compile'd (torchtitan compiles the loss with
+			// training.compile since pytorch/torchtitan bbb1b616e,
+			// 2025-04-02): Inductor fuses the upcast, log-softmax and
+			// the gather, and the min-cut partitioner recomputes the
+			// element-wise softmax in backward from the logits, so what
+			// crosses to backward is the logits themselves and an fp32
+			// log-sum-exp per token; backward writes the logits'
+			// gradient in their own dtype, never an fp32 one.
+			w.saved = z.add(z.mul(T, vocab, b), z.mul(T, 4))
+			w.savedSelective = w.saved
+			// The max and sum pass and the gather read the logits twice.
+			w.elemFwd = z.mul(T, vocab, 2*b)
+			w.scratchBwd = z.mul(T, vocab, b)
+			break
+		}
+		// Eager, torchtitan's cross_entropy(logits.float(), labels): the
+		// upcast logits feed log_softmax, whose fp32 output is what
+		// backward keeps. Backward (PyTorch's derivatives.yaml):
+		// nll_loss_backward writes a dense gradient of the
+		// log-probabilities (u per element), and
+		// _log_softmax_backward_data(grad, output) writes the logits'
+		// gradient (u) while both are live; the cast back to the
+		// activation dtype follows once the first is freed (u + b < 2u).
 		w.saved = z.mul(T, vocab, u)
 		w.savedSelective = w.saved
 		// Upcast (read b, write u), log_softmax's max, sum and output passes
 		// (read u three times, write u).
 		w.elemFwd = z.mul(T, vocab, b+5*u)
-		w.scratchBwd = z.mul(T, vocab, u+b)
+		w.scratchBwd = z.mul(T, vocab, max(2*u, u+b))
 
 	case KindConv:
 		in, out, groups := a.int("in", 0), a.int("out", 0), a.int("groups", 1)
@@ -332,6 +361,8 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	// Selective checkpointing recomputes the core from q, k, v.
 	w.savedSelective = z.add(w.inputBytes, src, q, kv, kv)
 	w.recomputeSelective = core.flops
+	w.opPolicy = !cross
+	w.coreSaved = z.add(coreOut, lse)
 	if a.str("qk_norm", "none") != "none" {
 		// RMSNorm on q and k: backward keeps their inputs and an fp32
 		// rstd per token and head (per token over the whole projection);

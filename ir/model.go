@@ -168,8 +168,9 @@ type Checkpointing uint8
 
 // The modes are named as torchtitan names them (activation_checkpoint.mode
 // and selective_ac_option): full recomputes every block; selective-op keeps
-// each block's matmul inputs and recomputes the attention core and the
-// element-wise work; selective-layer fully checkpoints every
+// what torchtitan's per-op policy keeps (every other matmul's output and
+// the attention core's, see opSAC) and recomputes the rest;
+// selective-layer fully checkpoints every
 // CheckpointInterval-th block and keeps everything of the others.
 const (
 	CheckpointNone Checkpointing = iota

@@ -168,3 +168,36 @@ func TestExpandableSegments(t *testing.T) {
 		t.Errorf("a string: %v", err)
 	}
 }
+
+// TestLossBackwardAndCompile: with bf16 activations the eager loss's
+// backward holds two fp32 gradients (the log-probabilities' and the
+// logits'); compiled, it keeps the bf16 logits and a per-token fp32
+// log-sum-exp and writes a bf16 gradient. `compiled` defaults to
+// [train] compile and can say otherwise (torchtitan compiled only the
+// blocks before 2025-04).
+func TestLossBackwardAndCompile(t *testing.T) {
+	const T, V = 16, 1000
+	for _, c := range []struct {
+		train, loss    string
+		saved, scratch int64
+	}{
+		{"", "", T * V * 4, T * V * 8},
+		{"compile = true\n", "", T*V*2 + T*4, T * V * 2},
+		{"compile = true\n", "compiled = false\n", T * V * 4, T * V * 8},
+		{"", "compiled = true\n", T*V*2 + T*4, T * V * 2},
+		{"", "upcast = false\n", T * V * 2, T * V * 4},
+	} {
+		src := "[train]\nmicro_batch = 2\nseq_len = 8\nactivation_dtype = \"bf16\"\n" + c.train +
+			"[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n" +
+			"[[module]]\nname = \"output\"\nkind = \"linear\"\nin = 8\nout = 1000\n" +
+			"[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = 1000\n" + c.loss
+		m, err := Load("loss.toml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cost := m.Modules[mustID(t, m, "loss")].Cost
+		if cost.ActivationBytes != c.saved || cost.ScratchBwd != c.scratch {
+			t.Errorf("%q %q: saved %d, scratch %d; want %d, %d", c.train, c.loss, cost.ActivationBytes, cost.ScratchBwd, c.saved, c.scratch)
+		}
+	}
+}
