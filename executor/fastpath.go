@@ -200,11 +200,11 @@ func foldMode(j int, premul bool) int {
 
 // reduce32Block folds len(acc) elements at element offset off; acc and x
 // are scratch of that length. The assembly folds (fold_amd64.s) take the
-// largest multiple of 8 elements where the CPU has them; the Go loops below
+// largest whole number of their groups (simdElems) where the CPU has them; the Go loops below
 // fold the rest, and say whether it held poison by a scan.
 func reduce32Block(r reducer, inputs [][]byte, off int64, out []byte, acc, x []float32) (poison bool) {
 	sz := r.dt.Size()
-	if done := len(acc) &^ 7; useFoldSIMD && done > 0 {
+	if done := simdElems(r.dt, len(acc)); useFoldSIMD && done > 0 {
 		for j, in := range inputs {
 			if _, p := foldSIMD(r.dt, acc[:done], in[off*sz:], float32(r.s), foldMode(j, r.premul)); p {
 				poison = true

@@ -8,7 +8,7 @@ import (
 
 // The host reductions' AVX2 folds (fold_amd64.s), used when the CPU and the
 // operating system support AVX2 and F16C; fastpath.go's Go loops otherwise,
-// and for the tail of a row that is not a multiple of 8 elements.
+// and for the tail of a row that is not a whole number of their groups (simdElems).
 
 //go:noescape
 func foldBF16AVX2(acc *float32, x *uint16, n int, s float32, mode int) int
@@ -47,12 +47,22 @@ var haveFoldSIMD = func() bool {
 	return b7&(1<<5) != 0 // AVX2
 }()
 
-// foldSIMD folds the first n&^7 elements of one input row (raw bytes of dt)
+// simdElems is how many of n elements the assembly folds and stores: whole
+// groups of 16 bf16s (whose accumulators it keeps in its own order within
+// each group) or 8 of the others.
+func simdElems(dt ir.DType, n int) int {
+	if dt == ir.BF16 {
+		return n &^ 15
+	}
+	return n &^ 7
+}
+
+// foldSIMD folds the first simdElems elements of one input row (raw bytes of dt)
 // into acc with the given mode (foldAdd ...), and says how many elements it
 // folded and whether any of them was the poison pattern. It folds nothing
 // where the CPU lacks the instructions.
 func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (done int, poison bool) {
-	n := len(acc) &^ 7
+	n := simdElems(dt, len(acc))
 	if !useFoldSIMD || n == 0 {
 		return 0, false
 	}
@@ -71,11 +81,11 @@ func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (done
 	return n, p != 0
 }
 
-// storeSIMD encodes the first n&^7 accumulators into out as dt (bf16 ones
+// storeSIMD encodes the first simdElems accumulators into out as dt (bf16 ones
 // already rounded: their high halves; fp16 ones rounded to nearest even)
 // and says how many it encoded.
 func storeSIMD(dt ir.DType, acc []float32, out []byte) int {
-	n := len(acc) &^ 7
+	n := simdElems(dt, len(acc))
 	if !useFoldSIMD || n == 0 {
 		return 0
 	}

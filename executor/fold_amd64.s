@@ -1,7 +1,7 @@
 #include "textflag.h"
 
 // AVX2 and F16C folds of one input row into the float32 accumulators of a
-// host reduction, 8 elements per iteration (the caller folds any tail in
+// host reduction, 16 bf16 or 8 other elements per iteration (the caller folds any tail in
 // Go). Each computes what fastpath.go's Go loops compute, with the same
 // float32 operations and roundings (TestFoldAVX2MatchesGo): VADDPS and
 // VMULPS are IEEE float32 operations rounded to nearest even (Go leaves
@@ -33,16 +33,22 @@
 	VPADDD v, t1, v; \
 	VPAND Y12, v, v
 
-// LOADBF16 widens 8 bf16s at (SI) into v and ORs a poison mask into Y9
-// (Y8 = all ones).
-#define LOADBF16(v, t) \
-	VMOVDQU (SI), X1; \
-	VPCMPEQW X8, X1, t; \
-	VPOR t, X9, X9; \
-	VPMOVZXWD X1, v; \
-	VPSLLD $16, v, v
+// LOADBF16 widens 16 bf16s at (SI) into lo and hi and ORs a poison mask
+// into Y9 (Y8 = all ones, Y7 = zero). Interleaving each bf16 above a zero
+// word is the widening (the bf16 becomes the high half of its float32);
+// the interleave works within 128-bit lanes, so lo holds elements 0-3 and
+// 8-11, hi 4-7 and 12-15. The accumulators keep that order (each element
+// is folded where it is, whatever its place), and storeBF16AVX2's pack
+// undoes it.
+#define LOADBF16(lo, hi, t) \
+	VMOVDQU (SI), t; \
+	VPCMPEQW Y8, t, Y2; \
+	VPOR Y2, Y9, Y9; \
+	VPUNPCKLWD t, Y7, lo; \
+	VPUNPCKHWD t, Y7, hi
 
 // func foldBF16AVX2(acc *float32, x *uint16, n int, s float32, mode int) int
+// n is a multiple of 16.
 TEXT ·foldBF16AVX2(SB), NOSPLIT, $0-48
 	MOVQ acc+0(FP), DI
 	MOVQ x+8(FP), SI
@@ -54,7 +60,8 @@ TEXT ·foldBF16AVX2(SB), NOSPLIT, $0-48
 	BCAST32(0xffff0000, Y12)
 	VPCMPEQD Y8, Y8, Y8
 	VPXOR Y9, Y9, Y9
-	SHRQ $3, CX
+	VPXOR Y7, Y7, Y7
+	SHRQ $4, CX
 	JZ bf16done
 	CMPQ DX, $1
 	JEQ bf16premul
@@ -64,47 +71,57 @@ TEXT ·foldBF16AVX2(SB), NOSPLIT, $0-48
 	JEQ bf16firstpremul
 
 bf16add:
-	LOADBF16(Y0, X2)
-	VMOVUPS (DI), Y3
-	VADDPS Y3, Y0, Y0 // x + acc: x's NaN wins, as the Go loop compiles
+	LOADBF16(Y0, Y5, Y1)
+	VADDPS (DI), Y0, Y0 // x + acc: x's NaN wins, as the Go loop compiles
+	VADDPS 32(DI), Y5, Y5
 	RBF16(Y0, Y1)
+	RBF16(Y5, Y6)
 	VMOVUPS Y0, (DI)
-	ADDQ $16, SI
-	ADDQ $32, DI
+	VMOVUPS Y5, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
 	DECQ CX
 	JNZ bf16add
 	JMP bf16done
 
 bf16premul:
-	LOADBF16(Y0, X2)
+	LOADBF16(Y0, Y5, Y1)
 	VMULPS Y15, Y0, Y0
+	VMULPS Y15, Y5, Y5
 	RBF16(Y0, Y1)
-	VMOVUPS (DI), Y3
-	VADDPS Y3, Y0, Y0
+	RBF16(Y5, Y6)
+	VADDPS (DI), Y0, Y0
+	VADDPS 32(DI), Y5, Y5
 	RBF16(Y0, Y1)
+	RBF16(Y5, Y6)
 	VMOVUPS Y0, (DI)
-	ADDQ $16, SI
-	ADDQ $32, DI
+	VMOVUPS Y5, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
 	DECQ CX
 	JNZ bf16premul
 	JMP bf16done
 
 bf16first:
-	LOADBF16(Y0, X2)
+	LOADBF16(Y0, Y5, Y1)
 	VMOVUPS Y0, (DI)
-	ADDQ $16, SI
-	ADDQ $32, DI
+	VMOVUPS Y5, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
 	DECQ CX
 	JNZ bf16first
 	JMP bf16done
 
 bf16firstpremul:
-	LOADBF16(Y0, X2)
+	LOADBF16(Y0, Y5, Y1)
 	VMULPS Y15, Y0, Y0
+	VMULPS Y15, Y5, Y5
 	RBF16(Y0, Y1)
+	RBF16(Y5, Y6)
 	VMOVUPS Y0, (DI)
-	ADDQ $16, SI
-	ADDQ $32, DI
+	VMOVUPS Y5, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
 	DECQ CX
 	JNZ bf16firstpremul
 
@@ -292,22 +309,25 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 	RET
 
 // func storeBF16AVX2(out *uint16, acc *float32, n int)
-// The high halves of n (a multiple of 8) float32s already rounded to bf16.
+// The high halves of n (a multiple of 16) float32s already rounded to
+// bf16, in foldBF16AVX2's order: packing its two vectors within lanes puts
+// the elements back in place.
 TEXT ·storeBF16AVX2(SB), NOSPLIT, $0-24
 	MOVQ out+0(FP), DI
 	MOVQ acc+8(FP), SI
 	MOVQ n+16(FP), CX
-	SHRQ $3, CX
+	SHRQ $4, CX
 	JZ sbf16done
 
 sbf16loop:
 	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
 	VPSRLD $16, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPACKUSDW X1, X0, X0
-	VMOVDQU X0, (DI)
-	ADDQ $32, SI
-	ADDQ $16, DI
+	VPSRLD $16, Y1, Y1
+	VPACKUSDW Y1, Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ $64, SI
+	ADDQ $32, DI
 	DECQ CX
 	JNZ sbf16loop
 

@@ -18,3 +18,5 @@ func storeSIMD(dt ir.DType, acc []float32, out []byte) int { return 0 }
 func fillPatternSIMD(words []uint32, seed uint64) int  { return 0 }
 func checkPatternSIMD(words []uint32, seed uint64) int { return 0 }
 func fillOnesSIMD(b []byte) int                        { return 0 }
+
+func simdElems(dt ir.DType, n int) int { return 0 }

@@ -290,3 +290,34 @@ func TestAllReducePoisonAfterWrites(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFold is reduce32 over 8 inputs small enough to stay in the L2
+// cache (per input byte): the fold's arithmetic without memory stalls,
+// next to the collective benchmarks, which stream from memory.
+func BenchmarkFold(b *testing.B) {
+	const ranks, m = 8, 8 * reduceBlock
+	for _, c := range []struct {
+		name string
+		red  reducer
+	}{
+		{"fp32-avg", reducer{dt: ir.FP32, premul: true, s: 1.0 / 8}},
+		{"bf16-avg", reducer{dt: ir.BF16, premul: true, s: 1.0 / 8}},
+		{"fp16-sum", reducer{dt: ir.FP16}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			dt := c.red.dt
+			inputs := make([][]byte, ranks)
+			for j := range inputs {
+				inputs[j] = make([]byte, m*dt.Size())
+				for e := range int64(m) {
+					store(dt, inputs[j], e, float64(e%97)/97)
+				}
+			}
+			out := make([]byte, m*dt.Size())
+			b.SetBytes(int64(ranks * m * dt.Size()))
+			for b.Loop() {
+				reduce32(c.red, inputs, 0, m, out)
+			}
+		})
+	}
+}
