@@ -313,10 +313,13 @@ inputs = []
 			// No gradient flows in (the model input), so the q/k/v input
 			// gradients are skipped: dW for all four, dX for o, 2.5× core.
 			bwd: (2*T*8*8 + 2*2*T*8*4 + 2*T*8*8) + 2*T*8*8 + 2.5*(4*2*4*36*2),
-			act: int64(T*8*b + T*8*b + 2*T*4*b + T*8*b + T*4*4),
+			// Saved: input, q, k, v, core output, lse; eager, k and v
+			// as repeat_kv expands them to all 4 heads (2·T·(8−4)·b more).
+			act: int64(T*8*b + T*8*b + 2*T*4*b + T*8*b + T*4*4 + 2*T*4*b),
 		},
 		// SwiGLU: gate and up 2·T·8·16, down 2·T·16·8.
-		"mlp": {fwd: 3 * 2 * T * 8 * 16, bwd: 2 * 3 * 2 * T * 8 * 16, act: int64(T*8*b + 3*T*16*b)},
+		// Eager saves the input and four hidden-wide tensors: gate, silu(gate), up, product.
+		"mlp": {fwd: 3 * 2 * T * 8 * 16, bwd: 2 * 3 * 2 * T * 8 * 16, act: int64(T*8*b + 4*T*16*b)},
 		// 2×2 output positions per image, 2 images: 2·(2·4)·8·3·16.
 		"conv": {fwd: 2 * 8 * 8 * 3 * 16, bwd: 2 * 8 * 8 * 3 * 16, act: int64(2 * 3 * 64 * b)},
 	}
@@ -373,7 +376,7 @@ hidden = 16
 	layer := func(m *Model) Cost { return m.Modules[mustID(t, m, "layers.0")].Cost }
 
 	normSaved := int64(T*8*b + T*4)
-	mlpSaved := int64(T*8*b + 3*T*16*b)
+	mlpSaved := int64(T*8*b + 4*T*16*b) // eager: gate, silu(gate), up, product
 	if got := layer(none).ActivationBytes; got != normSaved+mlpSaved {
 		t.Errorf("none: layer saves %d, want %d", got, normSaved+mlpSaved)
 	}

@@ -195,6 +195,11 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		}
 		w.inputBytes = z.mul(T, dim, b)
 		w.saved, w.savedSelective = mlpSaved(&z, T, dim, hidden, b, act)
+		if !c.compile && isGated(act) {
+			// Eager: silu(gate) keeps its input (the gate) and the product
+			// keeps silu's output, a fourth hidden-wide tensor.
+			w.saved = z.add(w.saved, z.mul(T, hidden, b))
+		}
 		w.opPolicy = true
 		w.elemFwd = z.mul(T, hidden, activationPasses(act, b, c.compile))
 
@@ -352,6 +357,14 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 		src = z.mul(Tkv, d.kvDim, b)
 	}
 	w.saved = z.add(w.inputBytes, src, q, kv, kv, coreOut, lse)
+	if !c.compile && d.kvOut < d.qOut {
+		// Eager grouped-query attention (torchtitan's repeat_kv, and
+		// Hugging Face's): keys and values are expanded to every query
+		// head and copied before SDPA, which saves the expanded ones, not
+		// the projections' outputs. Inductor folds the expansion.
+		expanded := z.mul(Tkv, d.qOut-d.kvOut, b)
+		w.saved = z.add(w.saved, expanded, expanded)
+	}
 	if !flash {
 		w.saved = z.add(w.saved, z.mul(c.batch, d.heads, c.seq, kvSeq, b))
 	}

@@ -201,3 +201,30 @@ func TestLossBackwardAndCompile(t *testing.T) {
 		}
 	}
 }
+
+// TestEagerSavedActivations: eager autograd keeps repeat_kv's expanded
+// keys and values and SiLU's output beside its input; compiled, Inductor
+// folds both, and the saved set is the kinds' minimal one.
+func TestEagerSavedActivations(t *testing.T) {
+	body := "[[module]]\nname = \"attn\"\nkind = \"attention\"\ndim = 8\nheads = 4\nkv_heads = 1\n" +
+		"[[module]]\nname = \"mlp\"\nkind = \"mlp\"\ndim = 8\nhidden = 16\n"
+	load := func(train string) *Model {
+		m, err := Load("eager.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	eager, compiled := load(""), load("compile = true\n")
+	const T, b = 16, 4 // fp32 activations
+	for name, extra := range map[string]int64{
+		"attn": 2 * T * (8 - 2) * b, // k and v at 4 heads of 2, not 1
+		"mlp":  T * 16 * b,          // silu's output
+	} {
+		e := eager.Modules[mustID(t, eager, name)].Cost.ActivationBytes
+		c := compiled.Modules[mustID(t, compiled, name)].Cost.ActivationBytes
+		if e-c != extra {
+			t.Errorf("%s: eager saves %d, compiled %d; want %d more eager", name, e, c, extra)
+		}
+	}
+}
