@@ -20,8 +20,12 @@ import (
 
 // init exits the process when the CUDA driver cannot start: this package
 // exists to do so before gorgonia.org/cu does (see the package doc), so
-// the exit belongs here, in an init, and nowhere else.
+// the exit belongs here, in an init, and nowhere else. Being first, it is
+// also where the hardware queues are set (connections.go), before the
+// driver reads its environment. os.Setenv reaches the C environment the
+// driver reads: in a cgo binary Go's setenv calls the C library's.
 func init() {
+	setConnections()
 	r := C.cuInit(0)
 	if r == C.CUDA_SUCCESS {
 		return
