@@ -1,8 +1,9 @@
 // Package calibrate checks and fits fsdpc's cost model against measured
 // training runs: a CSV in the format of the project's calibration set
 // (published-runs.csv beside this file, copied from
-// ../shared/calibration/), each row turned into a model file, planned, and
-// simulated under a calibration. bench/fidelity prints the comparison;
+// ../shared/calibration/; memory-runs.csv, cited peak-memory measurements
+// kept apart to check the memory model), each row turned into a model
+// file, planned, and simulated under a calibration. bench/fidelity prints the comparison;
 // `fsdpc calibrate` fits the model's physical parameters to it.
 package calibrate
 
