@@ -32,6 +32,14 @@ var attentionKernels = map[string]map[string][2]float64{
 	},
 }
 
+// AttentionKernelEfficiency is the forward and backward fraction of dense
+// bf16 peak that attention_kernel kernel reaches on GPU preset preset, where
+// fsdpc has a measurement of it.
+func AttentionKernelEfficiency(kernel, preset string) (forward, backward float64, ok bool) {
+	eff, ok := attentionKernels[kernel][preset]
+	return eff[0], eff[1], ok
+}
+
 // attentionKernelProfile adds the attention kernel's efficiencies to a
 // cluster's profile for its GPU preset, unless the profile file set them
 // (a fitted value is the target system's own).
