@@ -95,14 +95,21 @@ type Result struct {
 // torchtitan module names).
 func modelFile(r run) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %s (%s)\n[model]\nname = %q\ndtype = \"fp32\"\n\n", r.id, r.source, r.id)
+	master, state := "fp32", ""
+	if r.bf16Master {
+		master, state = "bf16", "optimizer_state_bytes = 4\n" // AdamW's two moments in bf16
+	}
+	if r.accumulateUnsharded {
+		state += "accumulate = \"unsharded\"\n"
+	}
+	fmt.Fprintf(&b, "# %s (%s)\n[model]\nname = %q\ndtype = %q\n\n", r.id, r.source, r.id, master)
 	ac := r.checkpointing
 	interval := ""
 	if r.checkpointInterval > 0 {
 		interval = fmt.Sprintf("checkpoint_interval = %d\n", r.checkpointInterval)
 	}
-	fmt.Fprintf(&b, "[train]\nmicro_batch = %d\nseq_len = %d\ngrad_accum = %d\ncheckpointing = %q\n%soptimizer = \"adamw\"\ncompile = %t\nattention_kernel = %q\nexpandable_segments = %t\n\n",
-		r.microBatch, r.seq, r.accum, checkpointingName(ac), interval, r.compile, r.attentionKernel, r.expandable)
+	fmt.Fprintf(&b, "[train]\nmicro_batch = %d\nseq_len = %d\ngrad_accum = %d\ncheckpointing = %q\n%soptimizer = \"adamw\"\n%scompile = %t\nattention_kernel = %q\nexpandable_segments = %t\n\n",
+		r.microBatch, r.seq, r.accum, checkpointingName(ac), interval, state, r.compile, r.attentionKernel, r.expandable)
 	gpu := fmt.Sprintf("%q", r.gpu)
 	if r.hbm != "" {
 		// The source's card has other memory than the preset's (the

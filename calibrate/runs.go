@@ -17,22 +17,24 @@ type run struct {
 	// Model shape (Llama-family decoder).
 	layers, hidden, heads, kvHeads, ffn, vocab int
 	// Cluster.
-	gpu                string // fsdpc GPU preset
-	gpuLabel           string
-	hbm                string // the card's memory when the source states one other than the preset's ("95GiB"), else ""
-	world, gpusPerNode int
-	shard, replicate   int
-	nodeNetwork        float64 // bytes/s out of a node when the source states it, else 0
-	networkPerGPU      bool    // the source gives the figure per GPU
-	checkpointing      string  // none, full, selective-op, selective-layer
-	checkpointInterval int     // selective-layer: every k-th block; 0 for the default
-	compile            bool
-	compileLoss        bool // torch.compile also compiles the loss (torchtitan since 2025-04)
-	lossUpcast         bool // the trainer upcasts the logits to fp32 for the loss
-	attentionKernel    string
-	expandable         bool // PYTORCH_ALLOC_CONF=expandable_segments:True
-	microBatch, accum  int
-	seq                int
+	gpu                 string // fsdpc GPU preset
+	gpuLabel            string
+	hbm                 string // the card's memory when the source states one other than the preset's ("95GiB"), else ""
+	world, gpusPerNode  int
+	shard, replicate    int
+	nodeNetwork         float64 // bytes/s out of a node when the source states it, else 0
+	networkPerGPU       bool    // the source gives the figure per GPU
+	checkpointing       string  // none, full, selective-op, selective-layer
+	checkpointInterval  int     // selective-layer: every k-th block; 0 for the default
+	compile             bool
+	compileLoss         bool // torch.compile also compiles the loss (torchtitan since 2025-04)
+	lossUpcast          bool // the trainer upcasts the logits to fp32 for the loss
+	bf16Master          bool // parameters, gradients and AdamW's state are bf16 (no fp32 master copy)
+	accumulateUnsharded bool // micro-batches before the last skip the reduce-scatter (set_requires_gradient_sync(False))
+	attentionKernel     string
+	expandable          bool // PYTORCH_ALLOC_CONF=expandable_segments:True
+	microBatch, accum   int
+	seq                 int
 	// Measured.
 	tokensPerGPU float64 // 0 when not measured (OOM rows)
 	oom          bool
@@ -187,6 +189,18 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		x.attentionKernel = "flash2"
 		if get("framework") == "KempnerForge" {
 			x.attentionKernel = "cudnn"
+			// KempnerForge keeps no fp32 master weights: at 01b461a (the
+			// report's commit) build_parallel_model builds the model
+			// .to(dtype=param_dtype), and TrainingConfig.param_dtype
+			// resolves mixed_precision "bf16" to bfloat16 ("the master
+			// weight dtype"); its fused torch AdamW then holds exp_avg and
+			// exp_avg_sq like the parameters, in bf16.
+			x.bf16Master = true
+			// Its gradient accumulation (training/grad.py maybe_no_sync,
+			// scripts/train.py at 01b461a) calls FSDP2's
+			// set_requires_gradient_sync(False) on every micro-batch but
+			// the last: unsharded gradients accumulate meanwhile.
+			x.accumulateUnsharded = x.accum > 1
 		}
 		x.oom = strings.EqualFold(get("status"), "OOM")
 		if !x.oom {

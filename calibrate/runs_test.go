@@ -144,3 +144,28 @@ func TestReadMemorySet(t *testing.T) {
 		t.Errorf("a bad gpu_mem_stated: %v", err)
 	}
 }
+
+// TestKempnerForgeState: KempnerForge's runs keep bf16 parameters and
+// AdamW state (no fp32 master copy) and accumulate unsharded gradients,
+// as its code at the report's commit does; torchtitan's keep fp32 master
+// weights and accumulate sharded.
+func TestKempnerForgeState(t *testing.T) {
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	runs, _, err := readRuns("published-runs.csv", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		m := modelFile(r)
+		kf := r.source == "S6"
+		for _, s := range []string{"\ndtype = \"bf16\"", "optimizer_state_bytes = 4", `accumulate = "unsharded"`} {
+			if strings.Contains(m, s) != kf {
+				t.Errorf("%s: model file has %q: %v, want %v", r.id, s, strings.Contains(m, s), kf)
+			}
+		}
+	}
+}
