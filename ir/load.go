@@ -35,11 +35,12 @@ func LoadFile(path string) (*Model, error) {
 // Load parses, checks and lowers a model file's contents. The error, when
 // not nil, is Diagnostics listing every problem found, each with file, line
 // and column. Load never panics on any input.
-func Load(file string, src []byte) (*Model, error) { return load(file, src, nil) }
+func Load(file string, src []byte) (*Model, error) { return load(file, src, nil, nil) }
 
 // load is Load with a hook that may change the decoded settings before the
-// modules are lowered (Relower uses it).
-func load(file string, src []byte, override func(*Model)) (m *Model, err error) {
+// modules are lowered (Relower uses it), and repeat counts that replace
+// the declared ones, by the repeated module's name (Resized).
+func load(file string, src []byte, override func(*Model), repeats map[string]int) (m *Model, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			m, err = nil, fmt.Errorf("%s: internal error while reading the model (please report): %v\n%s", file, r, debug.Stack())
@@ -88,7 +89,7 @@ func load(file string, src []byte, override func(*Model)) (m *Model, err error) 
 	}
 
 	d := &decoder{file: file, locs: locate(string(text))}
-	m = &Model{File: file, src: src}
+	m = &Model{File: file, src: src, repeats: repeats}
 	sum := sha256.Sum256(src)
 	m.SourceHash = hex.EncodeToString(sum[:])
 
@@ -132,6 +133,11 @@ func load(file string, src []byte, override func(*Model)) (m *Model, err error) 
 		moduleByName: map[string]ModuleID{}, paramByName: map[string]ParamID{}}
 	l.lowerModules(modules, params)
 	if !d.diags.HasErrors() {
+		for _, name := range sortedKeys(repeats) {
+			if !l.resized[name] {
+				return nil, fmt.Errorf("%s: no repeated module %q to resize", file, name)
+			}
+		}
 		l.resolveTies()
 	}
 	for _, name := range sortedKeys(blocks) {

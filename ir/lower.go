@@ -31,6 +31,8 @@ type lowerer struct {
 	// numel counts the elements of every parameter made so far, against
 	// maxModelElements.
 	numel int64
+	// resized names the repeated modules whose count Model.repeats set.
+	resized map[string]bool
 }
 
 type pendingInputs struct {
@@ -180,9 +182,17 @@ func (l *lowerer) expand(md *moduleDecl, parent ModuleID, inh inherited) {
 	if holder < 0 {
 		return
 	}
-	l.m.Modules[holder].Repeat = int(md.repeat)
+	count := md.repeat
+	if n, ok := l.m.repeats[l.m.Modules[holder].Name]; ok {
+		count = int64(n)
+		if l.resized == nil {
+			l.resized = map[string]bool{}
+		}
+		l.resized[l.m.Modules[holder].Name] = true
+	}
+	l.m.Modules[holder].Repeat = int(count)
 	l.pendInputs(holder, md)
-	for i := int64(0); i < md.repeat && !l.tooBig; i++ {
+	for i := int64(0); i < count && !l.tooBig; i++ {
 		id := l.newModule(holder, strconv.FormatInt(i, 10), md.kind, md)
 		if id < 0 {
 			return

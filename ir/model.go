@@ -44,6 +44,9 @@ type Model struct {
 	Warnings Diagnostics
 
 	src []byte // the source, for Relower
+	// repeats replace the declared counts of repeated modules, by name
+	// (Resized); nil for a model as its file declares it.
+	repeats map[string]int
 }
 
 // Module is one node of the module tree, named like PyTorch's

@@ -11,5 +11,27 @@ func (m *Model) Relower(change func(*Model)) (*Model, error) {
 	if m.src == nil {
 		return nil, fmt.Errorf("model %s has no source to lower again", m.Name)
 	}
-	return load(m.File, m.src, change)
+	return load(m.File, m.src, change, m.repeats)
+}
+
+// Resized builds the model again from its source with the repeated
+// module name holding n instances instead of the count its file declares:
+// the same blocks, more or fewer of them, named name.0 … name.n-1. The
+// autotuner plans short copies of a deep model to extrapolate a
+// candidate's step time. Relower keeps the new count. A model whose
+// inputs or policy name instances past n does not load.
+func (m *Model) Resized(name string, n int) (*Model, error) {
+	if m.src == nil {
+		return nil, fmt.Errorf("model %s has no source to lower again", m.Name)
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("model %s: %q cannot repeat %d times", m.Name, name, n)
+	}
+	repeats := map[string]int{name: n}
+	for k, v := range m.repeats {
+		if k != name {
+			repeats[k] = v
+		}
+	}
+	return load(m.File, m.src, nil, repeats)
 }

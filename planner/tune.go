@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 	"strings"
@@ -56,6 +57,10 @@ type TuneOptions struct {
 	// Exhaustive evaluates every combination of the knobs instead of
 	// descending coordinate by coordinate (for tests on small models).
 	Exhaustive bool
+	// noExtrapolation plans every candidate in full; forceExtrapolation
+	// plans them on short models first even where that does not pay
+	// (tests compare the two).
+	noExtrapolation, forceExtrapolation bool
 }
 
 // Candidate is one evaluated setting of the knobs.
@@ -66,6 +71,13 @@ type Candidate struct {
 	PeakReserved int64
 	Fits         bool
 	knobs        knobs
+	// estimated: StepTime is extrapolated from short models of the
+	// model (tune_extrapolate.go), to within bound, and allocFloor is at
+	// most its peak allocated memory; the other scores are not known until
+	// the candidate is planned in full.
+	estimated  bool
+	bound      float64
+	allocFloor int64
 }
 
 // Tuning is the autotuner's answer.
@@ -82,6 +94,9 @@ type Tuning struct {
 	Evaluated int
 	Elapsed   time.Duration
 	Usable    int64 // the budget less the margin
+	// Extrapolated says how candidates were first planned on short models
+	// of the model, or why each was planned in full.
+	Extrapolated string
 }
 
 // Gain is the tuned plan's step-time saving over the file's own plan, as
@@ -152,6 +167,10 @@ func Tune(m *ir.Model, opts TuneOptions) (*Tuning, error) {
 		}
 	}
 	dims := t.dimensions()
+	var why string
+	if !opts.Exhaustive && !opts.noExtrapolation {
+		t.short, why = t.newShortcut()
+	}
 	var best *Candidate
 	if opts.Exhaustive {
 		best = t.exhaustive(base, dims)
@@ -167,6 +186,7 @@ func Tune(m *ir.Model, opts TuneOptions) (*Tuning, error) {
 		}
 	}
 	if best == nil || !best.Fits {
+		t.confirm(func(*Candidate) bool { return true })
 		return nil, fmt.Errorf("%s: no plan fits the memory budget of %s (with a %.0f%% margin): the best candidate reserves %s; %s",
 			m.File, ir.FormatBytes(m.Cluster.MemoryBudget), opts.Margin*100, ir.FormatBytes(t.smallest().PeakReserved),
 			"more GPUs, a shorter sequence or a smaller micro-batch are left")
@@ -176,7 +196,13 @@ func Tune(m *ir.Model, opts TuneOptions) (*Tuning, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.settle(best)
 	tu := &Tuning{Plan: final, Baseline: *baseline, Best: *best, Evaluated: len(t.cache), Usable: t.usable}
+	if s := t.short; s != nil {
+		tu.Extrapolated = fmt.Sprintf("candidates planned first on %d, %d and %d of the %d blocks of %s", s.sizes[0], s.sizes[1], s.sizes[2], s.full, s.holder)
+	} else if why != "" {
+		tu.Extrapolated = "every candidate planned in full: " + why
+	}
 	tu.Alternatives = t.alternatives(best)
 	tu.Binding = t.binding(best)
 	tu.Elapsed = time.Since(start)
@@ -188,8 +214,10 @@ type tuner struct {
 	opts   TuneOptions
 	cache  map[string]*Candidate
 	usable int64
-	// ahead holds candidates planned by prefetch, not yet evaluated.
-	ahead map[string]planned
+	// ahead holds plans made by planAhead, not yet taken.
+	ahead map[planJob]planned
+	// short, if set, estimates candidates on short models first.
+	short *shortcut
 }
 
 func (t *tuner) fixed() (reshard, prefetchF, prefetchB, paramDT, reduceDT, offload bool) {
@@ -361,14 +389,15 @@ func (t *tuner) descend(start *Candidate, dims []dimension) *Candidate {
 				set(&ks[i])
 			}
 			t.prefetch(ks)
-			for _, set := range d.values {
-				k := best.knobs
-				set(&k)
-				c, err := t.eval(k)
-				if err != nil {
-					continue
-				}
-				if better(c, best) {
+			cs := make([]*Candidate, len(ks))
+			for i, k := range ks {
+				cs[i], _ = t.estimate(k)
+			}
+			t.confirmContenders(cs, best)
+			for _, c := range cs {
+				// An estimate left as one cannot beat best
+				// (confirmContenders).
+				if c != nil && !c.estimated && better(c, best) {
 					best, improved = c, true
 				}
 			}
@@ -402,30 +431,37 @@ func (t *tuner) exhaustive(base knobs, dims []dimension) *Candidate {
 }
 
 // planned is a candidate's plan (or why it has none), made ahead of its
-// evaluation by prefetch.
+// evaluation by planAhead.
 type planned struct {
 	p   *schedule.Plan
 	err error
 }
 
-// prefetch plans the candidates not yet evaluated concurrently, one per
-// core; eval then takes their plans in its own order, so what the search
-// records and decides is what it would be planning them one by one.
-// Planning reads the model and builds its own state, so candidates are
-// independent.
-func (t *tuner) prefetch(ks []knobs) {
-	var todo []knobs
-	seen := map[string]bool{}
-	for _, k := range ks {
-		key := k.key()
-		if _, ok := t.cache[key]; ok || seen[key] {
+// planJob is a candidate planned on the file's model (size -1) or on one
+// of the short models (0, 1, 2).
+type planJob struct {
+	key  string
+	size int
+}
+
+// planAhead plans the jobs not yet planned concurrently, one per core;
+// estimate and eval then take their plans in their own order, so what the
+// search records and decides is what it would be planning them one by
+// one. Planning reads the model and builds its own state, so candidates
+// are independent.
+func (t *tuner) planAhead(jobs []planJob, ks map[string]knobs) {
+	var todo []planJob
+	var knobsOf []knobs
+	seen := map[planJob]bool{}
+	for _, j := range jobs {
+		k := t.canonical(ks[j.key])
+		j = planJob{k.key(), j.size}
+		if _, ok := t.ahead[j]; ok || seen[j] {
 			continue
 		}
-		if _, ok := t.ahead[key]; ok {
-			continue
-		}
-		seen[key] = true
-		todo = append(todo, k)
+		seen[j] = true
+		todo = append(todo, j)
+		knobsOf = append(knobsOf, k)
 	}
 	if len(todo) < 2 || runtime.GOMAXPROCS(0) < 2 {
 		return
@@ -433,43 +469,309 @@ func (t *tuner) prefetch(ks []knobs) {
 	out := make([]planned, len(todo))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
-	for i, k := range todo {
+	for i, j := range todo {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			p, err := t.plan(k, true)
-			if p != nil {
-				// eval reads only the prediction: keep no program.
-				p = &schedule.Plan{Prediction: p.Prediction}
-			}
+			p, err := t.planner(j.size).plan(knobsOf[i], true)
 			out[i] = planned{p, err}
 		}()
 	}
 	wg.Wait()
 	if t.ahead == nil {
-		t.ahead = map[string]planned{}
+		t.ahead = map[planJob]planned{}
 	}
-	for i, k := range todo {
-		t.ahead[k.key()] = out[i]
+	for i, j := range todo {
+		t.ahead[j] = out[i]
 	}
 }
 
-// eval plans and simulates one candidate, once.
+// planner is the tuner that plans a job of the size.
+func (t *tuner) planner(size int) *tuner {
+	if size < 0 {
+		return t
+	}
+	return t.short.tuners[size]
+}
+
+// planOf returns the candidate's plan of the size: planned ahead, planned
+// before for a candidate with the same canonical knobs, or now. Only
+// predictions are kept.
+func (t *tuner) planOf(k knobs, size int) (*schedule.Plan, error) {
+	k = t.canonical(k)
+	j := planJob{k.key(), size}
+	if a, ok := t.ahead[j]; ok {
+		return a.p, a.err
+	}
+	p, err := t.planner(size).plan(k, true)
+	if t.ahead == nil {
+		t.ahead = map[planJob]planned{}
+	}
+	t.ahead[j] = planned{p, err}
+	return p, err
+}
+
+// canonical spells every "as the file says" of the knobs as the value the
+// file's model has, where a dimension offers both (the implicit prefetch
+// and an explicit 0, the file's unset reshard_after_forward and true,
+// blocks_per_unit, reduce_scatter_buffers, a checkpointing mode): such
+// candidates plan the same step, and plan it once.
+// TestCanonicalKnobsPlanAlike checks each pair on the zoo.
+func (t *tuner) canonical(k knobs) knobs {
+	fReshard, fPF, fPB, _, _, _ := t.fixed()
+	if !fPF && k.prefetchF < 0 {
+		k.prefetchF = 0
+	}
+	if !fPB && k.prefetchB < 0 {
+		k.prefetchB = 0
+	}
+	if !fReshard && k.reshard == "" {
+		k.reshard = "true"
+	}
+	if k.blocks == t.m.Policy.BlocksPerUnit {
+		k.blocks = 0
+	}
+	if k.rsBuffers == t.m.Policy.ReduceScatterBuffers {
+		k.rsBuffers = 0
+	}
+	if k.checkpointing != "" && ir.CheckpointingModes[k.checkpointing] == t.m.Train.Checkpointing {
+		k.checkpointing = ""
+	}
+	return k
+}
+
+// prefetch plans a dimension's candidates ahead: on the short models
+// where the tuner extrapolates, in full otherwise.
+func (t *tuner) prefetch(ks []knobs) {
+	byKey := map[string]knobs{}
+	var jobs []planJob
+	for _, k := range ks {
+		key := k.key()
+		if _, ok := t.cache[key]; ok {
+			continue
+		}
+		byKey[key] = k
+		if t.short == nil {
+			jobs = append(jobs, planJob{key, -1})
+			continue
+		}
+		for size := range t.short.sizes {
+			jobs = append(jobs, planJob{key, size})
+		}
+	}
+	t.planAhead(jobs, byKey)
+}
+
+// confirmContenders plans in full the estimated candidates of a dimension
+// that could change the descent's choice, so that comparing the others by
+// their estimates alone (never better than best) decides what comparing
+// every candidate in full would. Against a best that does not fit, any
+// candidate that may reserve less could. Against one that fits, the
+// candidates are planned fastest estimate first, until the next one's
+// estimate, less its error bound, is slower than a fitting candidate (best,
+// or one planned in full): such a candidate can never become best in the
+// descent's comparisons — a fitting one at least as fast stands in its way
+// whether it comes before or after it — so leaving it out changes nothing.
+func (t *tuner) confirmContenders(cs []*Candidate, best *Candidate) {
+	if t.short == nil {
+		return
+	}
+	if !best.Fits {
+		t.confirmAll(cs, func(c *Candidate) bool { return t.mayBeat(c, best) })
+		return
+	}
+	fastest := best.StepTime
+	var order []*Candidate
+	seen := map[*Candidate]bool{}
+	for _, c := range cs {
+		switch {
+		case c == nil || seen[c]:
+		case !c.estimated:
+			if c.Fits {
+				fastest = min(fastest, c.StepTime)
+			}
+		case !t.unfit(c):
+			order = append(order, c)
+		}
+		seen[c] = true
+	}
+	t.fastestFirst(order, &fastest)
+}
+
+// fastestFirst plans in full, by their estimates' lower bounds and a
+// batch per core, the candidates that could be as fast as the fastest
+// fitting one, which it lowers as they turn out to fit.
+func (t *tuner) fastestFirst(order []*Candidate, fastest *float64) {
+	sort.SliceStable(order, func(i, j int) bool { return order[i].StepTime-order[i].bound < order[j].StepTime-order[j].bound })
+	for len(order) > 0 {
+		var batch []*Candidate
+		for len(order) > 0 && len(batch) < max(runtime.GOMAXPROCS(0), 1) && mayBeFaster(order[0], *fastest) {
+			batch, order = append(batch, order[0]), order[1:]
+		}
+		if len(batch) == 0 {
+			return
+		}
+		t.confirmAll(batch, func(*Candidate) bool { return true })
+		for _, c := range batch {
+			if c.Fits {
+				*fastest = min(*fastest, c.StepTime)
+			}
+		}
+	}
+}
+
+// mayBeFaster reports whether an estimated candidate could take as long
+// as step or less: its estimate, less the error bound, is not slower by
+// more than better's tolerance.
+func mayBeFaster(c *Candidate, step float64) bool {
+	return c.StepTime-c.bound <= step*(1+1e-8)
+}
+
+// confirmAll plans in full, on every core, the estimated candidates of cs
+// that need it.
+func (t *tuner) confirmAll(cs []*Candidate, need func(*Candidate) bool) {
+	byKey := map[string]knobs{}
+	var jobs []planJob
+	for _, c := range cs {
+		if c == nil || !c.estimated || !need(c) {
+			continue
+		}
+		key := c.knobs.key()
+		if _, ok := byKey[key]; !ok {
+			byKey[key] = c.knobs
+			jobs = append(jobs, planJob{key, -1})
+		}
+	}
+	t.planAhead(jobs, byKey)
+	for _, j := range jobs {
+		t.eval(byKey[j.key])
+	}
+}
+
+// mayBeat reports whether an estimated candidate could be better than
+// best: fit where best fits and be as fast, or reserve less where best
+// does not fit.
+func (t *tuner) mayBeat(c, best *Candidate) bool {
+	if t.unfit(c) {
+		return !best.Fits && c.allocFloor < best.PeakReserved
+	}
+	return !best.Fits || mayBeFaster(c, best.StepTime)
+}
+
+// unfit reports whether an estimated candidate is known not to fit: it
+// allocates more than the usable memory, so it reserves more.
+func (t *tuner) unfit(c *Candidate) bool { return c.allocFloor > t.usable }
+
+// estimate scores a candidate from the short models where the tuner has
+// them and they lie on a line, and in full otherwise; once.
+func (t *tuner) estimate(k knobs) (*Candidate, error) {
+	key := k.key()
+	if c, ok := t.cache[key]; ok || t.short == nil {
+		if ok {
+			return c, nil
+		}
+		return t.eval(k)
+	}
+	var steps [3]float64
+	var allocs [3]int64
+	for size := range t.short.sizes {
+		p, _ := t.planOf(k, size)
+		if p == nil {
+			return t.eval(k) // let the full model say what is wrong
+		}
+		steps[size], allocs[size] = p.Prediction.StepTime, p.Prediction.PeakAllocated
+	}
+	step, bound, ok := t.short.extrapolate(steps)
+	if !ok {
+		return t.eval(k)
+	}
+	c := &Candidate{knobs: k, Decisions: k.describe(t.unitGlobs()), StepTime: step, estimated: true, bound: bound,
+		allocFloor: t.short.allocFloor(allocs)}
+	t.cache[key] = c
+	if t.opts.Progress != nil {
+		t.opts.Progress(len(t.cache))
+	}
+	return c, nil
+}
+
+// confirm plans in full, on every core, the estimated candidates that need
+// it.
+func (t *tuner) confirm(need func(*Candidate) bool) {
+	var cs []*Candidate
+	for _, key := range sortedCacheKeys(t.cache) {
+		cs = append(cs, t.cache[key])
+	}
+	t.confirmAll(cs, need)
+}
+
+func sortedCacheKeys(cache map[string]*Candidate) []string {
+	keys := make([]string, 0, len(cache))
+	for key := range cache {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// settle plans in full every estimated candidate that could be one of the
+// alternatives or make memory the binding constraint: all whose estimate
+// is not clearly slower than the third alternative among the candidates
+// planned in full (which is slower than best).
+func (t *tuner) settle(best *Candidate) {
+	if t.short == nil {
+		return
+	}
+	for {
+		limit := math.Inf(1)
+		if alts := t.alternatives(best); len(alts) == 3 {
+			limit = alts[2].StepTime
+		}
+		var order []*Candidate
+		for _, key := range sortedCacheKeys(t.cache) {
+			if c := t.cache[key]; c.estimated && !t.unfit(c) && mayBeFaster(c, limit) {
+				order = append(order, c)
+			}
+		}
+		if len(order) == 0 {
+			break
+		}
+		// Fastest first, a batch per core: each batch may complete
+		// the alternatives and lower the limit.
+		sort.SliceStable(order, func(i, j int) bool { return order[i].StepTime-order[i].bound < order[j].StepTime-order[j].bound })
+		t.confirmAll(order[:min(len(order), max(runtime.GOMAXPROCS(0), 1))], func(*Candidate) bool { return true })
+	}
+	// Memory binds if a faster candidate does not fit: one planned in
+	// full must show it. Those left estimated are known not to fit.
+	var faster []*Candidate
+	for _, key := range sortedCacheKeys(t.cache) {
+		if c := t.cache[key]; c.estimated && c.StepTime-c.bound < best.StepTime {
+			faster = append(faster, c)
+		}
+	}
+	sort.SliceStable(faster, func(i, j int) bool { return faster[i].StepTime < faster[j].StepTime })
+	for _, c := range faster {
+		if t.binding(best) == "memory" {
+			return
+		}
+		t.eval(c.knobs)
+	}
+}
+
+// eval plans and simulates one candidate in full, once; an estimated
+// candidate is planned in full in place.
 func (t *tuner) eval(k knobs) (*Candidate, error) {
-	if c, ok := t.cache[k.key()]; ok {
+	key := k.key()
+	c, ok := t.cache[key]
+	if ok && !c.estimated {
 		return c, nil
 	}
-	c := &Candidate{knobs: k, Decisions: k.describe(t.unitGlobs())}
-	var p *schedule.Plan
-	var err error
-	if a, ok := t.ahead[k.key()]; ok {
-		p, err = a.p, a.err
-		delete(t.ahead, k.key())
-	} else {
-		p, err = t.plan(k, true)
+	if !ok {
+		c = &Candidate{knobs: k, Decisions: k.describe(t.unitGlobs())}
 	}
+	*c = Candidate{knobs: c.knobs, Decisions: c.Decisions}
+	p, err := t.planOf(k, -1)
 	if err != nil {
 		// A candidate that does not plan (over budget, or invalid for this
 		// model) is recorded as not fitting.
@@ -478,9 +780,11 @@ func (t *tuner) eval(k knobs) (*Candidate, error) {
 			pr := p.Prediction
 			c.StepTime, c.ExposedComm, c.PeakReserved = pr.StepTime, pr.ExposedComm, pr.PeakReserved
 		}
-		t.cache[k.key()] = c
-		if t.opts.Progress != nil {
-			t.opts.Progress(len(t.cache))
+		if !ok {
+			t.cache[key] = c
+			if t.opts.Progress != nil {
+				t.opts.Progress(len(t.cache))
+			}
 		}
 		if len(t.cache) == 1 && p == nil && !isBudgetError(err) {
 			return nil, err // the file itself does not plan
@@ -490,9 +794,11 @@ func (t *tuner) eval(k knobs) (*Candidate, error) {
 	pr := p.Prediction
 	c.StepTime, c.ExposedComm, c.PeakReserved = pr.StepTime, pr.ExposedComm, pr.PeakReserved
 	c.Fits = pr.PeakReserved <= t.usable
-	t.cache[k.key()] = c
-	if t.opts.Progress != nil {
-		t.opts.Progress(len(t.cache))
+	if !ok {
+		t.cache[key] = c
+		if t.opts.Progress != nil {
+			t.opts.Progress(len(t.cache))
+		}
 	}
 	return c, nil
 }
@@ -768,7 +1074,7 @@ func (t *tuner) alternatives(best *Candidate) []Candidate {
 // binding says what stops the tuned plan from being faster.
 func (t *tuner) binding(best *Candidate) string {
 	for _, c := range t.sorted() {
-		if !c.Fits && c.StepTime > 0 && c.StepTime < best.StepTime*(1-1e-6) && c.PeakReserved < 1<<62 {
+		if !c.estimated && !c.Fits && c.StepTime > 0 && c.StepTime < best.StepTime*(1-1e-6) && c.PeakReserved < 1<<62 {
 			return "memory"
 		}
 	}

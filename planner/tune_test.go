@@ -199,3 +199,25 @@ func TestAllocatorRetryWarning(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTuneDepth: the search on the depth-scaling stack (one linear
+// layer per block, 64 GPUs), where the tuner plans candidates on short
+// copies of the model first; BenchmarkTuneDepthFull is the same search
+// planning every candidate in full, for comparison.
+func BenchmarkTuneDepth(b *testing.B)     { benchmarkTuneDepth(b, TuneOptions{}) }
+func BenchmarkTuneDepthFull(b *testing.B) { benchmarkTuneDepth(b, TuneOptions{noExtrapolation: true}) }
+
+func benchmarkTuneDepth(b *testing.B, opts TuneOptions) {
+	for _, layers := range []int{256, 1024, 2048} {
+		file, text := stackText(layers, 64, 0)(b)
+		m := mustLoadText(b, file, text)
+		b.Run(fmt.Sprintf("layers=%d", layers), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Tune(m, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
