@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 // run is one measured training run of the calibration CSV, as fsdpc can
@@ -166,11 +168,20 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		x.compile = strings.HasPrefix(compile, "yes")
 		x.compileLoss = x.compile && strings.Contains(compile, "loss") && !strings.Contains(compile, "loss eager")
 		if i, ok := col["gpu_mem_stated"]; ok {
-			if s := strings.ReplaceAll(strings.TrimSpace(rec[i]), " ", ""); strings.HasSuffix(s, "GiB") {
-				if v, err := strconv.ParseFloat(strings.TrimSuffix(s, "GiB"), 64); err != nil || v <= 0 {
-					return nil, nil, fmt.Errorf("%s: %q is not a memory size in GiB", where("gpu_mem_stated"), rec[i])
-				}
-				x.hbm = s
+			hbm, err := statedHBM(rec[i], x.gpu)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", where("gpu_mem_stated"), err)
+			}
+			x.hbm = hbm
+		}
+		// torchtitan compiles the loss with the model since bbb1b616e
+		// (2025-04-02; before, train.py left it eager: "compiling loss
+		// function causes CUDA errors"): a compiled torchtitan run dated
+		// from then on compiles its loss unless the row says otherwise.
+		if i, ok := col["source_date"]; ok && x.compile && strings.HasPrefix(get("framework"), "torchtitan") &&
+			!strings.Contains(compile, "loss eager") {
+			if d := isoDate.FindString(rec[i]); d != "" && d >= "2025-04-02" {
+				x.compileLoss = true
 			}
 		}
 		// torchtitan computes cross_entropy(pred.flatten(0, 1).float(), …);
@@ -238,6 +249,39 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		runs = append(runs, x)
 	}
 	return runs, skipped, nil
+}
+
+var (
+	isoDate = regexp.MustCompile(`\d{4}-\d{2}-\d{2}`)
+	memSize = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b`)
+)
+
+// statedHBM reads a source's stated card memory for the model file's
+// gpu table: "95GiB" as is; "96GB", "80G", "141 GB" as the marketed size,
+// of which PyTorch reports about 1% less (94.99 GiB for Meta's 96 GB
+// H100s in pytorch/torchtitan#1625's log, 79.65 GiB for an 80 GB H100,
+// the preset). "" keeps the preset: nothing stated, text without a size,
+// or a marketed size within 3% of the preset's.
+func statedHBM(field, preset string) (string, error) {
+	m := memSize.FindStringSubmatch(field)
+	if m == nil {
+		if strings.Contains(field, "GB") || strings.Contains(field, "GiB") {
+			return "", fmt.Errorf("%q does not start with a memory size (95GiB, 96GB)", field)
+		}
+		return "", nil
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil || v <= 0 || v > 1e6 {
+		return "", fmt.Errorf("%q is not a memory size", field)
+	}
+	if m[2] == "GiB" {
+		return m[1] + "GiB", nil
+	}
+	gib := v * 0.99
+	if have, ok := ir.GPUPresetHBM(preset); ok && math.Abs(gib*(1<<30)-float64(have)) < 0.03*float64(have) {
+		return "", nil
+	}
+	return fmt.Sprintf("%.2fGiB", gib), nil
 }
 
 var gbps = regexp.MustCompile(`(\d+)\s*Gb(ps|/s)`)

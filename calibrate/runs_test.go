@@ -169,3 +169,68 @@ func TestKempnerForgeState(t *testing.T) {
 		}
 	}
 }
+
+// TestStatedHBM: a stated card size replaces the preset's only when it
+// differs; a marketed size in GB is what PyTorch reports less about 1%.
+func TestStatedHBM(t *testing.T) {
+	for _, c := range []struct {
+		field, preset, want string
+		bad                 bool
+	}{
+		{"95GiB", "h100-sxm", "95GiB", false},
+		{"96GB", "h100-sxm", "95.04GiB", false},
+		{"94 GB", "h100-sxm", "93.06GiB", false},
+		{"80GB", "h100-sxm", "", false},
+		{"80G per MFU header", "a100-80gb", "", false},
+		{"141 GB", "h200", "", false},
+		{"", "h100-sxm", "", false},
+		{"not stated", "h100-sxm", "", false},
+		{"lots GiB", "h100-sxm", "", true},
+	} {
+		got, err := statedHBM(c.field, c.preset)
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("%q on %s: %q, %v; want %q (error %v)", c.field, c.preset, got, err, c.want, c.bad)
+		}
+	}
+}
+
+// TestCompiledLossByDate: a compiled torchtitan run compiles its loss
+// from 2025-04-02 on, unless the row says the loss ran eager.
+func TestCompiledLossByDate(t *testing.T) {
+	src, err := os.ReadFile("memory-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(strings.NewReader(string(src))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := recs[0]
+	col := func(name string) int { return slices.Index(header, name) }
+	for _, c := range []struct {
+		compile, date string
+		want          bool
+	}{
+		{"yes", "2025-08-15", true},
+		{"yes", "2025-01-27", false},
+		{"yes (blocks; loss eager)", "2025-08-15", false},
+		{"yes (blocks and loss)", "2025-01-27", true},
+		{"no", "2025-08-15", false},
+		{"yes", "", false},
+	} {
+		row := slices.Clone(recs[5]) // M5, torchtitan
+		row[col("torch_compile")], row[col("source_date")] = c.compile, c.date
+		var b strings.Builder
+		w := csv.NewWriter(&b)
+		w.Write(header)
+		w.Write(row)
+		w.Flush()
+		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs[0].compileLoss != c.want {
+			t.Errorf("compile %q dated %q: compiled loss %v, want %v", c.compile, c.date, runs[0].compileLoss, c.want)
+		}
+	}
+}

@@ -104,6 +104,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// GPUPresetHBM is a GPU preset's device memory in bytes, as PyTorch
+// reports the card's total, and whether the preset exists.
+func GPUPresetHBM(preset string) (int64, bool) {
+	p, ok := gpuPresets[preset]
+	return p.hbm, ok
+}
+
 // GPUPresetNames lists the GPU presets.
 func GPUPresetNames() []string { return sortedKeys(gpuPresets) }
 
