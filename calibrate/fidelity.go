@@ -111,12 +111,22 @@ func modelFile(r run) string {
 	fmt.Fprintf(&b, "[train]\nmicro_batch = %d\nseq_len = %d\ngrad_accum = %d\ncheckpointing = %q\n%soptimizer = \"adamw\"\n%scompile = %t\nattention_kernel = %q\nexpandable_segments = %t\n\n",
 		r.microBatch, r.seq, r.accum, checkpointingName(ac), interval, state, r.compile, r.attentionKernel, r.expandable)
 	gpu := fmt.Sprintf("%q", r.gpu)
-	if r.hbm != "" {
+	if r.hbm != "" || r.hbmBandwidth != "" {
 		// The source's card has other memory than the preset's (the
 		// 96 GB HBM2e H100 of Meta's Grand Teton).
-		gpu = fmt.Sprintf("{ preset = %q, hbm = %q }", r.gpu, r.hbm)
+		gpu = fmt.Sprintf("{ preset = %q", r.gpu)
+		if r.hbm != "" {
+			gpu += fmt.Sprintf(", hbm = %q", r.hbm)
+		}
+		if r.hbmBandwidth != "" {
+			gpu += fmt.Sprintf(", hbm_bandwidth = %q", r.hbmBandwidth)
+		}
+		gpu += " }"
 	}
 	fmt.Fprintf(&b, "[cluster]\ngpu = %s\ngpus_per_node = %d\nworld_size = %d\n", gpu, r.gpusPerNode, r.world)
+	if r.powerLimitW > 0 {
+		fmt.Fprintf(&b, "power_limit_w = %d\n", r.powerLimitW)
+	}
 	if r.replicate > 1 {
 		fmt.Fprintf(&b, "mesh = { replicate = %d, shard = %d }\n", r.replicate, r.shard)
 	}

@@ -22,6 +22,8 @@ type run struct {
 	gpu                 string // fsdpc GPU preset
 	gpuLabel            string
 	hbm                 string // the card's memory when the source states one other than the preset's ("95GiB"), else ""
+	hbmBandwidth        string // the card's memory bandwidth when it is not the preset's ("2.4TB/s"), else ""
+	powerLimitW         int    // the GPUs' power limit when the source states one below the TDP, else 0
 	world, gpusPerNode  int
 	shard, replicate    int
 	nodeNetwork         float64 // bytes/s out of a node when the source states it, else 0
@@ -183,6 +185,14 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			if d := isoDate.FindString(rec[i]); d != "" && d >= "2025-04-02" {
 				x.compileLoss = true
 			}
+		}
+		// Meta's Grand Teton H100s: "96GB HBM2e with 2.4 TB/sec peak
+		// memory bandwidth" and "the default 500W power limit"
+		// (torchtitan benchmarks/llama3_h100_202412_torchtitan.md,
+		// Hardware). torchtitan logs that card as 95 GiB, which is how
+		// torchao's runs on the same fleet name it; no other H100 has it.
+		if x.gpu == "h100-sxm" && (strings.Contains(strings.ToUpper(x.gpuLabel), "GRAND TETON") || x.hbm == "95GiB") {
+			x.hbmBandwidth, x.powerLimitW = "2.4TB/s", 500
 		}
 		// torchtitan computes cross_entropy(pred.flatten(0, 1).float(), …);
 		// fms-fsdp calls CrossEntropyLoss on the bf16 output; the others do

@@ -136,8 +136,9 @@ func TestReadMemorySet(t *testing.T) {
 	if oom != 1 {
 		t.Errorf("%d OOM rows, want 1", oom)
 	}
-	if m := modelFile(runs[0]); !strings.Contains(m, `gpu = { preset = "h100-sxm", hbm = "95GiB" }`) {
-		t.Errorf("M1's model file does not carry the 95 GiB card:\n%s", m)
+	// Grand Teton's card: 95 GiB of HBM2e at 2.4 TB/s, capped at 500 W.
+	if m := modelFile(runs[0]); !strings.Contains(m, `gpu = { preset = "h100-sxm", hbm = "95GiB", hbm_bandwidth = "2.4TB/s" }`) || !strings.Contains(m, "\npower_limit_w = 500\n") {
+		t.Errorf("M1's model file does not carry the 95 GiB, 2.4 TB/s, 500 W card:\n%s", m)
 	}
 	bad := strings.Replace(string(src), ",95GiB,", ",lots GiB,", 1)
 	if _, _, err := readRuns("x.csv", strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "x.csv:2 (row M1-TT-8g-eager), column gpu_mem_stated") {

@@ -118,7 +118,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		return
 	}
 	t := d.table("cluster", v, "[cluster]", "gpu", "gpus_per_node", "world_size", "nodes", "mesh",
-		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "nics_per_node", "memory_budget", "profile", "sm_clock_mhz",
+		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "nics_per_node", "memory_budget", "profile", "sm_clock_mhz", "power_limit_w",
 		"host_link", "host_link_bandwidth")
 
 	preset := ""
@@ -191,6 +191,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	c.Profile = d.readProfile(t, preset)
 	c.Profile = d.attentionKernelProfile(c.Profile, m.Train.AttentionKernel, preset)
 	c.Profile = d.clockProfile(t, c.Profile, preset)
+	c.Profile = d.powerProfile(t, c.Profile, preset)
 	if c.Nodes() <= 1 && !t.has("inter_node") && !t.has("inter_node_bandwidth") {
 		c.InterNodeBandwidth = c.IntraNodeBandwidth
 	}

@@ -1,0 +1,73 @@
+package ir
+
+import (
+	"math"
+	"sort"
+	"strings"
+)
+
+// A power limit below the one a GPU's figures were measured at lowers the
+// SM clock the GPU sustains under dense compute: the firmware throttles
+// the clock until the draw fits. CMOS dynamic power is α·C·V²·f, and
+// across the range DVFS works in the voltage follows the clock, so the
+// power above the idle draw grows as the cube of the clock:
+//
+//	f(P) / f(TDP) = ((P − P_idle) / (TDP − P_idle))^(1/3)
+//
+// The memory clock does not follow the SM clock, so only FLOP/s figures
+// scale (the profile constant clock_ratio). The GH100 profile's fitted
+// MaxEfficiency already holds the clock sustained at the 700 W TDP, so
+// the ratio is against that, not against the datasheet clock. Checked,
+// not fitted: torchtitan's Llama 3.1 8B runs on Grand Teton H100s at their
+// 500 W default (benchmarks/llama3_h100_202412_torchtitan.md) are
+// predicted within 5% with it and the platform's 2.4 TB/s HBM2e, 26–30%
+// too fast without (docs/cost-model.md).
+
+// gpuTDPWatts is the power limit each preset's figures assume: the
+// datasheets' maximum TDP of the SXM modules (NVIDIA H100 and H200
+// datasheets: up to 700 W).
+var gpuTDPWatts = map[string]float64{"h100-sxm": 700, "h200": 700}
+
+// gpuIdleWatts is the draw of an idle GPU in its highest performance
+// state: 80 W on an H200 (nvidia-smi at P0, 345 MHz, .ci/gpu-acceptance's
+// gpu.txt of 2026-11-27); the H100 SXM is the same GH100 die and board
+// power class.
+var gpuIdleWatts = map[string]float64{"h100-sxm": 80, "h200": 80}
+
+// powerClockRatio is the SM clock a power limit of watts sustains over
+// the one the GPU's TDP sustains.
+func powerClockRatio(watts, tdp, idle float64) float64 {
+	return math.Cbrt((watts - idle) / (tdp - idle))
+}
+
+// powerProfile adds clock_ratio for [cluster] power_limit_w to the
+// profile, unless the profile file sets it.
+func (d *decoder) powerProfile(t *tbl, prof []ProfileValue, preset string) []ProfileValue {
+	watts, ok := t.integer("power_limit_w", 1, 10000)
+	if !ok {
+		return prof
+	}
+	tdp, idle := gpuTDPWatts[preset], gpuIdleWatts[preset]
+	switch {
+	case tdp == 0 || idle == 0:
+		d.errorf(t.at("power_limit_w"), "power_limit_w needs a GPU preset whose TDP and idle draw fsdpc knows (%s), not %s; give the clock it sustains as sm_clock_mhz instead", strings.Join(sortedKeys(gpuTDPWatts), ", "), presetLabel(preset))
+		return prof
+	case t.has("sm_clock_mhz"):
+		d.errorf(t.at("power_limit_w"), "power_limit_w and sm_clock_mhz both set the clock: give one")
+		return prof
+	case float64(watts) > tdp:
+		d.errorf(t.at("power_limit_w"), "power_limit_w = %d is above the %s's %.0f W TDP, which its figures already assume", watts, preset, tdp)
+		return prof
+	case float64(watts) <= idle:
+		d.errorf(t.at("power_limit_w"), "power_limit_w = %d is at or below the %s's %.0f W idle draw", watts, preset, idle)
+		return prof
+	}
+	for _, v := range prof {
+		if v.Name == "clock_ratio" {
+			return prof
+		}
+	}
+	prof = append(prof, ProfileValue{"clock_ratio", powerClockRatio(float64(watts), tdp, idle)})
+	sort.Slice(prof, func(i, j int) bool { return prof[i].Name < prof[j].Name })
+	return prof
+}
