@@ -51,6 +51,9 @@ type block struct {
 	// unmapped is how much of a free block's memory was returned to the
 	// device (expandable segments after an out-of-memory retry).
 	unmapped int64
+	// at is the block's index in its pool's free list, so taking it out
+	// does not search the list.
+	at int
 }
 
 // kinds index a device pool's two block pools: large, small.
@@ -73,11 +76,17 @@ type cachingAllocator struct {
 	tail     [numPools][2]*block
 	segments int
 	reserved [numPools]int64
-	used     map[int]*block // by buffer
+	used     []*block // by buffer; nil where none
 }
 
 func newCachingAllocator(expandable bool, budget int64) *cachingAllocator {
-	return &cachingAllocator{expandable: expandable, budget: budget, used: map[int]*block{}}
+	return &cachingAllocator{expandable: expandable, budget: budget}
+}
+
+// push adds b to the pool's free blocks.
+func (a *cachingAllocator) push(pool Pool, k int, b *block) {
+	b.at = len(a.free[pool][k])
+	a.free[pool][k] = append(a.free[pool][k], b)
 }
 
 // grow adds n reserved bytes to pool, first freeing the cache when the
@@ -104,11 +113,13 @@ func (a *cachingAllocator) releaseCached() {
 					a.reserved[pool] -= b.size - b.unmapped
 					a.total -= b.size - b.unmapped
 					b.unmapped = b.size
+					b.at = len(kept)
 					kept = append(kept, b)
 				case b.prev == nil && b.next == nil:
 					a.reserved[pool] -= b.size
 					a.total -= b.size
 				default:
+					b.at = len(kept)
 					kept = append(kept, b)
 				}
 			}
@@ -166,7 +177,10 @@ func (a *cachingAllocator) alloc(pool Pool, buf int, n int64) {
 		if a.tail[pool][k] == b {
 			a.tail[pool][k] = r
 		}
-		a.free[pool][k] = append(a.free[pool][k], r)
+		a.push(pool, k, r)
+	}
+	for buf >= len(a.used) {
+		a.used = append(a.used, nil)
 	}
 	a.used[buf] = b
 }
@@ -196,7 +210,7 @@ func (a *cachingAllocator) reserve(pool Pool, small bool, size int64) *block {
 		a.grow(pool, seg)
 		a.segments++
 		b := &block{size: seg, free: true, small: small, segment: a.segments}
-		a.free[pool][k] = append(a.free[pool][k], b)
+		a.push(pool, k, b)
 		return b
 	}
 	page := int64(largeBuffer)
@@ -208,12 +222,12 @@ func (a *cachingAllocator) reserve(pool Pool, small bool, size int64) *block {
 		a.segments++
 		t = &block{free: true, small: small, segment: a.segments}
 		a.tail[pool][k] = t
-		a.free[pool][k] = append(a.free[pool][k], t)
+		a.push(pool, k, t)
 	} else if !t.free {
 		n := &block{free: true, small: small, prev: t, segment: t.segment, offset: t.offset + t.size}
 		t.next, t = n, n
 		a.tail[pool][k] = t
-		a.free[pool][k] = append(a.free[pool][k], t)
+		a.push(pool, k, t)
 	}
 	grow := (size - t.size + page - 1) / page * page
 	t.size += grow
@@ -221,15 +235,14 @@ func (a *cachingAllocator) reserve(pool Pool, small bool, size int64) *block {
 	return t
 }
 
-// take removes b from the pool's free blocks.
+// take removes b from the pool's free blocks: the last one takes its
+// place.
 func (a *cachingAllocator) take(pool Pool, k int, b *block) {
 	list := a.free[pool][k]
-	for i, x := range list {
-		if x == b {
-			list[i] = list[len(list)-1]
-			a.free[pool][k] = list[:len(list)-1]
-			break
-		}
+	if i := b.at; i < len(list) && list[i] == b {
+		last := list[len(list)-1]
+		list[i], last.at = last, i
+		a.free[pool][k] = list[:len(list)-1]
 	}
 	b.free = false
 }
@@ -249,11 +262,11 @@ func (a *cachingAllocator) absorb(pool Pool, k int, left, right *block) {
 
 // release frees buffer buf's block and merges it with free neighbours.
 func (a *cachingAllocator) release(pool Pool, buf int) {
-	b, ok := a.used[buf]
-	if !ok {
+	if buf < 0 || buf >= len(a.used) || a.used[buf] == nil {
 		return
 	}
-	delete(a.used, buf)
+	b := a.used[buf]
+	a.used[buf] = nil
 	k := kindOf(b.small)
 	if p := b.prev; p != nil && p.free {
 		a.take(pool, k, p)
@@ -265,5 +278,5 @@ func (a *cachingAllocator) release(pool Pool, buf int) {
 		a.absorb(pool, k, b, n)
 	}
 	b.free = true
-	a.free[pool][k] = append(a.free[pool][k], b)
+	a.push(pool, k, b)
 }
