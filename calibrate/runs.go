@@ -126,11 +126,21 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			continue
 		}
 		x.gpuLabel = get("gpu")
+		// The 40 GB A100 and the PCIe H100 are presets of their own: their
+		// memory (and the PCIe card's clocks and links) decide what fits.
+		stated := ""
+		if i, ok := col["gpu_mem_stated"]; ok {
+			stated = strings.ToUpper(rec[i])
+		}
 		switch g := strings.ToUpper(x.gpuLabel); {
+		case strings.HasPrefix(g, "A100") && (strings.Contains(g, "40G") || strings.HasPrefix(strings.TrimSpace(stated), "40")):
+			x.gpu = "a100-40gb"
 		case strings.HasPrefix(g, "A100"):
 			x.gpu = "a100-80gb"
 		case strings.HasPrefix(g, "H200"):
 			x.gpu = "h200"
+		case strings.HasPrefix(g, "H100") && strings.Contains(g, "PCIE"):
+			x.gpu = "h100-pcie"
 		case strings.HasPrefix(g, "H100"):
 			x.gpu = "h100-sxm"
 		case strings.HasPrefix(g, "B200"):

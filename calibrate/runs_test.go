@@ -235,3 +235,41 @@ func TestCompiledLossByDate(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUPresetOfRow: the 40 GB A100 and the PCIe H100 get their own
+// presets, by the gpu label or the stated memory.
+func TestGPUPresetOfRow(t *testing.T) {
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := recs[0]
+	col := func(name string) int { return slices.Index(header, name) }
+	for _, c := range []struct{ gpu, mem, want string }{
+		{"A100 80GB", "80GB", "a100-80gb"},
+		{"A100-SXM4-40GB", "", "a100-40gb"},
+		{"A100", "40GB", "a100-40gb"},
+		{"H100 PCIe", "", "h100-pcie"},
+		{"H100 SXM5", "80GB", "h100-sxm"},
+	} {
+		row := slices.Clone(recs[1])
+		row[col("gpu")], row[col("gpu_mem_stated")] = c.gpu, c.mem
+		var b strings.Builder
+		w := csv.NewWriter(&b)
+		w.Write(header)
+		w.Write(row)
+		w.Flush()
+		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs[0].gpu != c.want {
+			t.Errorf("gpu %q, memory %q: preset %s, want %s", c.gpu, c.mem, runs[0].gpu, c.want)
+		}
+	}
+}
