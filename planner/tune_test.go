@@ -221,3 +221,25 @@ func benchmarkTuneDepth(b *testing.B, opts TuneOptions) {
 		})
 	}
 }
+
+// BenchmarkTuneShortModels: the zoo's deepest models tuned with every
+// candidate planned in full and with short models first (forced: Tune
+// does not use them below four times their blocks), to show where the
+// short models start to pay.
+func BenchmarkTuneShortModels(b *testing.B) {
+	for _, name := range []string{"llama3-70b", "llama3.1-405b"} {
+		m := loadZoo(b, name)
+		for _, mode := range []struct {
+			name string
+			opts TuneOptions
+		}{{"full", TuneOptions{noExtrapolation: true}}, {"short", TuneOptions{forceExtrapolation: true}}} {
+			b.Run(name+"/"+mode.name, func(b *testing.B) {
+				for b.Loop() {
+					if _, err := Tune(m, mode.opts); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
