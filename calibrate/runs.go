@@ -166,6 +166,11 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			x.checkpointing = "selective-op"
 		case strings.Contains(ac, "per-layer"):
 			x.checkpointing = "selective-layer"
+		case strings.HasPrefix(ac, "selective") && strings.HasPrefix(get("framework"), "torchtitan"):
+			// torchtitan's Llama configs that checkpoint selectively all
+			// set selective_ac_option = "op" (train_configs/llama*.toml,
+			// 2024-04 to 2025-08; only its debug models run every 2nd layer).
+			x.checkpointing = "selective-op"
 		case strings.HasPrefix(ac, "selective"):
 			// fms-fsdp's selective checkpointing wraps every k-th block
 			// (apply_fsdp_checkpointing's every_xth_item).

@@ -273,3 +273,35 @@ func TestGPUPresetOfRow(t *testing.T) {
 		}
 	}
 }
+
+// TestTorchtitanSelective: a torchtitan row that says only "selective"
+// checkpoints per op, as every torchtitan Llama config that checkpoints
+// selectively does; another framework's "selective" stays per-layer.
+func TestTorchtitanSelective(t *testing.T) {
+	src, err := os.ReadFile("memory-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(strings.NewReader(string(src))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := recs[0]
+	col := func(name string) int { return slices.Index(header, name) }
+	for framework, want := range map[string]string{"torchtitan": "selective-op", "fms-fsdp": "selective-layer"} {
+		row := slices.Clone(recs[1])
+		row[col("activation_checkpointing")], row[col("framework")] = "selective", framework
+		var b strings.Builder
+		w := csv.NewWriter(&b)
+		w.Write(header)
+		w.Write(row)
+		w.Flush()
+		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs[0].checkpointing != want {
+			t.Errorf("%s, \"selective\": %s, want %s", framework, runs[0].checkpointing, want)
+		}
+	}
+}
