@@ -126,6 +126,7 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			continue
 		}
 		x.gpuLabel = get("gpu")
+		titan := strings.HasPrefix(strings.ToLower(get("framework")), "torchtitan")
 		// The 40 GB A100 and the PCIe H100 are presets of their own: their
 		// memory (and the PCIe card's clocks and links) decide what fits.
 		stated := ""
@@ -166,7 +167,7 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			x.checkpointing = "selective-op"
 		case strings.Contains(ac, "per-layer"):
 			x.checkpointing = "selective-layer"
-		case strings.HasPrefix(ac, "selective") && strings.HasPrefix(get("framework"), "torchtitan"):
+		case strings.HasPrefix(ac, "selective") && titan:
 			// torchtitan's Llama configs that checkpoint selectively all
 			// set selective_ac_option = "op" (train_configs/llama*.toml,
 			// 2024-04 to 2025-08; only its debug models run every 2nd layer).
@@ -195,7 +196,7 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		// (2025-04-02; before, train.py left it eager: "compiling loss
 		// function causes CUDA errors"): a compiled torchtitan run dated
 		// from then on compiles its loss unless the row says otherwise.
-		if i, ok := col["source_date"]; ok && x.compile && strings.HasPrefix(get("framework"), "torchtitan") &&
+		if i, ok := col["source_date"]; ok && x.compile && titan &&
 			!strings.Contains(compile, "loss eager") {
 			if d := isoDate.FindString(rec[i]); d != "" && d >= "2025-04-02" {
 				x.compileLoss = true
@@ -205,14 +206,15 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		// memory bandwidth" and "the default 500W power limit"
 		// (torchtitan benchmarks/llama3_h100_202412_torchtitan.md,
 		// Hardware). torchtitan logs that card as 95 GiB, which is how
-		// torchao's runs on the same fleet name it; no other H100 has it.
-		if x.gpu == "h100-sxm" && (strings.Contains(strings.ToUpper(x.gpuLabel), "GRAND TETON") || x.hbm == "95GiB") {
+		// torchao's runs on the same fleet name it, and a stated "96GB"
+		// reads as 95.04 GiB (statedHBM); no other H100 has it.
+		if x.gpu == "h100-sxm" && (strings.Contains(strings.ToUpper(x.gpuLabel), "GRAND TETON") || strings.HasPrefix(x.hbm, "95")) {
 			x.hbmBandwidth, x.powerLimitW = "2.4TB/s", 500
 		}
 		// torchtitan computes cross_entropy(pred.flatten(0, 1).float(), …);
 		// fms-fsdp calls CrossEntropyLoss on the bf16 output; the others do
 		// not say, and get the bf16 loss.
-		x.lossUpcast = strings.HasPrefix(get("framework"), "torchtitan")
+		x.lossUpcast = titan
 		// KempnerForge's own H200 profile (benchmarks/profiling/
 		// 13b_24gpu_profiling.md, 2026-04-07, sdpa_backend "auto") runs
 		// aten::_cudnn_attention_backward: its SDPA dispatched to cuDNN.
@@ -221,9 +223,9 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		// torchtitan's launcher, run_train.sh, sets
 		// PYTORCH_ALLOC_CONF="expandable_segments:True"; the others run
 		// PyTorch's default.
-		x.expandable = strings.HasPrefix(get("framework"), "torchtitan")
+		x.expandable = titan
 		x.attentionKernel = "flash2"
-		if get("framework") == "KempnerForge" {
+		if strings.EqualFold(get("framework"), "KempnerForge") {
 			x.attentionKernel = "cudnn"
 			// KempnerForge keeps no fp32 master weights: at 01b461a (the
 			// report's commit) build_parallel_model builds the model
