@@ -61,7 +61,11 @@ func (l *lowerer) computeCosts() {
 			case CheckpointSelective:
 				if md != nil && md.spec != nil && md.actBytes == nil && w.opPolicy {
 					n := sacMMs[region]
-					saved, flops, gemms := opSAC(w, &n, ctx.act)
+					saved, flops, gemms, err := opSAC(w, &n, ctx.act)
+					if err != nil {
+						l.d.keyErrorf(md.path, "module %q: %v", mod.Name, err)
+						continue
+					}
 					sacMMs[region] = n
 					if !regionSeen[region] {
 						// The checkpoint keeps the region's input.
@@ -109,7 +113,8 @@ func (l *lowerer) computeCosts() {
 // wk, wv, wo, w1, w3, w2: wq, wv, w1 and w2's outputs are kept and wk, wo
 // and w3 recomputed. n counts the region's multiplies so far; saved is
 // what this module keeps, flops and gemms what its backward recomputes.
-func opSAC(w work, n *int, act int64) (saved int64, flops float64, gemms []GEMM) {
+func opSAC(w work, n *int, act int64) (saved int64, flops float64, gemms []GEMM, err error) {
+	var z sizer
 	for _, mm := range w.mms {
 		if mm.attention {
 			saved = satAdd(saved, w.coreSaved)
@@ -117,10 +122,7 @@ func opSAC(w work, n *int, act int64) (saved int64, flops float64, gemms []GEMM)
 		}
 		*n++
 		if *n%2 == 1 {
-			out, _ := checked.Mul(mm.gemm.M, mm.gemm.N)
-			out, _ = checked.Mul(out, max(mm.gemm.Count, 1))
-			out, _ = checked.Mul(out, act)
-			saved = satAdd(saved, out)
+			saved = satAdd(saved, z.mul(mm.gemm.M, mm.gemm.N, max(mm.gemm.Count, 1), act))
 			continue
 		}
 		flops += mm.flops
@@ -128,7 +130,7 @@ func opSAC(w work, n *int, act int64) (saved int64, flops float64, gemms []GEMM)
 			gemms = append(gemms, mm.gemm)
 		}
 	}
-	return saved, flops, gemms
+	return saved, flops, gemms, z.err
 }
 
 // region returns the checkpoint region enclosing a module, if any.
