@@ -36,14 +36,17 @@ const (
 	// extrapolationMinBlocks is the least n: the last-k-blocks knob
 	// keeps up to 4 blocks unsharded, which must leave a middle.
 	extrapolationMinBlocks = 8
-	// extrapolationMinGain: the three short models together plan at most
-	// this share of the file's blocks, or the tuner plans in full. Nearly
-	// half the candidates of a search are planned in full anyway (ties on
-	// time decided by memory, faster candidates whose fit is not known):
-	// on llama3-70b (80 blocks, short models of 8, 12 and 16) and
-	// llama3.1-405b (126; 10, 14, 18) the two ways take the same time
-	// (docs/performance.md); on 256 blocks and more the short models win.
-	extrapolationMinGain = 4
+	// extrapolationMinDepth: a model of fewer blocks plans every
+	// candidate in full. About two thirds of the distinct candidates of a
+	// search are planned in full anyway (ties on time that memory decides,
+	// faster candidates whose fit is not known), and the rest are planned
+	// on both cores at once where the confirmations go a batch at a time:
+	// on a quiet machine the short models lose 15% at 256 blocks and gain
+	// 11% at 1,024 and 20% at 2,048 (BenchmarkTuneDepth against
+	// BenchmarkTuneDepthFull), and break even or lose on llama3-70b's 80
+	// blocks and llama3.1-405b's 126 (BenchmarkTuneShortModels,
+	// docs/performance.md).
+	extrapolationMinDepth = 512
 	// extrapolationMaxDrift bounds how far the three short models may be
 	// from a line, relative to the step: beyond it the candidate is
 	// planned in full.
@@ -63,8 +66,7 @@ type shortcut struct {
 
 // newShortcut prepares the short models, or says why the tuner plans
 // every candidate in full: the model has no single deep stack of blocks
-// (nothing to gain below a depth where the three short models plan a
-// quarter of its blocks), its policy treats some blocks differently
+// (nothing to gain below 512 blocks), its policy treats some blocks differently
 // from others, or the short models do not load.
 func (t *tuner) newShortcut() (*shortcut, string) {
 	m := t.m
@@ -91,7 +93,7 @@ func (t *tuner) newShortcut() (*shortcut, string) {
 	if s.sizes[2] >= s.full {
 		return nil, fmt.Sprintf("%d blocks are fewer than the short models' %d", s.full, s.sizes[2])
 	}
-	if planned := s.sizes[0] + s.sizes[1] + s.sizes[2]; extrapolationMinGain*planned > s.full && !t.opts.forceExtrapolation {
+	if s.full < extrapolationMinDepth && !t.opts.forceExtrapolation {
 		return nil, fmt.Sprintf("%d blocks are too few to gain from short models of %d, %d and %d", s.full, s.sizes[0], s.sizes[1], s.sizes[2])
 	}
 	if pat := nonUniformPattern(m, holder); pat != "" {

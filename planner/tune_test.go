@@ -224,8 +224,7 @@ func benchmarkTuneDepth(b *testing.B, opts TuneOptions) {
 
 // BenchmarkTuneShortModels: the zoo's deepest models tuned with every
 // candidate planned in full and with short models first (forced: Tune
-// does not use them below four times their blocks), to show where the
-// short models start to pay.
+// does not use them below 512 blocks).
 func BenchmarkTuneShortModels(b *testing.B) {
 	for _, name := range []string{"llama3-70b", "llama3.1-405b"} {
 		m := loadZoo(b, name)
