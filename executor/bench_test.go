@@ -93,6 +93,8 @@ func BenchmarkReduceScatter(b *testing.B) {
 
 func BenchmarkAllReduce(b *testing.B) {
 	b.Run("fp32-sum", func(b *testing.B) { collectiveBench(b, schedule.OpAllReduce, ir.FP32, schedule.ReduceSum) })
+	b.Run("bf16-avg", func(b *testing.B) { collectiveBench(b, schedule.OpAllReduce, ir.BF16, schedule.ReduceAvg) })
+	b.Run("fp16-sum", func(b *testing.B) { collectiveBench(b, schedule.OpAllReduce, ir.FP16, schedule.ReduceSum) })
 }
 
 // BenchmarkCopy is the baseline: copy() of the bytes a collective

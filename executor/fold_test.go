@@ -211,7 +211,8 @@ func hostCollective(t *testing.T, kind schedule.OpKind, dt ir.DType, inputs [][]
 // fp16, fp32, in the assembly or in Go) or a scan finds it first (fp64).
 func TestCollectivePoisonNamed(t *testing.T) {
 	defer func() { useFoldSIMD = haveFoldSIMD }()
-	const ranks, elems = 4, 4 * (4*reduceBlock + 8 + 3) // split across cores, with a tail
+	// Many blocks per rank's chunk and a tail: split across the cores.
+	const ranks, elems = 4, 4 * (20*reduceBlock + 8 + 3)
 	for _, simd := range []bool{false, true} {
 		useFoldSIMD = simd && haveFoldSIMD
 		for _, dt := range []ir.DType{ir.BF16, ir.FP16, ir.FP32, ir.FP64} {
@@ -260,7 +261,7 @@ func TestCollectivePoisonNamed(t *testing.T) {
 // the true poison, read where nothing was written.
 func TestAllReducePoisonAfterWrites(t *testing.T) {
 	defer func() { useFoldSIMD = haveFoldSIMD }()
-	const ranks, elems = 4, 6 * reduceBlock
+	const ranks, elems = 4, 48*reduceBlock + 100
 	quietsToPoison := map[ir.DType]uint32{ir.FP32: 0xffbfffff, ir.BF16: 0xffbf, ir.FP16: 0xfdff}
 	for _, simd := range []bool{false, true} {
 		useFoldSIMD = simd && haveFoldSIMD
@@ -277,7 +278,7 @@ func TestAllReducePoisonAfterWrites(t *testing.T) {
 			} else {
 				binary.LittleEndian.PutUint16(inputs[0][2*2:], uint16(nan))
 			}
-			const at = 3*reduceBlock + 1
+			const at = 35*reduceBlock + 1 // in the second core's half
 			for k := range dt.Size() {
 				inputs[3][at*dt.Size()+k] = poisonByte
 			}
