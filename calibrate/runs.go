@@ -225,6 +225,15 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		// PyTorch's default.
 		x.expandable = titan
 		x.attentionKernel = "flash2"
+		// torchtitan asks SDPA for cuDNN first on compute capability 10.0
+		// and above (B200) since 3b85aa31f, 2025-05-14
+		// (pytorch/torchtitan#1196, torchtitan/models/attention.py
+		// ScaledDotProductAttention); before, FlashAttention-2 first.
+		if i, ok := col["source_date"]; ok && titan && x.gpu == "b200" {
+			if d := isoDate.FindString(rec[i]); d != "" && d >= "2025-05-14" {
+				x.attentionKernel = "cudnn"
+			}
+		}
 		if strings.EqualFold(get("framework"), "KempnerForge") {
 			x.attentionKernel = "cudnn"
 			// KempnerForge keeps no fp32 master weights: at 01b461a (the

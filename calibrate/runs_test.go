@@ -305,3 +305,43 @@ func TestTorchtitanSelective(t *testing.T) {
 		}
 	}
 }
+
+// TestTorchtitanB200CuDNN: a torchtitan run on B200 dated from
+// 2025-05-14 (pytorch/torchtitan#1196) runs cuDNN attention; an earlier
+// one, another GPU or another framework FlashAttention-2.
+func TestTorchtitanB200CuDNN(t *testing.T) {
+	src, err := os.ReadFile("memory-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(strings.NewReader(string(src))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := recs[0]
+	col := func(name string) int { return slices.Index(header, name) }
+	for _, c := range []struct{ framework, gpu, date, want string }{
+		{"torchtitan", "B200 (power limited)", "2025-08-15", "cudnn"},
+		{"torchtitan", "B200", "2025-05-14", "cudnn"},
+		{"torchtitan", "B200", "2025-05-13", "flash2"},
+		{"torchtitan", "B200", "", "flash2"},
+		{"torchtitan", "MI300X", "2025-08-11", "flash2"},
+		{"torchtitan", "H100 SXM5", "2025-08-15", "flash2"},
+		{"fms-fsdp", "B200", "2025-08-15", "flash2"},
+	} {
+		row := slices.Clone(recs[7]) // M6, torchtitan on B200
+		row[col("framework")], row[col("gpu")], row[col("source_date")] = c.framework, c.gpu, c.date
+		var b strings.Builder
+		w := csv.NewWriter(&b)
+		w.Write(header)
+		w.Write(row)
+		w.Flush()
+		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := runs[0].attentionKernel; got != c.want {
+			t.Errorf("%s on %s dated %q: attention %s, want %s", c.framework, c.gpu, c.date, got, c.want)
+		}
+	}
+}

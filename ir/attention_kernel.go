@@ -24,11 +24,23 @@ import (
 // SXM's GH100 configuration and clocks. On Ampere cuDNN is slower than
 // FlashAttention-2 (0.82× on A100, the same thread): no figure, so the
 // GPU's FlashAttention-2 figures stay.
+//
+// cuDNN on B200: PyTorch's SDPA with SDPBackend.CUDNN_ATTENTION, causal,
+// head dim 128, 8,192 tokens (batch 1, 128 query and 8 key-value heads),
+// 1,197.4 TFLOP/s forward and 940.0 backward (NVIDIA/cudnn-frontend,
+// benchmark/sdpa_benchmark_training/artifacts/
+// sdpa_bf16_benchmark_results_NVIDIA_B200.csv at 9793df5, 2025-07-16,
+// row pyt_cudnn; cuDNN 9.10.2, PyTorch 2.8.0): 0.532 and 0.418 of the
+// B200's 2,250. The benchmark counts the causal half and the backward as
+// 2.5 forwards, as fsdpc does. torchtitan puts cuDNN first on compute
+// capability 10.0 and above since pytorch/torchtitan#1196 (3b85aa31f,
+// 2025-05-14).
 var attentionKernels = map[string]map[string][2]float64{
 	"flash2": nil,
 	"cudnn": {
 		"h100-sxm": {0.638, 0.50},
 		"h200":     {0.638, 0.50},
+		"b200":     {0.532, 0.418},
 	},
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestAttentionKernel: attention_kernel = "cudnn" on Hopper puts cuDNN's
+// TestAttentionKernel: attention_kernel = "cudnn" on Hopper and B200 puts cuDNN's
 // attention efficiencies in the cluster's profile; a profile file's own
 // attention figures win; a GPU without a figure keeps FlashAttention-2's
 // with a warning; an unknown kernel is an error naming the key.
@@ -29,6 +29,7 @@ func TestAttentionKernel(t *testing.T) {
 	}{
 		{"h100-sxm", "cudnn", "", "[{attention_backward 0.5} {attention_forward 0.638}]", ""},
 		{"h200", "cudnn", "", "[{attention_backward 0.5} {attention_forward 0.638}]", ""},
+		{"b200", "cudnn", "", "[{attention_backward 0.418} {attention_forward 0.532}]", ""},
 		{"h100-sxm", "flash2", "", "[]", ""},
 		{"h100-sxm", "cudnn", "profile = \"p.toml\"", "[{attention_forward 0.4}]", ""},
 		{"a100-80gb", "cudnn", "", "[]", "no measured efficiency of attention_kernel \"cudnn\" on a100-80gb"},

@@ -8,10 +8,12 @@ package schedule
 // names, as plans store them; a GPU given as a table of figures gets
 // DefaultCalibration.
 var profiles = map[string]func(*Calibration){
-	"NVIDIA A100 SXM4 80GB": ga100Profile,
-	"NVIDIA A100 SXM4 40GB": ga100Profile,
-	"NVIDIA H100 SXM5 80GB": gh100Profile,
-	"NVIDIA H200 SXM 141GB": gh100Profile,
+	"NVIDIA A100 SXM4 80GB":     ga100Profile,
+	"NVIDIA A100 SXM4 40GB":     ga100Profile,
+	"NVIDIA H100 SXM5 80GB":     gh100Profile,
+	"NVIDIA H200 SXM 141GB":     gh100Profile,
+	"NVIDIA B200 180GB":         b200Profile,
+	"AMD Instinct MI300X 192GB": mi300xProfile,
 }
 
 // ga100Profile: FlashAttention-2 reaches 50–73% of the A100's peak in
@@ -29,6 +31,47 @@ func ga100Profile(c *Calibration) {
 // FlashAttention-2's 35% of peak on H100.
 func gh100Profile(c *Calibration) {
 	c.MaxEfficiency = 0.690
+}
+
+// b200Profile: B200, from published kernel measurements, nothing fitted
+// (no measured B200 training run is in the calibration set).
+//
+// GEMM: 1,745.0 of 2,250 TFLOP/s dense bf16 for the best shape found
+// (1792×16128×3072, torch 2.7.1+cu128; stas00/ml-engineering,
+// compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS
+// comparison table", added 2025-07-07 in 176443c): 0.776. It is a best
+// shape at the benchmark's clocks, so it is an upper bound for real
+// shapes, as the same table's H100 SXM figure (0.803) is above the GH100
+// profile's fitted 0.690.
+//
+// Attention: what PyTorch's SDPA FlashAttention-2 kernel (its default
+// flash backend, the "flash2" attention_kernel) reaches on B200 for a
+// causal, head-dim-128 layer at 8,192 tokens: 375.1 TFLOP/s forward and
+// 308.8 backward, 0.167 and 0.137 of 2,250 (NVIDIA/cudnn-frontend,
+// benchmark/sdpa_benchmark_training/artifacts/
+// sdpa_bf16_benchmark_results_NVIDIA_B200.csv at 9793df5, 2025-07-16,
+// row pyt_flash_attention; PyTorch 2.8.0, NGC 25.06). Its FLOPs count
+// the causal half and the backward as 2.5 forwards, as fsdpc's do
+// (ir/kindcost.go). FlashAttention-2 is an Ampere kernel and does not
+// use Blackwell's tensor-core instructions; cuDNN's kernel is
+// attention_kernel = "cudnn" (ir/attention_kernel.go).
+func b200Profile(c *Calibration) {
+	c.MaxEfficiency = 0.776
+	c.AttentionForward, c.AttentionBackward = 0.167, 0.137
+}
+
+// mi300xProfile: MI300X, from a published kernel measurement, nothing
+// fitted. GEMM: 668.4 TFLOP/s dense bf16 for the best shape found
+// (10240×15360×8192, torch 2.5.1 with ROCm 6.3, PYTORCH_TUNABLEOP_ENABLED=1;
+// stas00/ml-engineering, compute/accelerator/README.md, "Maximum Achievable
+// Matmul FLOPS comparison table", the v2 table that flushes the cache
+// between iterations, e695968 2025-09-02): 0.511 of the preset's 1,307.4.
+// The same table's earlier v1 figure, 781.9 with ROCm 6.2 (60.1%), did
+// not flush the cache. Attention keeps the default: no published
+// measurement of PyTorch's ROCm SDPA kernel (AOTriton) at a training
+// shape was found (docs/cost-model.md).
+func mi300xProfile(c *Calibration) {
+	c.MaxEfficiency = 0.511
 }
 
 // CalibrationFor returns the calibration for a GPU by its preset name.

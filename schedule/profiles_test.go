@@ -1,0 +1,42 @@
+package schedule
+
+import (
+	"testing"
+
+	"github.com/fsdpc/fsdpc/ir"
+)
+
+// TestProfilesNamePresets: every profile is keyed by a GPU preset's device
+// name, as plans store it (a misspelt key would leave its chip on the
+// defaults without a word).
+func TestProfilesNamePresets(t *testing.T) {
+	for name := range profiles {
+		if ir.GPUPresetOf(name) == "" {
+			t.Errorf("profile %q names no GPU preset", name)
+		}
+	}
+}
+
+// TestCalibrationFor: each preset gets its chip's constants, measured or
+// fitted (docs/cost-model.md, "GPU profiles"); a preset without a
+// published figure, or a GPU given as figures, the defaults.
+func TestCalibrationFor(t *testing.T) {
+	for _, c := range []struct {
+		gpu            string
+		emax, fwd, bwd float64
+	}{
+		{"NVIDIA A100 SXM4 80GB", 0.803, 0.6, 0.45},
+		{"NVIDIA H100 SXM5 80GB", 0.690, 0.35, 0.30},
+		{"NVIDIA H200 SXM 141GB", 0.690, 0.35, 0.30},
+		{"NVIDIA B200 180GB", 0.776, 0.167, 0.137},
+		{"AMD Instinct MI300X 192GB", 0.511, 0.35, 0.30},
+		{"NVIDIA L40S 48GB", 0.75, 0.35, 0.30},
+		{"NVIDIA H100 PCIe 80GB", 0.75, 0.35, 0.30},
+		{"my accelerator", 0.75, 0.35, 0.30},
+	} {
+		cal := CalibrationFor(c.gpu)
+		if cal.MaxEfficiency != c.emax || cal.AttentionForward != c.fwd || cal.AttentionBackward != c.bwd {
+			t.Errorf("%s: E_max %g, attention %g/%g; want %g, %g/%g", c.gpu, cal.MaxEfficiency, cal.AttentionForward, cal.AttentionBackward, c.emax, c.fwd, c.bwd)
+		}
+	}
+}
