@@ -19,14 +19,15 @@ import (
 // error. Candidates then cost the blocks of the three short models
 // instead of N.
 //
-// Memory does not extrapolate (the caching allocator's segments, and its
-// retries at the budget, are not linear in the blocks), so an estimate
-// is used only to rule a candidate out by time: a candidate whose
-// estimate, less its error bound, is slower than the one it is compared
-// with cannot beat it. Every candidate that could be chosen, listed as an
-// alternative or make memory the binding constraint is planned in full
-// first, so the search decides and reports what it would planning every
-// candidate in full.
+// Reserved memory does not extrapolate (the caching allocator's segments,
+// and its retries at the budget, are not linear in the blocks); peak
+// allocated memory only bounds it from below (allocFloor). So an estimate
+// is used only to rule a candidate out: by time (its estimate, less its
+// error bound, is slower than a fitting candidate it is compared with) or
+// by allocated memory (more than the usable). Every candidate that could
+// be chosen, listed as an alternative or make memory the binding
+// constraint is planned in full first, so the search decides and reports
+// what it would if it planned every candidate in full.
 const (
 	// extrapolationPeriod is p: units of 1, 2 or 4 blocks and selective
 	// checkpointing of every second block fall on the same blocks of
@@ -39,13 +40,13 @@ const (
 	// extrapolationMinDepth: a model of fewer blocks plans every
 	// candidate in full. About two thirds of the distinct candidates of a
 	// search are planned in full anyway (ties on time that memory decides,
-	// faster candidates whose fit is not known), and the rest are planned
-	// on both cores at once where the confirmations go a batch at a time:
-	// on a quiet machine the short models lose 15% at 256 blocks and gain
-	// 11% at 1,024 and 20% at 2,048 (BenchmarkTuneDepth against
-	// BenchmarkTuneDepthFull), and break even or lose on llama3-70b's 80
-	// blocks and llama3.1-405b's 126 (BenchmarkTuneShortModels,
-	// docs/performance.md).
+	// faster candidates whose fit is not known), one batch of a candidate
+	// per core at a time, where the full search plans all of a
+	// dimension's values on both cores at once: on a quiet machine the
+	// short models lose 15% at 256 blocks and gain 11% at 1,024 and 20%
+	// at 2,048 (BenchmarkTuneDepth against BenchmarkTuneDepthFull), and
+	// break even on llama3-70b's 80 blocks and llama3.1-405b's 126
+	// (BenchmarkTuneShortModels, docs/performance.md).
 	extrapolationMinDepth = 512
 	// extrapolationMaxDrift bounds how far the three short models may be
 	// from a line, relative to the step: beyond it the candidate is
@@ -66,8 +67,8 @@ type shortcut struct {
 
 // newShortcut prepares the short models, or says why the tuner plans
 // every candidate in full: the model has no single deep stack of blocks
-// (nothing to gain below 512 blocks), its policy treats some blocks differently
-// from others, or the short models do not load.
+// (nothing to gain below 512 blocks), its policy treats some blocks
+// differently from others, or the short models do not load.
 func (t *tuner) newShortcut() (*shortcut, string) {
 	m := t.m
 	holder := ir.NoModule
