@@ -47,6 +47,16 @@
 	VPUNPCKLWD t, Y7, lo; \
 	VPUNPCKHWD t, Y7, hi
 
+// SKIPEXACT jumps to label when every float32 in a and b has a zero low
+// half: rounding them to bf16 would leave them as they are. A product of
+// a bf16 by a power of two (avg over 2^k ranks) is such a value unless it
+// is a float32 subnormal, so the premultiplied folds mostly skip that
+// rounding. Needs Y11 = 0x0000ffff.
+#define SKIPEXACT(a, b, label) \
+	VPOR a, b, Y6; \
+	VPTEST Y11, Y6; \
+	JZ label
+
 // func foldBF16AVX2(acc *float32, x *uint16, n int, s float32, mode int) int
 // n is a multiple of 16.
 TEXT ·foldBF16AVX2(SB), NOSPLIT, $0-48
@@ -58,6 +68,7 @@ TEXT ·foldBF16AVX2(SB), NOSPLIT, $0-48
 	BCAST32(1, Y14)
 	BCAST32(0x7fff, Y13)
 	BCAST32(0xffff0000, Y12)
+	BCAST32(0x0000ffff, Y11)
 	VPCMPEQD Y8, Y8, Y8
 	VPXOR Y9, Y9, Y9
 	VPXOR Y7, Y7, Y7
@@ -88,8 +99,11 @@ bf16premul:
 	LOADBF16(Y0, Y5, Y1)
 	VMULPS Y15, Y0, Y0
 	VMULPS Y15, Y5, Y5
+	SKIPEXACT(Y0, Y5, bf16premulexact)
 	RBF16(Y0, Y1)
 	RBF16(Y5, Y6)
+
+bf16premulexact:
 	VADDPS (DI), Y0, Y0
 	VADDPS 32(DI), Y5, Y5
 	RBF16(Y0, Y1)
@@ -116,8 +130,11 @@ bf16firstpremul:
 	LOADBF16(Y0, Y5, Y1)
 	VMULPS Y15, Y0, Y0
 	VMULPS Y15, Y5, Y5
+	SKIPEXACT(Y0, Y5, bf16firstpremulexact)
 	RBF16(Y0, Y1)
 	RBF16(Y5, Y6)
+
+bf16firstpremulexact:
 	VMOVUPS Y0, (DI)
 	VMOVUPS Y5, 32(DI)
 	ADDQ $32, SI

@@ -97,6 +97,7 @@ func TestFoldAVX2MatchesGo(t *testing.T) {
 			{dt: dt, premul: true, s: roundTo(dt, 1.0/8)},
 			{dt: dt, premul: true, s: roundTo(dt, 3e4)},  // overflows bf16/fp16 sums
 			{dt: dt, premul: true, s: roundTo(dt, 1e-6)}, // subnormal products
+			{dt: dt, premul: true, s: 0x1p-20},           // exact products, and subnormal ones
 		} {
 			for _, n := range []int{1, 2, 3, 8} {
 				for _, m := range []int{8, 13, 3*reduceBlock + 21} {
