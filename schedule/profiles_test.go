@@ -18,8 +18,8 @@ func TestProfilesNamePresets(t *testing.T) {
 }
 
 // TestCalibrationFor: each preset gets its chip's constants, measured or
-// fitted (docs/cost-model.md, "GPU profiles"); a preset without a
-// published figure, or a GPU given as figures, the defaults.
+// fitted (docs/cost-model.md, "GPU profiles"); a GPU given as figures
+// the defaults.
 func TestCalibrationFor(t *testing.T) {
 	for _, c := range []struct {
 		gpu            string
@@ -30,8 +30,8 @@ func TestCalibrationFor(t *testing.T) {
 		{"NVIDIA H200 SXM 141GB", 0.690, 0.35, 0.30},
 		{"NVIDIA B200 180GB", 0.776, 0.167, 0.137},
 		{"AMD Instinct MI300X 192GB", 0.511, 0.35, 0.30},
-		{"NVIDIA L40S 48GB", 0.75, 0.35, 0.30},
-		{"NVIDIA H100 PCIe 80GB", 0.75, 0.35, 0.30},
+		{"NVIDIA L40S 48GB", 0.743, 0.35, 0.30},
+		{"NVIDIA H100 PCIe 80GB", 0.656, 0.35, 0.30},
 		{"my accelerator", 0.75, 0.35, 0.30},
 	} {
 		cal := CalibrationFor(c.gpu)
