@@ -8,7 +8,8 @@ import (
 
 // The host reductions' AVX2 folds (fold_amd64.s), used when the CPU and the
 // operating system support AVX2 and F16C; fastpath.go's Go loops otherwise,
-// and for the tail of a row that is not a whole number of their groups (simdElems).
+// and for the tail of a row that is not a whole number of their groups
+// (simdElems).
 
 //go:noescape
 func foldBF16AVX2(acc *float32, x *uint16, n int, s float32, mode int) int
@@ -57,10 +58,10 @@ func simdElems(dt ir.DType, n int) int {
 	return n &^ 7
 }
 
-// foldSIMD folds the first simdElems elements of one input row (raw bytes of dt)
-// into acc with the given mode (foldAdd ...), and says how many elements it
-// folded and whether any of them was the poison pattern. It folds nothing
-// where the CPU lacks the instructions.
+// foldSIMD folds the first simdElems elements of one input row (raw bytes
+// of dt) into acc with the given mode (foldAdd ...), and says how many
+// elements it folded and whether any of them was the poison pattern. It
+// folds nothing where the CPU lacks the instructions.
 func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (done int, poison bool) {
 	n := simdElems(dt, len(acc))
 	if !useFoldSIMD || n == 0 {

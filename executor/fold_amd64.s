@@ -1,8 +1,9 @@
 #include "textflag.h"
 
 // AVX2 and F16C folds of one input row into the float32 accumulators of a
-// host reduction, 16 bf16 or 8 other elements per iteration (the caller folds any tail in
-// Go). Each computes what fastpath.go's Go loops compute, with the same
+// host reduction, 16 bf16s or 8 fp16s or fp32s per iteration (the caller
+// folds any tail in Go). Each computes what fastpath.go's Go loops
+// compute, with the same
 // float32 operations and roundings (TestFoldAVX2MatchesGo): VADDPS and
 // VMULPS are IEEE float32 operations rounded to nearest even (Go leaves
 // MXCSR at its default: no flush-to-zero, no denormals-are-zero), bf16
