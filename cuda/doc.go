@@ -7,17 +7,20 @@
 // fsdpc-cuda worker, because gorgonia.org/cu calls cuInit in its init and
 // exits the process when no GPU is present. Without the tag the package
 // holds what needs no GPU: the kernels' names and dtype codes
-// (kernelspec.go) and the tests that hold the committed kernels.ptx to
-// kernels.cu and to them, which run in CI.
+// (kernelspec.go), the moves kernel's table encoding (movetable.go), and
+// the tests that hold the committed kernels.ptx to kernels.cu and to
+// them and run every zoo rehearsal's moves through the encoding, which
+// run in CI.
 //
 // With the tag:
 //
 //   - kernels.cu: the CUDA C kernels (cast, reduce, divide, add,
-//     fill_pattern, spin, burn, paced_copy), bit-exact with the host's
+//     fill_pattern, spin, burn, paced_copy, moves), bit-exact with the host's
 //     arithmetic; kernels.ptx is generated from it by `go generate ./cuda`
 //     and embedded (kernels.go), and the driver compiles it at load.
-//   - device.go: Open and Count; a Device owns its primary context on one
-//     goroutine locked to an OS thread and runs every call there.
+//   - device.go: Open and Count; a Device runs each call on the caller's
+//     thread, locked for the call, with its primary context made current
+//     there and its mutex held.
 //   - memory.go: allocation with accounting (Stats), copies, memset.
 //   - stream.go: streams with priorities, events and their timing.
 //   - kernels.go: the kernel launches, sized by the device's SM count.
