@@ -4,11 +4,15 @@ package executor
 
 import "github.com/fsdpc/fsdpc/ir"
 
+// The assembly folds, pattern fills and checks and poison fill exist only
+// on amd64 (fold_amd64.s, pattern_amd64.s). Elsewhere these do nothing and
+// say so, and the Go loops do all the work.
+
 const haveFoldSIMD = false
 
 var useFoldSIMD = haveFoldSIMD
 
-// foldSIMD folds nothing: only amd64 has the assembly folds.
+// foldSIMD folds nothing.
 func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (done int, poison bool) {
 	return 0, false
 }
