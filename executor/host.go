@@ -248,6 +248,7 @@ func (h *Host) Alloc(rank int, pool schedule.Pool, bytes int64) (Mem, error) {
 		p.free[bytes] = l[:len(l)-1]
 	} else {
 		b = &block{data: make([]byte, bytes), pool: pool, consumed: [3]int64{-1, -1, -1}}
+		prefault(b.data)
 		fillPoison(b.data)
 		p.stats.Reserved += bytes
 	}
