@@ -146,7 +146,7 @@ func modelFile(r run) string {
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention\"\nkind = \"attention\"\ndim = %d\nheads = %d\nkv_heads = %d\n\n", r.hidden, r.heads, r.kvHeads)
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"ffn_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
-	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"feed_forward\"\nkind = \"mlp\"\ndim = %d\nhidden = %d\nactivation = \"swiglu\"\n", r.hidden, r.ffn)
+	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"feed_forward\"\nkind = \"mlp\"\ndim = %d\nhidden = %d\nactivation = %q\n", r.hidden, r.ffn, r.activation)
 	return b.String()
 }
 

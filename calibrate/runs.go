@@ -36,6 +36,7 @@ type run struct {
 	bf16Master          bool // parameters, gradients and AdamW's state are bf16 (no fp32 master copy)
 	accumulateUnsharded bool // micro-batches before the last skip the reduce-scatter (set_requires_gradient_sync(False))
 	attentionKernel     string
+	activation          string // the MLP's: "swiglu" (Llama family) or "gelu" (GPT family)
 	expandable          bool // PYTORCH_ALLOC_CONF=expandable_segments:True
 	microBatch, accum   int
 	seq                 int
@@ -225,6 +226,7 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		// PyTorch's default.
 		x.expandable = titan
 		x.attentionKernel = "flash2"
+		x.activation = mlpActivation(get("model"), get("arch_note"))
 		// torchtitan asks SDPA for cuDNN first on compute capability 10.0
 		// and above (B200) since 3b85aa31f, 2025-05-14
 		// (pytorch/torchtitan#1196, torchtitan/models/attention.py
@@ -357,4 +359,23 @@ func recomputedFraction(mfuPct, hfuPct string) (mode string, interval int) {
 		return "full", 0 // floor(1/f) = 1
 	}
 	return "selective-layer", int(math.Floor(1 / f))
+}
+
+// gptFamily matches the model names of decoders whose MLP is a plain
+// two-matrix GELU one (GPT-2 and GPT-3, GPT-NeoX, OPT, BLOOM, StarCoder),
+// not Llama's gated SwiGLU with its third matrix.
+var gptFamily = regexp.MustCompile(`(?i)^\s*(gpt|opt|bloom|starcoder)\b|\bgpt-?(2|3|j|neox)\b`)
+
+// mlpActivation is a row's MLP activation: "gelu" where its architecture
+// note says GELU or its model is of the GPT family, otherwise the Llama
+// family's "swiglu", which every row of the calibration set is.
+func mlpActivation(model, archNote string) string {
+	note := strings.ToLower(archNote)
+	if strings.Contains(note, "swiglu") || strings.Contains(note, "gated") {
+		return "swiglu"
+	}
+	if strings.Contains(note, "gelu") || gptFamily.MatchString(model) {
+		return "gelu"
+	}
+	return "swiglu"
 }

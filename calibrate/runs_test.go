@@ -345,3 +345,21 @@ func TestTorchtitanB200CuDNN(t *testing.T) {
 		}
 	}
 }
+
+func TestMLPActivation(t *testing.T) {
+	for _, c := range []struct{ model, note, want string }{
+		{"Llama 3 8B", "Llama 3/3.1 8B; ffn 14336 derived", "swiglu"},
+		{"Llama 2 13B", "", "swiglu"},
+		{"GPT-3 175B", "", "gelu"},
+		{"GPT 175B", "96 layers, MHA", "gelu"},
+		{"OPT-30B", "", "gelu"},
+		{"BLOOM 176B", "", "gelu"},
+		{"Mistral 7B", "", "swiglu"},
+		{"Custom 7B", "GELU MLP, 4h", "gelu"},
+		{"GPT-style 7B", "SwiGLU MLP", "swiglu"},
+	} {
+		if got := mlpActivation(c.model, c.note); got != c.want {
+			t.Errorf("mlpActivation(%q, %q) = %s, want %s", c.model, c.note, got, c.want)
+		}
+	}
+}
