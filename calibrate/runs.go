@@ -37,7 +37,7 @@ type run struct {
 	accumulateUnsharded bool // micro-batches before the last skip the reduce-scatter (set_requires_gradient_sync(False))
 	attentionKernel     string
 	activation          string // the MLP's: "swiglu" (Llama family) or "gelu" (GPT family)
-	expandable          bool // PYTORCH_ALLOC_CONF=expandable_segments:True
+	expandable          bool   // PYTORCH_ALLOC_CONF=expandable_segments:True
 	microBatch, accum   int
 	seq                 int
 	// Measured.
