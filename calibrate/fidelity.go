@@ -3,8 +3,9 @@
 // (published-runs.csv beside this file, copied from
 // ../shared/calibration/; memory-runs.csv, cited peak-memory measurements
 // kept apart to check the memory model), each row turned into a model
-// file, planned, and simulated under a calibration. bench/fidelity prints the comparison;
-// `fsdpc calibrate` fits the model's physical parameters to it.
+// file, planned, and simulated under a calibration. bench/fidelity prints
+// the comparison; `fsdpc calibrate` fits the model's physical parameters
+// to it.
 package calibrate
 
 import (

@@ -199,9 +199,11 @@ func foldMode(j int, premul bool) int {
 }
 
 // reduce32Block folds len(acc) elements at element offset off; acc and x
-// are scratch of that length. The assembly folds (fold_amd64.s) take the
-// largest whole number of their groups (simdElems) where the CPU has them; the Go loops below
-// fold the rest, and say whether it held poison by a scan.
+// are scratch of that length, and says whether an input element it read
+// was the poison pattern. The assembly folds (fold_amd64.s) take the
+// largest whole number of their groups (simdElems) where the CPU has
+// them and flag poison as they read; the Go loops fold the rest, which a
+// scan checks for poison.
 func reduce32Block(r reducer, inputs [][]byte, off int64, out []byte, acc, x []float32) (poison bool) {
 	sz := r.dt.Size()
 	if done := simdElems(r.dt, len(acc)); useFoldSIMD && done > 0 {

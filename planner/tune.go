@@ -28,9 +28,11 @@ import (
 // the others held, keep the best that fits, and sweep the knobs until a
 // sweep improves nothing. Candidates are cached by their knobs. If the
 // file's plan does not fit, the first sweep looks for memory before speed,
-// and CPU offload is tried only when nothing else fits.
+// and CPU offload is tried only when nothing else fits. On a model of
+// one deep stack of blocks a candidate is first scored on short copies of
+// the model and planned in full only where that could change the answer
+// (tune_extrapolate.go).
 
-// TuneOptions control the search.
 // DefaultHeadroom is the share of the memory budget the tuner keeps free:
 // the model's memory error on measured runs (docs/cost-model.md,
 // "Fidelity") and the allocator's fragmentation, which the plan's
@@ -44,6 +46,7 @@ const DefaultHeadroom = 0.10
 // significant.
 const Uncertainty = 0.10
 
+// TuneOptions control the search.
 type TuneOptions struct {
 	// Margin is the share of the budget kept free (headroom); 0 means
 	// DefaultHeadroom.

@@ -174,8 +174,9 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	figs.Write(stdout)
 	m := b.Measurement()
 	m.Write(stdout)
-	// Each device call is a round trip to the context's owner thread; the
-	// issue model charges one per plan op.
+	// Each device call takes the device's mutex and makes its context
+	// current on the calling thread; the issue model charges one per plan
+	// op.
 	perStep := float64(counted.Calls()) / float64(*steps*ranksHere)
 	fmt.Fprintf(stdout, "device calls    %.0f per rank and step (run average: set-up and checked steps included), for %d plan ops: %.2f per op\n",
 		perStep, len(p.Ops), perStep/float64(len(p.Ops)))

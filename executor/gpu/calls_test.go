@@ -12,9 +12,9 @@ import (
 // BenchmarkDeviceCalls counts the device calls a rehearsal makes per rank
 // and step, in steady state (the difference between a run of 4 steps and
 // one of 2, no data check), against the plan's ops per rank and step: the
-// issue cost model charges one launch per op, and each call is a round
-// trip to the CUDA context's owner thread. The target is at most 2 calls
-// per op.
+// issue cost model charges one launch per op, and each call takes the
+// device's mutex and makes its context current on the calling thread
+// (cuda.Device.do). The target is at most 2 calls per op.
 //
 //	go test -run '^$' -bench DeviceCalls -benchtime 1x ./executor/gpu
 func BenchmarkDeviceCalls(b *testing.B) {

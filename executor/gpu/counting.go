@@ -7,9 +7,9 @@ import (
 	"github.com/fsdpc/fsdpc/ir"
 )
 
-// CountingDevice counts the calls made to a Device: each is a round trip
-// to the thread that owns a CUDA context (cuda.Device), the CPU cost the
-// issue model charges per operation. A benchmark and the run report read
+// CountingDevice counts the calls made to a Device: each takes the
+// device's mutex and makes its CUDA context current on the calling thread
+// (cuda.Device), the CPU cost the issue model charges per operation. A benchmark and the run report read
 // it per step.
 type CountingDevice struct {
 	Device

@@ -137,7 +137,7 @@ func (w *watchdog) check() bool {
 	pending := append([]watched(nil), w.pending...)
 	w.mu.Unlock()
 
-	// The device answers queries on its owner thread, which a hung call
+	// The device answers queries under its mutex, which a hung call
 	// could hold: a query that does not come back in time counts as a
 	// collective that has not finished.
 	type answer struct {
