@@ -362,9 +362,10 @@ func recomputedFraction(mfuPct, hfuPct string) (mode string, interval int) {
 }
 
 // gptFamily matches the model names of decoders whose MLP is a plain
-// two-matrix GELU one (GPT-2 and GPT-3, GPT-NeoX, OPT, BLOOM, StarCoder),
-// not Llama's gated SwiGLU with its third matrix.
-var gptFamily = regexp.MustCompile(`(?i)^\s*(gpt|opt|bloom|starcoder)\b|\bgpt-?(2|3|j|neox)\b`)
+// two-matrix GELU one (GPT-2 and GPT-3, GPT-J, GPT-NeoX and Pythia, OPT,
+// BLOOM, MPT, Falcon, StarCoder), not Llama's gated SwiGLU with its third
+// matrix.
+var gptFamily = regexp.MustCompile(`(?i)^\s*(gpt|opt|bloom|mpt|falcon|pythia|starcoder)\b|\bgpt-?(2|3|j|neox)\b`)
 
 // mlpActivation is a row's MLP activation: "gelu" where its architecture
 // note says GELU or its model is of the GPT family, otherwise the Llama
