@@ -87,6 +87,14 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			return nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
 		get := func(c string) string { return strings.TrimSpace(rec[col[c]]) }
+		// opt reads a column the format does not require, as written;
+		// "" where the file has no such column.
+		opt := func(c string) string {
+			if i, ok := col[c]; ok {
+				return rec[i]
+			}
+			return ""
+		}
 		id := get("row_id")
 		where := func(c string) string { return fmt.Sprintf("%s:%d (row %s), column %s", name, line, id, c) }
 		num := func(c string, def int) (int, error) {
@@ -128,28 +136,11 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		}
 		x.gpuLabel = get("gpu")
 		titan := strings.HasPrefix(strings.ToLower(get("framework")), "torchtitan")
-		// The 40 GB A100 and the PCIe H100 are presets of their own: their
-		// memory (and the PCIe card's clocks and links) decide what fits.
-		stated := ""
-		if i, ok := col["gpu_mem_stated"]; ok {
-			stated = strings.ToUpper(rec[i])
-		}
-		switch g := strings.ToUpper(x.gpuLabel); {
-		case strings.HasPrefix(g, "A100") && (strings.Contains(g, "40G") || strings.HasPrefix(strings.TrimSpace(stated), "40")):
-			x.gpu = "a100-40gb"
-		case strings.HasPrefix(g, "A100"):
-			x.gpu = "a100-80gb"
-		case strings.HasPrefix(g, "H200"):
-			x.gpu = "h200"
-		case strings.HasPrefix(g, "H100") && strings.Contains(g, "PCIE"):
-			x.gpu = "h100-pcie"
-		case strings.HasPrefix(g, "H100"):
-			x.gpu = "h100-sxm"
-		case strings.HasPrefix(g, "B200"):
-			x.gpu = "b200"
-		case strings.HasPrefix(g, "MI300X"):
-			x.gpu = "mi300x"
-		default:
+		// date is the source's date, "" where the row gives none: an
+		// undated row is older than every change dated below.
+		date := isoDate.FindString(opt("source_date"))
+		dated := func(from string) bool { return date != "" && date >= from }
+		if x.gpu = gpuPreset(x.gpuLabel, opt("gpu_mem_stated")); x.gpu == "" {
 			skip(fmt.Sprintf("GPU %q has no fsdpc preset", x.gpuLabel))
 			continue
 		}
@@ -175,33 +166,27 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			x.checkpointing = "selective-op"
 		case strings.HasPrefix(ac, "selective"):
 			// fms-fsdp's selective checkpointing wraps every k-th block
-			// (apply_fsdp_checkpointing's every_xth_item).
-			x.checkpointing = "selective-layer"
+			// (apply_fsdp_checkpointing's every_xth_item), k read from
+			// the MFU and HFU the row states.
 			x.checkpointing, x.checkpointInterval = recomputedFraction(get("mfu_pct"), get("hfu_pct"))
 		default:
 			return nil, nil, fmt.Errorf("%s: unknown checkpointing %q (none, full, selective per-op, selective per-layer)", where("activation_checkpointing"), get("activation_checkpointing"))
 		}
-		// "yes (blocks and loss)": torchtitan compiles the loss with the
-		// model since bbb1b616e (2025-04-02); before, only the blocks.
+		// torchtitan compiles the loss with the model since bbb1b616e
+		// (2025-04-02; before, train.py left it eager: "compiling loss
+		// function causes CUDA errors"). A row may say "yes (blocks and
+		// loss)" or "yes (blocks; loss eager)"; a compiled torchtitan run
+		// dated from then on that says neither compiles its loss.
 		compile := strings.ToLower(get("torch_compile"))
 		x.compile = strings.HasPrefix(compile, "yes")
-		x.compileLoss = x.compile && strings.Contains(compile, "loss") && !strings.Contains(compile, "loss eager")
-		if i, ok := col["gpu_mem_stated"]; ok {
-			hbm, err := statedHBM(rec[i], x.gpu)
+		x.compileLoss = x.compile && !strings.Contains(compile, "loss eager") &&
+			(strings.Contains(compile, "loss") || titan && dated("2025-04-02"))
+		if _, ok := col["gpu_mem_stated"]; ok {
+			hbm, err := statedHBM(opt("gpu_mem_stated"), x.gpu)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", where("gpu_mem_stated"), err)
 			}
 			x.hbm = hbm
-		}
-		// torchtitan compiles the loss with the model since bbb1b616e
-		// (2025-04-02; before, train.py left it eager: "compiling loss
-		// function causes CUDA errors"): a compiled torchtitan run dated
-		// from then on compiles its loss unless the row says otherwise.
-		if i, ok := col["source_date"]; ok && x.compile && titan &&
-			!strings.Contains(compile, "loss eager") {
-			if d := isoDate.FindString(rec[i]); d != "" && d >= "2025-04-02" {
-				x.compileLoss = true
-			}
 		}
 		// Meta's Grand Teton H100s: "96GB HBM2e with 2.4 TB/sec peak
 		// memory bandwidth" and "the default 500W power limit"
@@ -231,10 +216,8 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		// and above (B200) since 3b85aa31f, 2025-05-14
 		// (pytorch/torchtitan#1196, torchtitan/models/attention.py
 		// ScaledDotProductAttention); before, FlashAttention-2 first.
-		if i, ok := col["source_date"]; ok && titan && x.gpu == "b200" {
-			if d := isoDate.FindString(rec[i]); d != "" && d >= "2025-05-14" {
-				x.attentionKernel = "cudnn"
-			}
+		if titan && x.gpu == "b200" && dated("2025-05-14") {
+			x.attentionKernel = "cudnn"
 		}
 		if strings.EqualFold(get("framework"), "KempnerForge") {
 			x.attentionKernel = "cudnn"
@@ -287,6 +270,30 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		runs = append(runs, x)
 	}
 	return runs, skipped, nil
+}
+
+// gpuPreset is the fsdpc GPU preset of a row's gpu label and stated
+// memory, or "" where fsdpc has none. The 40 GB A100 and the PCIe H100
+// are presets of their own: their memory (and the PCIe card's clocks and
+// links) decide what fits.
+func gpuPreset(label, stated string) string {
+	switch g := strings.ToUpper(label); {
+	case strings.HasPrefix(g, "A100") && (strings.Contains(g, "40G") || strings.HasPrefix(strings.TrimSpace(stated), "40")):
+		return "a100-40gb"
+	case strings.HasPrefix(g, "A100"):
+		return "a100-80gb"
+	case strings.HasPrefix(g, "H200"):
+		return "h200"
+	case strings.HasPrefix(g, "H100") && strings.Contains(g, "PCIE"):
+		return "h100-pcie"
+	case strings.HasPrefix(g, "H100"):
+		return "h100-sxm"
+	case strings.HasPrefix(g, "B200"):
+		return "b200"
+	case strings.HasPrefix(g, "MI300X"):
+		return "mi300x"
+	}
+	return ""
 }
 
 var (

@@ -195,10 +195,11 @@ func TestStatedHBM(t *testing.T) {
 	}
 }
 
-// TestCompiledLossByDate: a compiled torchtitan run compiles its loss
-// from 2025-04-02 on, unless the row says the loss ran eager.
-func TestCompiledLossByDate(t *testing.T) {
-	src, err := os.ReadFile("memory-runs.csv")
+// editedRun reads row index of a calibration CSV (1 is the first row after
+// the header) back through readRuns after setting the given columns.
+func editedRun(t *testing.T, file string, index int, set map[string]string) run {
+	t.Helper()
+	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +207,32 @@ func TestCompiledLossByDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	header := recs[0]
-	col := func(name string) int { return slices.Index(header, name) }
+	header, row := recs[0], slices.Clone(recs[index])
+	for name, v := range set {
+		i := slices.Index(header, name)
+		if i < 0 {
+			t.Fatalf("%s has no column %q", file, name)
+		}
+		row[i] = v
+	}
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	w.Write(header)
+	w.Write(row)
+	w.Flush()
+	runs, skipped, err := readRuns("x.csv", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("%s row %d with %v: skipped (%v)", file, index, set, skipped)
+	}
+	return runs[0]
+}
+
+// TestCompiledLossByDate: a compiled torchtitan run compiles its loss
+// from 2025-04-02 on, unless the row says the loss ran eager.
+func TestCompiledLossByDate(t *testing.T) {
 	for _, c := range []struct {
 		compile, date string
 		want          bool
@@ -219,19 +244,9 @@ func TestCompiledLossByDate(t *testing.T) {
 		{"no", "2025-08-15", false},
 		{"yes", "", false},
 	} {
-		row := slices.Clone(recs[5]) // M5, torchtitan
-		row[col("torch_compile")], row[col("source_date")] = c.compile, c.date
-		var b strings.Builder
-		w := csv.NewWriter(&b)
-		w.Write(header)
-		w.Write(row)
-		w.Flush()
-		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if runs[0].compileLoss != c.want {
-			t.Errorf("compile %q dated %q: compiled loss %v, want %v", c.compile, c.date, runs[0].compileLoss, c.want)
+		r := editedRun(t, "memory-runs.csv", 5, map[string]string{"torch_compile": c.compile, "source_date": c.date}) // M5, torchtitan
+		if r.compileLoss != c.want {
+			t.Errorf("compile %q dated %q: compiled loss %v, want %v", c.compile, c.date, r.compileLoss, c.want)
 		}
 	}
 }
@@ -239,17 +254,6 @@ func TestCompiledLossByDate(t *testing.T) {
 // TestGPUPresetOfRow: the 40 GB A100 and the PCIe H100 get their own
 // presets, by the gpu label or the stated memory.
 func TestGPUPresetOfRow(t *testing.T) {
-	f, err := os.Open("published-runs.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	header := recs[0]
-	col := func(name string) int { return slices.Index(header, name) }
 	for _, c := range []struct{ gpu, mem, want string }{
 		{"A100 80GB", "80GB", "a100-80gb"},
 		{"A100-SXM4-40GB", "", "a100-40gb"},
@@ -257,19 +261,9 @@ func TestGPUPresetOfRow(t *testing.T) {
 		{"H100 PCIe", "", "h100-pcie"},
 		{"H100 SXM5", "80GB", "h100-sxm"},
 	} {
-		row := slices.Clone(recs[1])
-		row[col("gpu")], row[col("gpu_mem_stated")] = c.gpu, c.mem
-		var b strings.Builder
-		w := csv.NewWriter(&b)
-		w.Write(header)
-		w.Write(row)
-		w.Flush()
-		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if runs[0].gpu != c.want {
-			t.Errorf("gpu %q, memory %q: preset %s, want %s", c.gpu, c.mem, runs[0].gpu, c.want)
+		r := editedRun(t, "published-runs.csv", 1, map[string]string{"gpu": c.gpu, "gpu_mem_stated": c.mem})
+		if r.gpu != c.want {
+			t.Errorf("gpu %q, memory %q: preset %s, want %s", c.gpu, c.mem, r.gpu, c.want)
 		}
 	}
 }
@@ -278,30 +272,10 @@ func TestGPUPresetOfRow(t *testing.T) {
 // checkpoints per op, as every torchtitan Llama config that checkpoints
 // selectively does; another framework's "selective" stays per-layer.
 func TestTorchtitanSelective(t *testing.T) {
-	src, err := os.ReadFile("memory-runs.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(strings.NewReader(string(src))).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	header := recs[0]
-	col := func(name string) int { return slices.Index(header, name) }
 	for framework, want := range map[string]string{"torchtitan": "selective-op", "fms-fsdp": "selective-layer"} {
-		row := slices.Clone(recs[1])
-		row[col("activation_checkpointing")], row[col("framework")] = "selective", framework
-		var b strings.Builder
-		w := csv.NewWriter(&b)
-		w.Write(header)
-		w.Write(row)
-		w.Flush()
-		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if runs[0].checkpointing != want {
-			t.Errorf("%s, \"selective\": %s, want %s", framework, runs[0].checkpointing, want)
+		r := editedRun(t, "memory-runs.csv", 1, map[string]string{"activation_checkpointing": "selective", "framework": framework})
+		if r.checkpointing != want {
+			t.Errorf("%s, \"selective\": %s, want %s", framework, r.checkpointing, want)
 		}
 	}
 }
@@ -310,16 +284,6 @@ func TestTorchtitanSelective(t *testing.T) {
 // 2025-05-14 (pytorch/torchtitan#1196) runs cuDNN attention; an earlier
 // one, another GPU or another framework FlashAttention-2.
 func TestTorchtitanB200CuDNN(t *testing.T) {
-	src, err := os.ReadFile("memory-runs.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(strings.NewReader(string(src))).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	header := recs[0]
-	col := func(name string) int { return slices.Index(header, name) }
 	for _, c := range []struct{ framework, gpu, date, want string }{
 		{"torchtitan", "B200 (power limited)", "2025-08-15", "cudnn"},
 		{"torchtitan", "B200", "2025-05-14", "cudnn"},
@@ -329,19 +293,9 @@ func TestTorchtitanB200CuDNN(t *testing.T) {
 		{"torchtitan", "H100 SXM5", "2025-08-15", "flash2"},
 		{"fms-fsdp", "B200", "2025-08-15", "flash2"},
 	} {
-		row := slices.Clone(recs[7]) // M6, torchtitan on B200
-		row[col("framework")], row[col("gpu")], row[col("source_date")] = c.framework, c.gpu, c.date
-		var b strings.Builder
-		w := csv.NewWriter(&b)
-		w.Write(header)
-		w.Write(row)
-		w.Flush()
-		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := runs[0].attentionKernel; got != c.want {
-			t.Errorf("%s on %s dated %q: attention %s, want %s", c.framework, c.gpu, c.date, got, c.want)
+		r := editedRun(t, "memory-runs.csv", 7, map[string]string{"framework": c.framework, "gpu": c.gpu, "source_date": c.date}) // M6, torchtitan on B200
+		if r.attentionKernel != c.want {
+			t.Errorf("%s on %s dated %q: attention %s, want %s", c.framework, c.gpu, c.date, r.attentionKernel, c.want)
 		}
 	}
 }
