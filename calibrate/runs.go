@@ -97,42 +97,69 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		}
 		id := get("row_id")
 		where := func(c string) string { return fmt.Sprintf("%s:%d (row %s), column %s", name, line, id, c) }
-		num := func(c string, def int) (int, error) {
+		// num parses a positive integer; a blank cell is def, or, where
+		// def is -1, a figure the source does not state (0, false).
+		num := func(c string, def int) (int, bool, error) {
 			s := get(c)
-			if s == "" && def >= 0 {
-				return def, nil
+			if s == "" {
+				return def, def >= 0, nil
 			}
 			v, err := strconv.Atoi(s)
 			if err != nil || v <= 0 {
-				return 0, fmt.Errorf("%s: %q is not a positive integer", where(c), s)
+				return 0, false, fmt.Errorf("%s: %q is not a positive integer", where(c), s)
 			}
-			return v, nil
+			return v, true, nil
+		}
+		skip := func(why string) { skipped = append(skipped, unsupported{ID: id, Why: why}) }
+		// Tensor, pipeline and context parallel rows first: their
+		// dp_shard × dp_replicate is not n_gpus. A blank degree is 1.
+		parallel := false
+		for _, c := range []string{"tp", "pp", "cp"} {
+			if v := get(c); v != "" && v != "1" {
+				parallel = true
+			}
+		}
+		if parallel {
+			skip("tensor, pipeline or context parallelism (fsdpc plans data parallelism only)")
+			continue
 		}
 		var x run
 		x.id, x.source, x.tier = id, get("source_id"), get("tier")
+		unstated := ""
 		for _, f := range []struct {
 			c   string
 			def int
 			dst *int
 		}{
-			{"n_layers", -1, &x.layers}, {"hidden", -1, &x.hidden}, {"n_heads", -1, &x.heads}, {"n_kv_heads", -1, &x.kvHeads},
+			{"n_layers", -1, &x.layers}, {"hidden", -1, &x.hidden}, {"n_heads", -1, &x.heads}, {"n_kv_heads", 0, &x.kvHeads},
 			{"ffn_hidden", -1, &x.ffn}, {"vocab", -1, &x.vocab}, {"n_gpus", -1, &x.world}, {"gpus_per_node", 8, &x.gpusPerNode},
-			{"dp_shard", -1, &x.shard}, {"dp_replicate", 1, &x.replicate}, {"local_batch_size", -1, &x.microBatch},
+			{"dp_shard", 0, &x.shard}, {"dp_replicate", 1, &x.replicate}, {"local_batch_size", -1, &x.microBatch},
 			{"grad_accum", 1, &x.accum}, {"seq_len", -1, &x.seq},
 		} {
-			v, err := num(f.c, f.def)
+			v, ok, err := num(f.c, f.def)
 			if err != nil {
 				return nil, nil, err
 			}
+			if !ok && unstated == "" {
+				unstated = f.c
+			}
 			*f.dst = v
 		}
-		skip := func(why string) { skipped = append(skipped, unsupported{ID: id, Why: why}) }
+		if unstated != "" {
+			skip(fmt.Sprintf("the source states no %s", unstated))
+			continue
+		}
+		// A blank n_kv_heads is multi-head attention (a key and value head
+		// per query head, as in Llama 2 7B and 13B); a blank dp_shard
+		// shards over every GPU the replicas leave.
+		if x.kvHeads == 0 {
+			x.kvHeads = x.heads
+		}
+		if x.shard == 0 {
+			x.shard = x.world / x.replicate
+		}
 		if x.shard*x.replicate != x.world {
 			return nil, nil, fmt.Errorf("%s: dp_shard %d × dp_replicate %d is not n_gpus %d", where("dp_shard"), x.shard, x.replicate, x.world)
-		}
-		if t, p, c := get("tp"), get("pp"), get("cp"); t != "1" || p != "1" || c != "1" {
-			skip("tensor, pipeline or context parallelism (fsdpc plans data parallelism only)")
-			continue
 		}
 		x.gpuLabel = get("gpu")
 		titan := strings.HasPrefix(strings.ToLower(get("framework")), "torchtitan")

@@ -320,3 +320,57 @@ func TestMLPActivation(t *testing.T) {
 		}
 	}
 }
+
+// TestIncompleteRows: a row the harness cannot plan is listed with why,
+// not an error that stops the rest: a 2D row whose data-parallel degrees
+// do not multiply to its GPUs, a row without a vocabulary. A blank
+// n_kv_heads is multi-head attention and a blank dp_shard shards over
+// every GPU.
+func TestIncompleteRows(t *testing.T) {
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := recs[0]
+	col := func(name string) int { return slices.Index(header, name) }
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	w.Write(header)
+	for i, changes := range []map[string]string{
+		{"row_id": "tp", "n_gpus": "256", "dp_shard": "32", "tp": "8"},
+		{"row_id": "novocab", "vocab": ""},
+		{"row_id": "mha", "n_kv_heads": "", "dp_shard": ""},
+	} {
+		row := slices.Clone(recs[1+i])
+		for k, v := range changes {
+			row[col(k)] = v
+		}
+		w.Write(row)
+	}
+	w.Flush()
+	runs, skipped, err := readRuns("x.csv", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := map[string]string{}
+	for _, s := range skipped {
+		why[s.ID] = s.Why
+	}
+	if !strings.Contains(why["tp"], "tensor, pipeline or context parallelism") {
+		t.Errorf("the 2D row: %q, want it skipped for tensor parallelism", why["tp"])
+	}
+	if why["novocab"] != "the source states no vocab" {
+		t.Errorf("the row without a vocabulary: %q", why["novocab"])
+	}
+	if len(runs) != 1 || runs[0].id != "mha" {
+		t.Fatalf("runs %+v, want the mha row alone", runs)
+	}
+	if r := runs[0]; r.kvHeads != r.heads || r.shard != r.world/r.replicate {
+		t.Errorf("blank n_kv_heads and dp_shard read as %d kv heads of %d, dp_shard %d of %d GPUs", r.kvHeads, r.heads, r.shard, r.world)
+	}
+}
