@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sort"
 	"strings"
@@ -567,201 +566,6 @@ func (t *tuner) prefetch(ks []knobs) {
 	t.planAhead(jobs, byKey)
 }
 
-// confirmContenders plans in full the estimated candidates of a dimension
-// that could change the descent's choice, so that comparing the others by
-// their estimates alone (never better than best) decides what comparing
-// every candidate in full would. Against a best that does not fit, any
-// candidate that may reserve less could. Against one that fits, the
-// candidates are planned fastest estimate first, until the next one's
-// estimate, less its error bound, is slower than a fitting candidate (best,
-// or one planned in full): such a candidate can never become best in the
-// descent's comparisons — a fitting one at least as fast stands in its way
-// whether it comes before or after it — so leaving it out changes nothing.
-func (t *tuner) confirmContenders(cs []*Candidate, best *Candidate) {
-	if t.short == nil {
-		return
-	}
-	if !best.Fits {
-		t.confirmAll(cs, func(c *Candidate) bool { return t.mayBeat(c, best) })
-		return
-	}
-	fastest := best.StepTime
-	var order []*Candidate
-	seen := map[*Candidate]bool{}
-	for _, c := range cs {
-		switch {
-		case c == nil || seen[c]:
-		case !c.estimated:
-			if c.Fits {
-				fastest = min(fastest, c.StepTime)
-			}
-		case !t.unfit(c):
-			order = append(order, c)
-		}
-		seen[c] = true
-	}
-	t.fastestFirst(order, &fastest)
-}
-
-// fastestFirst plans in full, by their estimates' lower bounds and a
-// batch per core, the candidates that could be as fast as the fastest
-// fitting one, which it lowers as they turn out to fit.
-func (t *tuner) fastestFirst(order []*Candidate, fastest *float64) {
-	sort.SliceStable(order, func(i, j int) bool { return order[i].StepTime-order[i].bound < order[j].StepTime-order[j].bound })
-	for len(order) > 0 {
-		var batch []*Candidate
-		for len(order) > 0 && len(batch) < max(runtime.GOMAXPROCS(0), 1) && mayBeFaster(order[0], *fastest) {
-			batch, order = append(batch, order[0]), order[1:]
-		}
-		if len(batch) == 0 {
-			return
-		}
-		t.confirmAll(batch, func(*Candidate) bool { return true })
-		for _, c := range batch {
-			if c.Fits {
-				*fastest = min(*fastest, c.StepTime)
-			}
-		}
-	}
-}
-
-// mayBeFaster reports whether an estimated candidate could take as long
-// as step or less: its estimate, less the error bound, is not slower by
-// more than better's tolerance.
-func mayBeFaster(c *Candidate, step float64) bool {
-	return c.StepTime-c.bound <= step*(1+1e-8)
-}
-
-// confirmAll plans in full, on every core, the estimated candidates of cs
-// that need it.
-func (t *tuner) confirmAll(cs []*Candidate, need func(*Candidate) bool) {
-	byKey := map[string]knobs{}
-	var jobs []planJob
-	for _, c := range cs {
-		if c == nil || !c.estimated || !need(c) {
-			continue
-		}
-		key := c.knobs.key()
-		if _, ok := byKey[key]; !ok {
-			byKey[key] = c.knobs
-			jobs = append(jobs, planJob{key, -1})
-		}
-	}
-	t.planAhead(jobs, byKey)
-	for _, j := range jobs {
-		t.eval(byKey[j.key])
-	}
-}
-
-// mayBeat reports whether an estimated candidate could be better than
-// best: fit where best fits and be as fast, or reserve less where best
-// does not fit.
-func (t *tuner) mayBeat(c, best *Candidate) bool {
-	if t.unfit(c) {
-		return !best.Fits && c.allocFloor < best.PeakReserved
-	}
-	return !best.Fits || mayBeFaster(c, best.StepTime)
-}
-
-// unfit reports whether an estimated candidate is known not to fit: it
-// allocates more than the usable memory, so it reserves more.
-func (t *tuner) unfit(c *Candidate) bool { return c.allocFloor > t.usable }
-
-// estimate scores a candidate from the short models where the tuner has
-// them and they lie on a line, and in full otherwise; once.
-func (t *tuner) estimate(k knobs) (*Candidate, error) {
-	key := k.key()
-	if c, ok := t.cache[key]; ok || t.short == nil {
-		if ok {
-			return c, nil
-		}
-		return t.eval(k)
-	}
-	var steps [3]float64
-	var allocs [3]int64
-	for size := range t.short.sizes {
-		p, _ := t.planOf(k, size)
-		if p == nil {
-			return t.eval(k) // let the full model say what is wrong
-		}
-		steps[size], allocs[size] = p.Prediction.StepTime, p.Prediction.PeakAllocated
-	}
-	step, bound, ok := t.short.extrapolate(steps)
-	if !ok {
-		return t.eval(k)
-	}
-	c := &Candidate{knobs: k, Decisions: k.describe(t.unitGlobs()), StepTime: step, estimated: true, bound: bound,
-		allocFloor: t.short.allocFloor(allocs)}
-	t.cache[key] = c
-	if t.opts.Progress != nil {
-		t.opts.Progress(len(t.cache))
-	}
-	return c, nil
-}
-
-// confirm plans in full, on every core, the estimated candidates that need
-// it.
-func (t *tuner) confirm(need func(*Candidate) bool) {
-	var cs []*Candidate
-	for _, key := range sortedCacheKeys(t.cache) {
-		cs = append(cs, t.cache[key])
-	}
-	t.confirmAll(cs, need)
-}
-
-func sortedCacheKeys(cache map[string]*Candidate) []string {
-	keys := make([]string, 0, len(cache))
-	for key := range cache {
-		keys = append(keys, key)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// settle plans in full every estimated candidate that could be one of the
-// alternatives or make memory the binding constraint: all whose estimate
-// is not clearly slower than the third alternative among the candidates
-// planned in full (which is slower than best).
-func (t *tuner) settle(best *Candidate) {
-	if t.short == nil {
-		return
-	}
-	for {
-		limit := math.Inf(1)
-		if alts := t.alternatives(best); len(alts) == 3 {
-			limit = alts[2].StepTime
-		}
-		var order []*Candidate
-		for _, key := range sortedCacheKeys(t.cache) {
-			if c := t.cache[key]; c.estimated && !t.unfit(c) && mayBeFaster(c, limit) {
-				order = append(order, c)
-			}
-		}
-		if len(order) == 0 {
-			break
-		}
-		// Fastest first, a batch per core: each batch may complete
-		// the alternatives and lower the limit.
-		sort.SliceStable(order, func(i, j int) bool { return order[i].StepTime-order[i].bound < order[j].StepTime-order[j].bound })
-		t.confirmAll(order[:min(len(order), max(runtime.GOMAXPROCS(0), 1))], func(*Candidate) bool { return true })
-	}
-	// Memory binds if a faster candidate does not fit: one planned in
-	// full must show it. Those left estimated are known not to fit.
-	var faster []*Candidate
-	for _, key := range sortedCacheKeys(t.cache) {
-		if c := t.cache[key]; c.estimated && c.StepTime-c.bound < best.StepTime {
-			faster = append(faster, c)
-		}
-	}
-	sort.SliceStable(faster, func(i, j int) bool { return faster[i].StepTime < faster[j].StepTime })
-	for _, c := range faster {
-		if t.binding(best) == "memory" {
-			return
-		}
-		t.eval(c.knobs)
-	}
-}
-
 // eval plans and simulates one candidate in full, once; an estimated
 // candidate is planned in full in place.
 func (t *tuner) eval(k knobs) (*Candidate, error) {
@@ -784,10 +588,7 @@ func (t *tuner) eval(k knobs) (*Candidate, error) {
 			c.StepTime, c.ExposedComm, c.PeakReserved = pr.StepTime, pr.ExposedComm, pr.PeakReserved
 		}
 		if !ok {
-			t.cache[key] = c
-			if t.opts.Progress != nil {
-				t.opts.Progress(len(t.cache))
-			}
+			t.record(key, c)
 		}
 		if len(t.cache) == 1 && p == nil && !isBudgetError(err) {
 			return nil, err // the file itself does not plan
@@ -798,12 +599,18 @@ func (t *tuner) eval(k knobs) (*Candidate, error) {
 	c.StepTime, c.ExposedComm, c.PeakReserved = pr.StepTime, pr.ExposedComm, pr.PeakReserved
 	c.Fits = pr.PeakReserved <= t.usable
 	if !ok {
-		t.cache[key] = c
-		if t.opts.Progress != nil {
-			t.opts.Progress(len(t.cache))
-		}
+		t.record(key, c)
 	}
 	return c, nil
+}
+
+// record caches a new candidate under its knobs' key and reports the
+// count to Progress.
+func (t *tuner) record(key string, c *Candidate) {
+	t.cache[key] = c
+	if t.opts.Progress != nil {
+		t.opts.Progress(len(t.cache))
+	}
 }
 
 func isBudgetError(err error) bool {
