@@ -228,7 +228,10 @@ func WriteTable(w io.Writer, results []Result, skipped []Unsupported) {
 			compile = "yes"
 		}
 		measT, predT, errT := "OOM", "", ""
-		if !r.oom {
+		switch {
+		case !r.oom && r.tokensPerGPU == 0:
+			measT = "–"
+		case !r.oom:
 			measT = fmt.Sprintf("%.0f", r.tokensPerGPU)
 		}
 		switch {
@@ -244,7 +247,7 @@ func WriteTable(w io.Writer, results []Result, skipped []Unsupported) {
 		if r.oom && !r.fits {
 			errT = "OOM (right)"
 		}
-		if !r.oom && r.fits {
+		if !r.oom && r.fits && r.tokensPerGPU > 0 {
 			e := pctErr(r.predTPS, r.tokensPerGPU)
 			errT = fmt.Sprintf("%+.1f%%", e)
 			add(tput, keys, e)

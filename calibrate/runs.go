@@ -262,37 +262,63 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			x.accumulateUnsharded = x.accum > 1
 		}
 		x.oom = strings.EqualFold(get("status"), "OOM")
-		if !x.oom {
-			tps, err := strconv.ParseFloat(get("tps_per_gpu"), 64)
-			if get("tps_per_gpu") == "" {
-				total, err2 := strconv.ParseFloat(get("tps_total"), 64)
-				if err2 != nil {
-					return nil, nil, fmt.Errorf("%s: neither tps_per_gpu nor tps_total is a number", where("tps_total"))
-				}
-				tps, err = total/float64(x.world), nil
+		positive := func(c string) (float64, bool, error) {
+			v := get(c)
+			if v == "" {
+				return 0, false, nil
 			}
-			if err != nil || tps <= 0 || math.IsInf(tps, 0) {
-				return nil, nil, fmt.Errorf("%s: %q is not a positive number", where("tps_per_gpu"), get("tps_per_gpu"))
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0) || math.IsInf(f, 0) {
+				return 0, false, fmt.Errorf("%s: %q is not a positive number", where(c), v)
+			}
+			return f, true, nil
+		}
+		if !x.oom {
+			// A row that states no throughput is checked for memory alone.
+			tps, ok, err := positive("tps_per_gpu")
+			if err != nil {
+				return nil, nil, err
+			}
+			if !ok {
+				total, okTotal, err := positive("tps_total")
+				if err != nil {
+					return nil, nil, err
+				}
+				if okTotal {
+					tps = total / float64(x.world)
+				}
 			}
 			x.tokensPerGPU = tps
 		}
-		if v := get("mem_peak_value"); v != "" {
-			m, err := strconv.ParseFloat(v, 64)
-			if err != nil || m <= 0 {
-				return nil, nil, fmt.Errorf("%s: %q is not a positive number", where("mem_peak_value"), v)
+		m, ok, err := positive("mem_peak_value")
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			// The unit is the cell's first word ("GiB (labelled GB)": the
+			// curator's GiB, whatever the source printed).
+			unit := ""
+			if f := strings.Fields(get("mem_peak_unit")); len(f) > 0 {
+				unit = f[0]
 			}
-			if u := get("mem_peak_unit"); !strings.HasPrefix(u, "GiB") {
-				return nil, nil, fmt.Errorf("%s: unknown unit %q (GiB)", where("mem_peak_unit"), u)
+			scale, known := memUnits[unit]
+			if !known {
+				return nil, nil, fmt.Errorf("%s: unknown unit %q (GiB, GB, MiB, MB)", where("mem_peak_unit"), get("mem_peak_unit"))
 			}
+			// A figure whose metric is neither peak reserved nor peak
+			// allocated cannot be set against either prediction: the row
+			// is checked for throughput alone.
 			metric := strings.ToLower(get("mem_peak_metric"))
 			switch {
 			case strings.Contains(metric, "reserved"):
-				x.memReserved = true
+				x.memReserved, x.memGiB = true, m*scale
 			case strings.Contains(metric, "allocated"):
-			default:
-				return nil, nil, fmt.Errorf("%s: unknown memory metric %q (peak reserved, peak allocated)", where("mem_peak_metric"), get("mem_peak_metric"))
+				x.memGiB = m * scale
 			}
-			x.memGiB = m
+		}
+		if x.tokensPerGPU == 0 && x.memGiB == 0 && !x.oom {
+			skip("the source states neither throughput nor a peak-memory figure fsdpc predicts")
+			continue
 		}
 		runs = append(runs, x)
 	}
@@ -394,6 +420,9 @@ func recomputedFraction(mfuPct, hfuPct string) (mode string, interval int) {
 	}
 	return "selective-layer", int(math.Floor(1 / f))
 }
+
+// memUnits converts a peak-memory figure's unit to GiB.
+var memUnits = map[string]float64{"GiB": 1, "GB": 1e9 / (1 << 30), "MiB": 1.0 / 1024, "MB": 1e6 / (1 << 30)}
 
 // gptFamily matches the model names of decoders whose MLP is a plain
 // two-matrix GELU one (GPT-2 and GPT-3, GPT-J, GPT-NeoX and Pythia, OPT,

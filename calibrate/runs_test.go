@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"encoding/csv"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -68,7 +69,7 @@ func TestReadErrors(t *testing.T) {
 	}{
 		{"missing column", strings.Join(dropped, ",") + "\n", `no column "seq_len"`},
 		{"bad number", edit(map[string]string{"seq_len": "lots"}), "x.csv:2 (row S3-L3-8B-a), column seq_len"},
-		{"unknown unit", edit(map[string]string{"mem_peak_value": "40", "mem_peak_unit": "MB", "mem_peak_metric": "peak reserved"}), "x.csv:2 (row S3-L3-8B-a), column mem_peak_unit"},
+		{"unknown unit", edit(map[string]string{"mem_peak_value": "40", "mem_peak_unit": "TB", "mem_peak_metric": "peak reserved"}), "x.csv:2 (row S3-L3-8B-a), column mem_peak_unit"},
 		{"unknown checkpointing", edit(map[string]string{"activation_checkpointing": "sometimes"}), "column activation_checkpointing"},
 	} {
 		_, _, err := readRuns("x.csv", strings.NewReader(c.text))
@@ -372,5 +373,58 @@ func TestIncompleteRows(t *testing.T) {
 	}
 	if r := runs[0]; r.kvHeads != r.heads || r.shard != r.world/r.replicate {
 		t.Errorf("blank n_kv_heads and dp_shard read as %d kv heads of %d, dp_shard %d of %d GPUs", r.kvHeads, r.heads, r.shard, r.world)
+	}
+}
+
+// TestMemoryOnlyAndUnits: a row without throughput is checked for memory
+// alone, decimal and binary units convert to GiB, and a figure of another
+// metric is left out rather than compared with the wrong prediction.
+func TestMemoryOnlyAndUnits(t *testing.T) {
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := recs[0]
+	col := func(name string) int { return slices.Index(header, name) }
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	w.Write(header)
+	for _, changes := range []map[string]string{
+		{"row_id": "memonly", "tps_per_gpu": "", "tps_total": "", "mem_peak_value": "80", "mem_peak_unit": "GB", "mem_peak_metric": "peak reserved"},
+		{"row_id": "mib", "mem_peak_value": "40960", "mem_peak_unit": "MiB", "mem_peak_metric": "peak allocated"},
+		{"row_id": "othermetric", "mem_peak_value": "70", "mem_peak_unit": "GiB", "mem_peak_metric": "nvidia-smi"},
+		{"row_id": "nothing", "tps_per_gpu": "", "tps_total": "", "mem_peak_value": ""},
+	} {
+		row := slices.Clone(recs[1])
+		for k, v := range changes {
+			row[col(k)] = v
+		}
+		w.Write(row)
+	}
+	w.Flush()
+	runs, skipped, err := readRuns("x.csv", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]run{}
+	for _, r := range runs {
+		got[r.id] = r
+	}
+	if r := got["memonly"]; r.tokensPerGPU != 0 || math.Abs(r.memGiB-80e9/(1<<30)) > 1e-9 || !r.memReserved {
+		t.Errorf("memory-only row: %v tok/s, %v GiB reserved %v", r.tokensPerGPU, r.memGiB, r.memReserved)
+	}
+	if r := got["mib"]; r.memGiB != 40 || r.memReserved {
+		t.Errorf("MiB row: %v GiB reserved %v, want 40 allocated", r.memGiB, r.memReserved)
+	}
+	if r := got["othermetric"]; r.memGiB != 0 || r.tokensPerGPU == 0 {
+		t.Errorf("another metric's row: %v GiB, %v tok/s; want no memory figure and its throughput", r.memGiB, r.tokensPerGPU)
+	}
+	if len(skipped) != 1 || skipped[0].ID != "nothing" {
+		t.Errorf("skipped %+v, want the row with neither figure", skipped)
 	}
 }
