@@ -99,13 +99,11 @@ const reduceBlock = 2048
 // independent and each one is still folded in rank order, so the result
 // is bit-identical whatever the split.
 func reduceParallel(r reducer, inputs [][]byte, off int64, n int, out []byte) (poison bool) {
-	workers := min(runtime.GOMAXPROCS(0), n/(4*reduceBlock))
-	if workers <= 1 {
+	workers, per := splitReduce(n)
+	if workers == 1 {
 		return reduce32(r, inputs, off, n, out)
 	}
 	sz := int(r.dt.Size())
-	per := (n + workers - 1) / workers
-	per = (per + reduceBlock - 1) / reduceBlock * reduceBlock
 	found := make([]bool, workers)
 	var wg sync.WaitGroup
 	for w, a := 0, 0; a < n; w, a = w+1, a+per {
@@ -123,6 +121,16 @@ func reduceParallel(r reducer, inputs [][]byte, off int64, n int, out []byte) (p
 	return poison
 }
 
+// splitReduce divides n elements among the cores for reduceParallel and
+// allReduceParallel: at most one worker per 4 of reduceBlock, each given
+// per elements, a whole number of blocks (the last worker what is left).
+func splitReduce(n int) (workers, per int) {
+	workers = max(1, min(runtime.GOMAXPROCS(0), n/(4*reduceBlock)))
+	per = (n + workers - 1) / workers
+	per = (per + reduceBlock - 1) / reduceBlock * reduceBlock
+	return workers, per
+}
+
 // allReduceParallel folds n elements of every input into each of outs
 // (the same bytes as the inputs), split across the cores like
 // reduceParallel: each core folds a cache-sized block of its range and
@@ -134,9 +142,7 @@ func reduceParallel(r reducer, inputs [][]byte, off int64, n int, out []byte) (p
 // lies in the ranges left unwritten, which it returns (in order) for the
 // scan that names it; nil if no input held poison.
 func allReduceParallel(r reducer, inputs [][]byte, n int, outs [][]byte) (unwritten [][2]int64) {
-	workers := max(1, min(runtime.GOMAXPROCS(0), n/(4*reduceBlock)))
-	per := (n + workers - 1) / workers
-	per = (per + reduceBlock - 1) / reduceBlock * reduceBlock
+	workers, per := splitReduce(n)
 	stops := make([][2]int64, workers)
 	var wg sync.WaitGroup
 	for w, a := 0, 0; a < n; w, a = w+1, a+per {
@@ -208,7 +214,7 @@ func reduce32Block(r reducer, inputs [][]byte, off int64, out []byte, acc, x []f
 	sz := r.dt.Size()
 	if done := simdElems(r.dt, len(acc)); useFoldSIMD && done > 0 {
 		for j, in := range inputs {
-			if _, p := foldSIMD(r.dt, acc[:done], in[off*sz:], float32(r.s), foldMode(j, r.premul)); p {
+			if foldSIMD(r.dt, acc[:done], in[off*sz:], float32(r.s), foldMode(j, r.premul)) {
 				poison = true
 			}
 		}

@@ -59,13 +59,13 @@ func simdElems(dt ir.DType, n int) int {
 }
 
 // foldSIMD folds the first simdElems elements of one input row (raw bytes
-// of dt) into acc with the given mode (foldAdd ...), and says how many
-// elements it folded and whether any of them was the poison pattern. It
-// folds nothing where the CPU lacks the instructions.
-func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (done int, poison bool) {
+// of dt) into acc with the given mode (foldAdd ...), and says whether any
+// of them was the poison pattern. It folds nothing where the CPU lacks the
+// instructions.
+func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (poison bool) {
 	n := simdElems(dt, len(acc))
 	if !useFoldSIMD || n == 0 {
-		return 0, false
+		return false
 	}
 	_ = row[n*int(dt.Size())-1]
 	var p int
@@ -77,18 +77,18 @@ func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (done
 	case ir.FP32:
 		p = foldFP32AVX2(&acc[0], (*float32)(unsafe.Pointer(&row[0])), n, s, mode)
 	default:
-		return 0, false
+		return false
 	}
-	return n, p != 0
+	return p != 0
 }
 
-// storeSIMD encodes the first simdElems accumulators into out as dt (bf16 ones
-// already rounded: their high halves; fp16 ones rounded to nearest even)
-// and says how many it encoded.
-func storeSIMD(dt ir.DType, acc []float32, out []byte) int {
+// storeSIMD encodes the first simdElems accumulators into out as dt
+// (bf16 ones already rounded: their high halves; fp16 ones rounded to
+// nearest even); nothing where the CPU lacks the instructions.
+func storeSIMD(dt ir.DType, acc []float32, out []byte) {
 	n := simdElems(dt, len(acc))
 	if !useFoldSIMD || n == 0 {
-		return 0
+		return
 	}
 	_ = out[n*int(dt.Size())-1]
 	switch dt {
@@ -98,10 +98,7 @@ func storeSIMD(dt ir.DType, acc []float32, out []byte) int {
 		storeFP16AVX2((*uint16)(unsafe.Pointer(&out[0])), &acc[0], n)
 	case ir.FP32:
 		copy(f32s(out, n), acc[:n])
-	default:
-		return 0
 	}
-	return n
 }
 
 // useFoldSIMD is haveFoldSIMD; tests turn it off to run the Go loops.

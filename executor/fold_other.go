@@ -13,11 +13,11 @@ const haveFoldSIMD = false
 var useFoldSIMD = haveFoldSIMD
 
 // foldSIMD folds nothing.
-func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (done int, poison bool) {
-	return 0, false
+func foldSIMD(dt ir.DType, acc []float32, row []byte, s float32, mode int) (poison bool) {
+	return false
 }
 
-func storeSIMD(dt ir.DType, acc []float32, out []byte) int { return 0 }
+func storeSIMD(dt ir.DType, acc []float32, out []byte) {}
 
 func fillPatternSIMD(words []uint32, seed uint64) int  { return 0 }
 func checkPatternSIMD(words []uint32, seed uint64) int { return 0 }

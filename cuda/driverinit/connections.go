@@ -2,7 +2,7 @@ package driverinit
 
 import "os"
 
-// ConnectionsVar is the driver's setting of how many hardware work queues
+// connectionsVar is the driver's setting of how many hardware work queues
 // a process's streams are spread over (CUDA C Programming Guide,
 // "Environment Variables"): 8 by default, at most 32. Streams that share a
 // queue behave as one where their work meets, so an independent copy can
@@ -12,18 +12,18 @@ import "os"
 // figures, with 320 ms of exposed communication) under the default and
 // 200 ms (1.04×) with 32 (.ci/gpu-acceptance, rehearse-llama3-8b and
 // rehearse-llama3-8b-conn32).
-const ConnectionsVar = "CUDA_DEVICE_MAX_CONNECTIONS"
+const connectionsVar = "CUDA_DEVICE_MAX_CONNECTIONS"
 
-// Connections is what fsdpc-cuda asks for: the most the driver allows.
-const Connections = "32"
+// maxConnections is what fsdpc-cuda asks for: the most the driver allows.
+const maxConnections = "32"
 
-// setConnections sets ConnectionsVar to Connections unless the
+// setConnections sets connectionsVar to maxConnections unless the
 // environment already sets it (a user's choice stands), before the driver
 // reads it, and returns the value in force.
 func setConnections() string {
-	if v, ok := os.LookupEnv(ConnectionsVar); ok {
+	if v, ok := os.LookupEnv(connectionsVar); ok {
 		return v
 	}
-	os.Setenv(ConnectionsVar, Connections)
-	return Connections
+	os.Setenv(connectionsVar, maxConnections)
+	return maxConnections
 }
