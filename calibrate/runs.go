@@ -171,16 +171,16 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			skip(fmt.Sprintf("GPU %q has no fsdpc preset", x.gpuLabel))
 			continue
 		}
-		if prec := strings.ToLower(get("precision")); !strings.HasPrefix(prec, "bf16") {
+		if !halfPrecision(get("precision")) {
 			skip(fmt.Sprintf("precision %q (fsdpc models bf16 mixed precision; fp8 training is not expressible)", get("precision")))
 			continue
 		}
 		x.nodeNetwork, x.networkPerGPU = parseNetwork(get("interconnect"))
 		ac := strings.ToLower(get("activation_checkpointing"))
 		switch {
-		case ac == "none":
+		case ac == "none" || ac == "no" || ac == "off" || strings.HasPrefix(ac, "none "):
 			x.checkpointing = "none"
-		case ac == "full":
+		case ac == "full" || strings.HasPrefix(ac, "full "):
 			x.checkpointing = "full"
 		case strings.Contains(ac, "per-op") || strings.Contains(ac, "selective op"):
 			x.checkpointing = "selective-op"
@@ -197,7 +197,8 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			// the MFU and HFU the row states.
 			x.checkpointing, x.checkpointInterval = recomputedFraction(get("mfu_pct"), get("hfu_pct"))
 		default:
-			return nil, nil, fmt.Errorf("%s: unknown checkpointing %q (none, full, selective per-op, selective per-layer)", where("activation_checkpointing"), get("activation_checkpointing"))
+			skip(fmt.Sprintf("checkpointing %q (fsdpc reads none, full, selective per-op, selective per-layer)", get("activation_checkpointing")))
+			continue
 		}
 		// torchtitan compiles the loss with the model since bbb1b616e
 		// (2025-04-02; before, train.py left it eager: "compiling loss
@@ -419,6 +420,18 @@ func recomputedFraction(mfuPct, hfuPct string) (mode string, interval int) {
 		return "full", 0 // floor(1/f) = 1
 	}
 	return "selective-layer", int(math.Floor(1 / f))
+}
+
+// halfPrecision says whether a row trains in 16-bit mixed precision,
+// bf16 ("bf16 mixed precision", "bfloat16 AMP") or fp16, which run at the
+// same tensor-core rate and are planned alike; fp8 recipes, which keep
+// bf16 for some layers, are not.
+func halfPrecision(p string) bool {
+	p = strings.ToLower(p)
+	if strings.Contains(p, "fp8") || strings.Contains(p, "float8") {
+		return false
+	}
+	return strings.Contains(p, "bf16") || strings.Contains(p, "bfloat16") || strings.Contains(p, "fp16") || strings.Contains(p, "float16")
 }
 
 // memUnits converts a peak-memory figure's unit to GiB.

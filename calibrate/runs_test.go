@@ -70,7 +70,6 @@ func TestReadErrors(t *testing.T) {
 		{"missing column", strings.Join(dropped, ",") + "\n", `no column "seq_len"`},
 		{"bad number", edit(map[string]string{"seq_len": "lots"}), "x.csv:2 (row S3-L3-8B-a), column seq_len"},
 		{"unknown unit", edit(map[string]string{"mem_peak_value": "40", "mem_peak_unit": "TB", "mem_peak_metric": "peak reserved"}), "x.csv:2 (row S3-L3-8B-a), column mem_peak_unit"},
-		{"unknown checkpointing", edit(map[string]string{"activation_checkpointing": "sometimes"}), "column activation_checkpointing"},
 	} {
 		_, _, err := readRuns("x.csv", strings.NewReader(c.text))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -426,5 +425,52 @@ func TestMemoryOnlyAndUnits(t *testing.T) {
 	}
 	if len(skipped) != 1 || skipped[0].ID != "nothing" {
 		t.Errorf("skipped %+v, want the row with neither figure", skipped)
+	}
+}
+
+func TestHalfPrecision(t *testing.T) {
+	for p, want := range map[string]bool{
+		"bf16 mixed precision (torchtitan default: bf16 params, fp32 reduce)": true,
+		"bfloat16 AMP":                           true,
+		"BF16":                                   true,
+		"fp16 mixed precision":                   true,
+		"FP8-CS (current scaling)":               false,
+		"fp8 (torchao float8 tensorwise) + bf16": false,
+		"float8 rowwise":                         false,
+		"fp32":                                   false,
+	} {
+		if got := halfPrecision(p); got != want {
+			t.Errorf("halfPrecision(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+// TestUnknownCheckpointingListed: a checkpointing fsdpc cannot read lists
+// the row as not modelled, naming the label, and the other rows still run.
+func TestUnknownCheckpointingListed(t *testing.T) {
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := recs[0]
+	row := slices.Clone(recs[1])
+	row[slices.Index(header, "activation_checkpointing")] = "sometimes"
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	w.Write(header)
+	w.Write(row)
+	w.Write(recs[2])
+	w.Flush()
+	runs, skipped, err := readRuns("x.csv", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || len(skipped) != 1 || !strings.Contains(skipped[0].Why, `checkpointing "sometimes"`) {
+		t.Errorf("runs %d, skipped %+v", len(runs), skipped)
 	}
 }
