@@ -59,7 +59,12 @@ func (l *lowerer) computeCosts() {
 				c.AttnFlopsBwd += c.AttnFlopsFwd
 				c.ElemBytesBwd = satAdd(c.ElemBytesBwd, c.ElemBytesFwd)
 			case CheckpointSelective:
-				if md != nil && md.spec != nil && md.actBytes == nil && w.opPolicy {
+				if md == nil || md.spec == nil || md.actBytes != nil {
+					// A module without a kind, or one whose file gives
+					// its activation_bytes, keeps what it declares.
+					break
+				}
+				if w.opPolicy {
 					n := sacMMs[region]
 					saved, flops, gemms, err := opSAC(w, &n, ctx.act)
 					if err != nil {
@@ -77,7 +82,7 @@ func (l *lowerer) computeCosts() {
 					c.FlopsRecompute = flops
 					c.GEMMsBwd = MergeGEMMs(c.GEMMsBwd, gemms)
 					c.ElemBytesBwd = satAdd(c.ElemBytesBwd, c.ElemBytesFwd)
-				} else if md != nil && md.spec != nil && md.actBytes == nil {
+				} else {
 					m.Modules[region].Cost.RecomputeBytes = satAdd(m.Modules[region].Cost.RecomputeBytes, c.ActivationBytes-w.savedSelective)
 					c.ActivationBytes = w.savedSelective
 					c.FlopsRecompute = w.recomputeSelective
