@@ -331,7 +331,13 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 // are presets of their own: their memory (and the PCIe card's clocks and
 // links) decide what fits.
 func gpuPreset(label, stated string) string {
-	switch g := strings.ToUpper(label); {
+	g := strings.ToUpper(strings.TrimSpace(label))
+	// The vendor's name before the part: "NVIDIA A100-SXM4-80GB" (what
+	// nvidia-smi prints), "AMD Instinct MI300X".
+	for _, vendor := range []string{"NVIDIA ", "AMD INSTINCT ", "AMD "} {
+		g = strings.TrimPrefix(g, vendor)
+	}
+	switch {
 	case strings.HasPrefix(g, "A100") && (strings.Contains(g, "40G") || strings.HasPrefix(strings.TrimSpace(stated), "40")):
 		return "a100-40gb"
 	case strings.HasPrefix(g, "A100"):

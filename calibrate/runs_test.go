@@ -260,6 +260,9 @@ func TestGPUPresetOfRow(t *testing.T) {
 		{"A100", "40GB", "a100-40gb"},
 		{"H100 PCIe", "", "h100-pcie"},
 		{"H100 SXM5", "80GB", "h100-sxm"},
+		{"NVIDIA A100-SXM4-80GB", "", "a100-80gb"},
+		{"NVIDIA H100 80GB HBM3", "", "h100-sxm"},
+		{"AMD Instinct MI300X", "", "mi300x"},
 	} {
 		r := editedRun(t, "published-runs.csv", 1, map[string]string{"gpu": c.gpu, "gpu_mem_stated": c.mem})
 		if r.gpu != c.want {
