@@ -262,7 +262,8 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			// the last: unsharded gradients accumulate meanwhile.
 			x.accumulateUnsharded = x.accum > 1
 		}
-		x.oom = strings.EqualFold(get("status"), "OOM")
+		status := strings.ToLower(get("status"))
+		x.oom = strings.Contains(status, "oom") || strings.Contains(status, "out of memory")
 		positive := func(c string) (float64, bool, error) {
 			v := get(c)
 			if v == "" {

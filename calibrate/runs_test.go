@@ -477,3 +477,32 @@ func TestUnknownCheckpointingListed(t *testing.T) {
 		t.Errorf("runs %d, skipped %+v", len(runs), skipped)
 	}
 }
+
+func TestOOMStatus(t *testing.T) {
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := recs[0]
+	for status, want := range map[string]bool{"OOM": true, "oom at step 1": true, "CUDA out of memory": true, "ok": false} {
+		row := slices.Clone(recs[1])
+		row[slices.Index(header, "status")] = status
+		var b strings.Builder
+		w := csv.NewWriter(&b)
+		w.Write(header)
+		w.Write(row)
+		w.Flush()
+		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs[0].oom != want {
+			t.Errorf("status %q: oom %v, want %v", status, runs[0].oom, want)
+		}
+	}
+}
