@@ -206,7 +206,8 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 		// loss)" or "yes (blocks; loss eager)"; a compiled torchtitan run
 		// dated from then on that says neither compiles its loss.
 		compile := strings.ToLower(get("torch_compile"))
-		x.compile = strings.HasPrefix(compile, "yes")
+		x.compile = strings.HasPrefix(compile, "yes") || strings.HasPrefix(compile, "true") ||
+			compile == "on" || compile == "y" || strings.HasPrefix(compile, "torch.compile")
 		x.compileLoss = x.compile && !strings.Contains(compile, "loss eager") &&
 			(strings.Contains(compile, "loss") || titan && dated("2025-04-02"))
 		if _, ok := col["gpu_mem_stated"]; ok {
