@@ -216,8 +216,10 @@ type tuner struct {
 	opts   TuneOptions
 	cache  map[string]*Candidate
 	usable int64
-	// ahead holds plans made by planAhead, not yet taken.
-	ahead map[planJob]planned
+	// plans holds every plan made, by the job of its canonical knobs:
+	// planned ahead (planAhead) or when first needed (planOf), and kept
+	// for every later candidate with the same canonical knobs.
+	plans map[planJob]planned
 	// short, if set, estimates candidates on short models first.
 	short *shortcut
 }
@@ -432,15 +434,15 @@ func (t *tuner) exhaustive(base knobs, dims []dimension) *Candidate {
 	return best
 }
 
-// planned is a candidate's plan (or why it has none), made ahead of its
-// evaluation by planAhead.
+// planned is a candidate's plan, its prediction only (tuner.plan), or why
+// it has none.
 type planned struct {
 	p   *schedule.Plan
 	err error
 }
 
-// planJob is a candidate planned on the file's model (size -1) or on one
-// of the short models (0, 1, 2).
+// planJob is a candidate, by its knobs' key, planned on the file's model
+// (size -1) or on one of the short models (0, 1, 2).
 type planJob struct {
 	key  string
 	size int
@@ -458,7 +460,7 @@ func (t *tuner) planAhead(jobs []planJob, ks map[string]knobs) {
 	for _, j := range jobs {
 		k := t.canonical(ks[j.key])
 		j = planJob{k.key(), j.size}
-		if _, ok := t.ahead[j]; ok || seen[j] {
+		if _, ok := t.plans[j]; ok || seen[j] {
 			continue
 		}
 		seen[j] = true
@@ -482,11 +484,11 @@ func (t *tuner) planAhead(jobs []planJob, ks map[string]knobs) {
 		}()
 	}
 	wg.Wait()
-	if t.ahead == nil {
-		t.ahead = map[planJob]planned{}
+	if t.plans == nil {
+		t.plans = map[planJob]planned{}
 	}
 	for i, j := range todo {
-		t.ahead[j] = out[i]
+		t.plans[j] = out[i]
 	}
 }
 
@@ -504,14 +506,14 @@ func (t *tuner) planner(size int) *tuner {
 func (t *tuner) planOf(k knobs, size int) (*schedule.Plan, error) {
 	k = t.canonical(k)
 	j := planJob{k.key(), size}
-	if a, ok := t.ahead[j]; ok {
+	if a, ok := t.plans[j]; ok {
 		return a.p, a.err
 	}
 	p, err := t.planner(size).plan(k, true)
-	if t.ahead == nil {
-		t.ahead = map[planJob]planned{}
+	if t.plans == nil {
+		t.plans = map[planJob]planned{}
 	}
-	t.ahead[j] = planned{p, err}
+	t.plans[j] = planned{p, err}
 	return p, err
 }
 
