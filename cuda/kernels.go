@@ -141,7 +141,7 @@ type deviceTable struct {
 
 // uploadTable copies table to new device memory in cs's order and
 // records it under its bytes.
-func (x *state) uploadTable(table []byte, cs cu.Stream) (deviceTable, error) {
+func (st *state) uploadTable(table []byte, cs cu.Stream) (deviceTable, error) {
 	n := int64(len(table))
 	t := deviceTable{pieces: n / moveSize}
 	host, err := allocHost(n)
@@ -160,10 +160,10 @@ func (x *state) uploadTable(table []byte, cs cu.Stream) (deviceTable, error) {
 		freeHost(host)
 		return t, fmt.Errorf("cuMemcpyHtoDAsync of a table of %d pieces: %w", t.pieces, err)
 	}
-	if x.tables == nil {
-		x.tables = make(map[string]deviceTable)
+	if st.tables == nil {
+		st.tables = make(map[string]deviceTable)
 	}
-	x.tables[string(table)] = t
+	st.tables[string(table)] = t
 	return t, nil
 }
 

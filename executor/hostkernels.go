@@ -435,8 +435,9 @@ func patternMismatch(b []byte, seed uint64) int64 {
 	n := int64(len(b)) / 4
 	w := int64(0)
 	if nativeLittleEndian && n > 0 {
-		// Find the first differing word in place; the loop below
-		// reports it.
+		// Skip the words that match in place (the assembly a group of 8
+		// at a time, then one by one); the loop below returns the first
+		// that differs.
 		words := unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
 		w = int64(checkPatternSIMD(words, seed))
 		for w < n && words[w] == actPattern(seed, w) {
