@@ -1,19 +1,25 @@
 // Package devices lists the local NVIDIA GPUs through NVML
 // (github.com/NVIDIA/go-nvml), which loads libnvidia-ml.so.1 at run time:
 // the package builds anywhere and reports plainly when there is no driver.
+// go-nvml reaches NVML through cgo, so a binary built without cgo
+// (CGO_ENABLED=0, as a cross-compilation is by default) has no NVML:
+// List and OpenSampler then return ErrNoCgo (nocgo.go), and everything
+// else fsdpc does still works.
 package devices
 
 import (
 	"errors"
 	"fmt"
-
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 // ErrNoDriver means there is no usable NVIDIA driver here: NVML could not
 // be loaded, or it loaded but the kernel driver is not (a container or
 // machine with the CUDA libraries and no GPU).
 var ErrNoDriver = errors.New("no NVIDIA driver")
+
+// ErrNoCgo is ErrNoDriver for a binary built without cgo, which NVML
+// needs.
+var ErrNoCgo = fmt.Errorf("%w reachable: this binary was built without cgo (CGO_ENABLED=0), which NVML needs; build it with cgo to see the GPUs", ErrNoDriver)
 
 // Info is what NVML reports about the machine.
 type Info struct {
@@ -35,59 +41,17 @@ type GPU struct {
 	NVLinks int
 }
 
-// List queries NVML. It returns ErrNoDriver when there is no driver, and
-// an error naming the NVML call that failed otherwise.
-func List() (Info, error) {
-	if ret := nvml.Init(); ret != nvml.SUCCESS {
-		switch ret {
-		case nvml.ERROR_LIBRARY_NOT_FOUND:
-			return Info{}, fmt.Errorf("%w: libnvidia-ml.so.1 could not be loaded", ErrNoDriver)
-		case nvml.ERROR_DRIVER_NOT_LOADED:
-			return Info{}, fmt.Errorf("%w: NVML is installed but the kernel driver is not loaded", ErrNoDriver)
-		}
-		return Info{}, nvmlError("nvmlInit", ret)
-	}
-	defer nvml.Shutdown()
-	var info Info
-	var ret nvml.Return
-	if info.Driver, ret = nvml.SystemGetDriverVersion(); ret != nvml.SUCCESS {
-		return info, nvmlError("nvmlSystemGetDriverVersion", ret)
-	}
-	if v, ret := nvml.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
-		info.CUDA = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
-	}
-	n, ret := nvml.DeviceGetCount()
-	if ret != nvml.SUCCESS {
-		return info, nvmlError("nvmlDeviceGetCount", ret)
-	}
-	for i := 0; i < n; i++ {
-		d, ret := nvml.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
-			return info, nvmlError(fmt.Sprintf("nvmlDeviceGetHandleByIndex(%d)", i), ret)
-		}
-		g := GPU{Index: i}
-		if g.Name, ret = d.GetName(); ret != nvml.SUCCESS {
-			return info, nvmlError("nvmlDeviceGetName", ret)
-		}
-		g.UUID, _ = d.GetUUID()
-		if mem, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
-			g.MemoryBytes = mem.Total
-		}
-		g.ComputeMajor, g.ComputeMinor, _ = d.GetCudaComputeCapability()
-		for link := 0; link < nvml.NVLINK_MAX_LINKS; link++ {
-			state, ret := d.GetNvLinkState(link)
-			if ret != nvml.SUCCESS {
-				break // no more links, or no NVLink at all
-			}
-			if state == nvml.FEATURE_ENABLED {
-				g.NVLinks++
-			}
-		}
-		info.GPUs = append(info.GPUs, g)
-	}
-	return info, nil
-}
-
-func nvmlError(call string, ret nvml.Return) error {
-	return fmt.Errorf("%s: %s", call, nvml.ErrorString(ret))
+// MemorySample is one reading, in bytes.
+type MemorySample struct {
+	// Total is the board's memory; Used what is in use by anyone
+	// (total − free, as cuMemGetInfo counts it); Reserved the part of it
+	// the driver and firmware keep for themselves (only with
+	// nvmlDeviceGetMemoryInfo_v2, drivers from R510: 0 otherwise).
+	Total, Used, Reserved uint64
+	// Process is this process's memory on the device (its CUDA context,
+	// its allocations, NCCL's buffers), when HasProcess: NVML lists
+	// processes by their PID in the host's namespace, so from inside a
+	// container, or on a MIG instance, it is not found.
+	Process    uint64
+	HasProcess bool
 }

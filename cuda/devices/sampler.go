@@ -1,3 +1,5 @@
+//go:build cgo
+
 package devices
 
 import (
@@ -27,21 +29,6 @@ type Sampler struct {
 	v2     bool // nvmlDeviceGetMemoryInfo_v2 is there: reserved is known
 	procs  bool // nvmlDeviceGetComputeRunningProcesses still worth asking
 	closed bool
-}
-
-// MemorySample is one reading, in bytes.
-type MemorySample struct {
-	// Total is the board's memory; Used what is in use by anyone
-	// (total − free, as cuMemGetInfo counts it); Reserved the part of it
-	// the driver and firmware keep for themselves (only with
-	// nvmlDeviceGetMemoryInfo_v2, drivers from R510: 0 otherwise).
-	Total, Used, Reserved uint64
-	// Process is this process's memory on the device (its CUDA context,
-	// its allocations, NCCL's buffers), when HasProcess: NVML lists
-	// processes by their PID in the host's namespace, so from inside a
-	// container, or on a MIG instance, it is not found.
-	Process    uint64
-	HasProcess bool
 }
 
 // api is the part of go-nvml the sampler calls; tests replace it.
