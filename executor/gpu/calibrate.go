@@ -83,72 +83,10 @@ func Calibrate(dev Device, ranks int, bytes int64, repeats int) (DeviceFigures, 
 		}
 	}
 	s0 := streams[0]
-	// timeIt runs work between two events on s0, fanning out to every
-	// stream and back, and returns the medians of the device's time and
-	// of the CPU's time to issue it. A spin holds s0 while the work is
-	// issued, so that t0 executes after the CPU has enqueued everything
-	// and the events time the device's work alone: without it the
-	// figures measured the issue (a 256 MiB copy on an H200 read 519 GB/s
-	// where the copy engine moves about 2 TB/s). A gate the issue
-	// outlasts is doubled and the run repeated.
-	gate := time.Millisecond
-	timeIt := func(work func() error) (device, issue time.Duration, err error) {
-		var ds, is []time.Duration
-		for rep, tries := 0, 0; rep < repeats+1; tries++ { // the first run warms up
-			if tries > 4*(repeats+1) {
-				return 0, 0, fmt.Errorf("the CPU took longer than a %v gate to issue the work, %d times", gate, tries)
-			}
-			if err := dev.Spin(gate, s0); err != nil {
-				return 0, 0, err
-			}
-			start := time.Now()
-			if err := dev.Record(t0, s0); err != nil {
-				return 0, 0, err
-			}
-			for _, s := range streams[1:] {
-				if err := dev.Wait(s, t0); err != nil {
-					return 0, 0, err
-				}
-			}
-			if err := work(); err != nil {
-				return 0, 0, err
-			}
-			for i, s := range streams[1:] {
-				if err := dev.Record(join[i+1], s); err != nil {
-					return 0, 0, err
-				}
-				if err := dev.Wait(s0, join[i+1]); err != nil {
-					return 0, 0, err
-				}
-			}
-			if err := dev.Record(t1, s0); err != nil {
-				return 0, 0, err
-			}
-			issued := time.Since(start)
-			if err := dev.SyncEvent(t1); err != nil {
-				return 0, 0, err
-			}
-			d, err := dev.Elapsed(t0, t1)
-			if err != nil {
-				return 0, 0, err
-			}
-			if issued > gate/2 {
-				gate = 2 * issued
-				continue
-			}
-			if rep > 0 {
-				ds = append(ds, d)
-				is = append(is, issued)
-			}
-			rep++
-		}
-		slices.Sort(ds)
-		slices.Sort(is)
-		return max(ds[len(ds)/2], time.Nanosecond), is[len(is)/2], nil
-	}
+	timer := &gatedTimer{dev: dev, streams: streams, t0: t0, t1: t1, join: join, gate: time.Millisecond, repeats: repeats}
 	per := func(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() }
 
-	d, _, err := timeIt(func() error { return dev.Copy(bufs[1], bufs[0], bytes, s0) })
+	d, _, err := timer.time(func() error { return dev.Copy(bufs[1], bufs[0], bytes, s0) })
 	if err != nil {
 		return f, fmt.Errorf("calibrate: copy: %w", err)
 	}
@@ -157,7 +95,7 @@ func Calibrate(dev Device, ranks int, bytes int64, repeats int) (DeviceFigures, 
 
 	// A virtual all-gather: every rank copies every other rank's chunk.
 	c := bytes / int64(ranks)
-	d, _, err = timeIt(func() error {
+	d, _, err = timer.time(func() error {
 		for i, s := range streams {
 			for j := range streams {
 				if i != j {
@@ -178,7 +116,7 @@ func Calibrate(dev Device, ranks int, bytes int64, repeats int) (DeviceFigures, 
 	// each reads its chunk of every rank and writes it in place. The
 	// buffers hold zeros, which every dtype reduces without overflow.
 	for k, dt := range ReduceDTypes {
-		d, _, err = timeIt(func() error {
+		d, _, err = timer.time(func() error {
 			for i, s := range streams {
 				srcs := make([]Ptr, ranks)
 				for j := range srcs {
@@ -200,7 +138,7 @@ func Calibrate(dev Device, ranks int, bytes int64, repeats int) (DeviceFigures, 
 	// Launch and issue: many empty kernels on one stream, queued behind
 	// the gate, so the device time is the launches' own.
 	const n = 1000
-	d, issue, err := timeIt(func() error {
+	d, issue, err := timer.time(func() error {
 		for i := 0; i < n; i++ {
 			if err := dev.Spin(0, s0); err != nil {
 				return err
@@ -214,6 +152,90 @@ func Calibrate(dev Device, ranks int, bytes int64, repeats int) (DeviceFigures, 
 	f.Issue = issue / n
 	f.Launch = d / n
 	return f, nil
+}
+
+// gatedTimer times device work between two events on its first stream,
+// fanning out to every stream and back. A spin holds the first stream
+// while the work is issued, so that t0 executes after the CPU has
+// enqueued everything and the events time the device's work alone:
+// without it the figures measured the issue (a 256 MiB copy on an H200
+// read 519 GB/s where the copy engine moves about 2 TB/s). A gate the
+// issue outlasts is doubled and the run repeated.
+type gatedTimer struct {
+	dev     Device
+	streams []Stream
+	t0, t1  Event
+	join    []Event // join[i] records streams[i]'s end (i > 0)
+	gate    time.Duration
+	repeats int
+}
+
+// time returns the medians over repeats runs, after one to warm up, of
+// the device's time for work and of the CPU's time to issue it.
+func (g *gatedTimer) time(work func() error) (device, issue time.Duration, err error) {
+	var ds, is []time.Duration
+	for rep, tries := 0, 0; rep < g.repeats+1; tries++ {
+		if tries > 4*(g.repeats+1) {
+			return 0, 0, fmt.Errorf("the CPU took longer than a %v gate to issue the work, %d times", g.gate, tries)
+		}
+		d, issued, err := g.once(work)
+		if err != nil {
+			return 0, 0, err
+		}
+		if issued > g.gate/2 {
+			g.gate = 2 * issued
+			continue
+		}
+		if rep > 0 {
+			ds = append(ds, d)
+			is = append(is, issued)
+		}
+		rep++
+	}
+	slices.Sort(ds)
+	slices.Sort(is)
+	return max(ds[len(ds)/2], time.Nanosecond), is[len(is)/2], nil
+}
+
+// once runs work behind the gate and returns the device's time for it
+// and the CPU's time to issue it.
+func (g *gatedTimer) once(work func() error) (device, issued time.Duration, err error) {
+	s0 := g.streams[0]
+	if err := g.dev.Spin(g.gate, s0); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := g.dev.Record(g.t0, s0); err != nil {
+		return 0, 0, err
+	}
+	for _, s := range g.streams[1:] {
+		if err := g.dev.Wait(s, g.t0); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := work(); err != nil {
+		return 0, 0, err
+	}
+	for i, s := range g.streams[1:] {
+		if err := g.dev.Record(g.join[i+1], s); err != nil {
+			return 0, 0, err
+		}
+		if err := g.dev.Wait(s0, g.join[i+1]); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := g.dev.Record(g.t1, s0); err != nil {
+		return 0, 0, err
+	}
+	issued = time.Since(start)
+	if err := g.dev.SyncEvent(g.t1); err != nil {
+		return 0, 0, err
+	}
+	device, err = g.dev.Elapsed(g.t0, g.t1)
+	if err != nil {
+		return 0, 0, err
+	}
+	return device, issued, nil
 }
 
 // RehearsalModel is the cost model of a single-GPU rehearsal of p on a
