@@ -122,7 +122,7 @@ func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
 		if !ok {
 			var err error
 			if t, err = x.uploadTable(table, cs); err != nil {
-				return fmt.Errorf("moves: %w", err)
+				return fmt.Errorf("cuda: moves: %w", err)
 			}
 		}
 		grid := int(min(t.pieces, int64(x.resident[kMoves])))
