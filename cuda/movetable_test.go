@@ -3,7 +3,6 @@ package cuda
 import (
 	"encoding/binary"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -122,11 +121,10 @@ func TestZooMovesEncode(t *testing.T) {
 			}
 			dev := &tableChecker{Device: gputest.New()}
 			defer dev.Close()
+			// Every zoo model of up to 8 ranks rehearses here; one that
+			// failed for another reason would cover none of its moves.
 			if _, err := executor.Run(p, gpu.New(dev, gpu.Options{}), executor.Options{Scale: 64, Steps: 1, Timeout: time.Minute}); err != nil {
-				if strings.Contains(err.Error(), "moves") {
-					t.Fatal(err)
-				}
-				t.Skipf("does not rehearse here: %v", err)
+				t.Fatal(err)
 			}
 			if dev.moves == 0 {
 				t.Errorf("no Moves call")
