@@ -199,6 +199,24 @@ func TestStatedHBM(t *testing.T) {
 // the header) back through readRuns after setting the given columns.
 func editedRun(t *testing.T, file string, index int, set map[string]string) run {
 	t.Helper()
+	runs, skipped := readEdited(t, file, rowEdit{index, set})
+	if len(runs) != 1 {
+		t.Fatalf("%s row %d with %v: skipped (%v)", file, index, set, skipped)
+	}
+	return runs[0]
+}
+
+// rowEdit is a row of a CSV, by its index among the records (1 is the
+// first after the header), with some cells replaced.
+type rowEdit struct {
+	index int
+	set   map[string]string
+}
+
+// readEdited reads file's header and the edited rows, in order, as
+// readRuns reads a file.
+func readEdited(t *testing.T, file string, rows ...rowEdit) ([]run, []unsupported) {
+	t.Helper()
 	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -207,27 +225,27 @@ func editedRun(t *testing.T, file string, index int, set map[string]string) run 
 	if err != nil {
 		t.Fatal(err)
 	}
-	header, row := recs[0], slices.Clone(recs[index])
-	for name, v := range set {
-		i := slices.Index(header, name)
-		if i < 0 {
-			t.Fatalf("%s has no column %q", file, name)
-		}
-		row[i] = v
-	}
+	header := recs[0]
 	var b strings.Builder
 	w := csv.NewWriter(&b)
 	w.Write(header)
-	w.Write(row)
+	for _, e := range rows {
+		row := slices.Clone(recs[e.index])
+		for name, v := range e.set {
+			i := slices.Index(header, name)
+			if i < 0 {
+				t.Fatalf("%s has no column %q", file, name)
+			}
+			row[i] = v
+		}
+		w.Write(row)
+	}
 	w.Flush()
 	runs, skipped, err := readRuns("x.csv", strings.NewReader(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 1 {
-		t.Fatalf("%s row %d with %v: skipped (%v)", file, index, set, skipped)
-	}
-	return runs[0]
+	return runs, skipped
 }
 
 // TestCompiledLossByDate: a compiled torchtitan run compiles its loss
@@ -330,36 +348,10 @@ func TestMLPActivation(t *testing.T) {
 // n_kv_heads is multi-head attention and a blank dp_shard shards over
 // every GPU.
 func TestIncompleteRows(t *testing.T) {
-	f, err := os.Open("published-runs.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	header := recs[0]
-	col := func(name string) int { return slices.Index(header, name) }
-	var b strings.Builder
-	w := csv.NewWriter(&b)
-	w.Write(header)
-	for i, changes := range []map[string]string{
-		{"row_id": "tp", "n_gpus": "256", "dp_shard": "32", "tp": "8"},
-		{"row_id": "novocab", "vocab": ""},
-		{"row_id": "mha", "n_kv_heads": "", "dp_shard": ""},
-	} {
-		row := slices.Clone(recs[1+i])
-		for k, v := range changes {
-			row[col(k)] = v
-		}
-		w.Write(row)
-	}
-	w.Flush()
-	runs, skipped, err := readRuns("x.csv", strings.NewReader(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	runs, skipped := readEdited(t, "published-runs.csv",
+		rowEdit{1, map[string]string{"row_id": "tp", "n_gpus": "256", "dp_shard": "32", "tp": "8"}},
+		rowEdit{2, map[string]string{"row_id": "novocab", "vocab": ""}},
+		rowEdit{3, map[string]string{"row_id": "mha", "n_kv_heads": "", "dp_shard": ""}})
 	why := map[string]string{}
 	for _, s := range skipped {
 		why[s.ID] = s.Why
@@ -382,37 +374,11 @@ func TestIncompleteRows(t *testing.T) {
 // alone, decimal and binary units convert to GiB, and a figure of another
 // metric is left out rather than compared with the wrong prediction.
 func TestMemoryOnlyAndUnits(t *testing.T) {
-	f, err := os.Open("published-runs.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	header := recs[0]
-	col := func(name string) int { return slices.Index(header, name) }
-	var b strings.Builder
-	w := csv.NewWriter(&b)
-	w.Write(header)
-	for _, changes := range []map[string]string{
-		{"row_id": "memonly", "tps_per_gpu": "", "tps_total": "", "mem_peak_value": "80", "mem_peak_unit": "GB", "mem_peak_metric": "peak reserved"},
-		{"row_id": "mib", "mem_peak_value": "40960", "mem_peak_unit": "MiB", "mem_peak_metric": "peak allocated"},
-		{"row_id": "othermetric", "mem_peak_value": "70", "mem_peak_unit": "GiB", "mem_peak_metric": "nvidia-smi"},
-		{"row_id": "nothing", "tps_per_gpu": "", "tps_total": "", "mem_peak_value": ""},
-	} {
-		row := slices.Clone(recs[1])
-		for k, v := range changes {
-			row[col(k)] = v
-		}
-		w.Write(row)
-	}
-	w.Flush()
-	runs, skipped, err := readRuns("x.csv", strings.NewReader(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	runs, skipped := readEdited(t, "published-runs.csv",
+		rowEdit{1, map[string]string{"row_id": "memonly", "tps_per_gpu": "", "tps_total": "", "mem_peak_value": "80", "mem_peak_unit": "GB", "mem_peak_metric": "peak reserved"}},
+		rowEdit{1, map[string]string{"row_id": "mib", "mem_peak_value": "40960", "mem_peak_unit": "MiB", "mem_peak_metric": "peak allocated"}},
+		rowEdit{1, map[string]string{"row_id": "othermetric", "mem_peak_value": "70", "mem_peak_unit": "GiB", "mem_peak_metric": "nvidia-smi"}},
+		rowEdit{1, map[string]string{"row_id": "nothing", "tps_per_gpu": "", "tps_total": "", "mem_peak_value": ""}})
 	got := map[string]run{}
 	for _, r := range runs {
 		got[r.id] = r
@@ -451,58 +417,17 @@ func TestHalfPrecision(t *testing.T) {
 // TestUnknownCheckpointingListed: a checkpointing fsdpc cannot read lists
 // the row as not modelled, naming the label, and the other rows still run.
 func TestUnknownCheckpointingListed(t *testing.T) {
-	f, err := os.Open("published-runs.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	header := recs[0]
-	row := slices.Clone(recs[1])
-	row[slices.Index(header, "activation_checkpointing")] = "sometimes"
-	var b strings.Builder
-	w := csv.NewWriter(&b)
-	w.Write(header)
-	w.Write(row)
-	w.Write(recs[2])
-	w.Flush()
-	runs, skipped, err := readRuns("x.csv", strings.NewReader(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	runs, skipped := readEdited(t, "published-runs.csv",
+		rowEdit{1, map[string]string{"activation_checkpointing": "sometimes"}}, rowEdit{2, nil})
 	if len(runs) != 1 || len(skipped) != 1 || !strings.Contains(skipped[0].Why, `checkpointing "sometimes"`) {
 		t.Errorf("runs %d, skipped %+v", len(runs), skipped)
 	}
 }
 
 func TestOOMStatus(t *testing.T) {
-	f, err := os.Open("published-runs.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	header := recs[0]
 	for status, want := range map[string]bool{"OOM": true, "oom at step 1": true, "CUDA out of memory": true, "ok": false} {
-		row := slices.Clone(recs[1])
-		row[slices.Index(header, "status")] = status
-		var b strings.Builder
-		w := csv.NewWriter(&b)
-		w.Write(header)
-		w.Write(row)
-		w.Flush()
-		runs, _, err := readRuns("x.csv", strings.NewReader(b.String()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if runs[0].oom != want {
-			t.Errorf("status %q: oom %v, want %v", status, runs[0].oom, want)
+		if r := editedRun(t, "published-runs.csv", 1, map[string]string{"status": status}); r.oom != want {
+			t.Errorf("status %q: oom %v, want %v", status, r.oom, want)
 		}
 	}
 }
