@@ -32,8 +32,8 @@ var _ gpu.Device = (*Device)(nil)
 // any goroutine. (An owner goroutine that ran each call as a closure cost
 // two thread hand-offs per call: 23.3 µs to issue a launch on an H200
 // machine against 4.59 µs this way, fsdpc-cuda bench's kernel launch line
-// in docs/cuda.md's acceptance table.) The one exception is SyncEvent, which blocks and so waits outside
-// the mutex (see there).
+// in docs/cuda.md's acceptance table.) The one exception is SyncEvent,
+// which blocks and so waits outside the mutex (see there).
 type Device struct {
 	// Read-only after Open.
 	ordinal         int

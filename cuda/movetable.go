@@ -32,7 +32,7 @@ const moveBytes = 0
 // elements, which the kernels do for the float dtypes only. Runs longer
 // than movePieceBytes are split; empty ones leave no piece.
 func moveTable(runs []gpu.Run) ([]byte, error) {
-	var table []byte
+	table := make([]byte, 0, moveSize*len(runs)) // one piece a run, unless split
 	piece := func(dstOff, srcOff, n, types int64) {
 		table = binary.LittleEndian.AppendUint64(table, uint64(dstOff))
 		table = binary.LittleEndian.AppendUint64(table, uint64(srcOff))
