@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -63,13 +64,18 @@ func readKernelRows(t *testing.T, path string) []kernelRow {
 // 8,192), which the model's constants do not follow.
 func TestKernelShapesH200(t *testing.T) {
 	rows := readKernelRows(t, "testdata/kernels-h200.csv")
-	const peak = 989.4e12 // dense bf16, ir's h200 preset
-	peaks := make([]float64, ir.BF16+1)
-	peaks[ir.BF16] = peak
-	m := &schedule.Model{
-		HW:  schedule.Hardware{PeakFLOPS: peaks, HBMBandwidth: 4.8e12, SMs: ir.SMCount("h200")},
-		Cal: schedule.CalibrationFor("NVIDIA H200 SXM 141GB"),
+	// The cost model fsdpc builds for a plan on the h200 preset.
+	src := "[train]\nmicro_batch = 1\nseq_len = 8\n[cluster]\ngpu = \"h200\"\nworld_size = 1\n[[module]]\nname = \"l\"\nkind = \"linear\"\nin = 8\nout = 8\n"
+	model, err := ir.Load("h200.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
 	}
+	p, err := planner.Plan(model, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := schedule.NewModel(p)
+	peak := m.HW.PeakFLOPS[ir.BF16]
 	fwdEff, bwdEff, ok := ir.AttentionKernelEfficiency("cudnn", "h200")
 	if !ok {
 		t.Fatal("no cudnn attention figures for h200")
