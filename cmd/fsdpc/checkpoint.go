@@ -28,12 +28,8 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "and the predicted save and load time at a storage bandwidth (docs/checkpoint.md).")
 		fl.PrintDefaults()
 	}
-	if code, ok := parseFlags(fl, args); !ok {
+	if code, ok := parseOperands(fl, args, 1); !ok {
 		return code
-	}
-	if fl.NArg() != 1 {
-		fl.Usage()
-		return 2
 	}
 	st, err := checkpoint.ParseStorage(*storage, *aggregate)
 	if err != nil {

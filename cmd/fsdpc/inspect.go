@@ -24,12 +24,8 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nPrints parameter totals, bytes by dtype, FLOPs per step and a per-module table.")
 		fl.PrintDefaults()
 	}
-	if code, ok := parseFlags(fl, args); !ok {
+	if code, ok := parseOperands(fl, args, 1); !ok {
 		return code
-	}
-	if fl.NArg() != 1 {
-		fl.Usage()
-		return 2
 	}
 	m, err := loadModel(fl.Arg(0))
 	if err != nil {

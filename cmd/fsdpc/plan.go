@@ -328,3 +328,16 @@ func parseFlags(fl *flag.FlagSet, args []string) (code int, ok bool) {
 	}
 	return 0, true
 }
+
+// parseOperands is parseFlags for a command that takes exactly n operands:
+// any other count prints the usage and returns code 2.
+func parseOperands(fl *flag.FlagSet, args []string, n int) (code int, ok bool) {
+	if code, ok := parseFlags(fl, args); !ok {
+		return code, false
+	}
+	if fl.NArg() != n {
+		fl.Usage()
+		return 2, false
+	}
+	return 0, true
+}

@@ -38,12 +38,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "--backend cuda starts one fsdpc-cuda worker per GPU (--nproc-per-node on this node).")
 		fl.PrintDefaults()
 	}
-	if code, ok := parseFlags(fl, args); !ok {
+	if code, ok := parseOperands(fl, args, 1); !ok {
 		return code
-	}
-	if fl.NArg() != 1 {
-		fl.Usage()
-		return 2
 	}
 	if *scale < 1 || *scale > executor.MaxScale || *steps < 1 || *ranks < 0 {
 		fmt.Fprintf(stderr, "fsdpc run: --scale must be from 1 to %d, --steps at least 1, --ranks not negative\n", executor.MaxScale)

@@ -24,12 +24,8 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Blocks that repeat with numbers stepping (layers.0 … layers.31) print once as \"N× { … }\" with ranges; -full prints them all, as textconv and plans/*.plan.txt do.")
 		fl.PrintDefaults()
 	}
-	if code, ok := parseFlags(fl, args); !ok {
+	if code, ok := parseOperands(fl, args, 1); !ok {
 		return code
-	}
-	if fl.NArg() != 1 {
-		fl.Usage()
-		return 2
 	}
 	p, m, err := loadPlanModel(fl.Arg(0), "")
 	if err != nil {

@@ -28,12 +28,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nSimulates one training step of the plan on its target: step time, exposed communication per group, memory.")
 		fl.PrintDefaults()
 	}
-	if code, ok := parseFlags(fl, args); !ok {
+	if code, ok := parseOperands(fl, args, 1); !ok {
 		return code
-	}
-	if fl.NArg() != 1 {
-		fl.Usage()
-		return 2
 	}
 	if err := atomicfile.NotAnInput(*trace, fl.Arg(0)); *trace != "" && err != nil {
 		return reportErr(stderr, err) // before the summary, which would read as success
@@ -142,12 +138,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc verify plan.bin|model.toml|zoo-name\n\nProves the plan's schedule safe (happens-before order of every buffer use, collectives against the layout) and within its memory budget.")
 	}
-	if code, ok := parseFlags(fl, args); !ok {
+	if code, ok := parseOperands(fl, args, 1); !ok {
 		return code
-	}
-	if fl.NArg() != 1 {
-		fl.Usage()
-		return 2
 	}
 	p, err := loadPlan(fl.Arg(0))
 	if err != nil {

@@ -15,12 +15,8 @@ func runZoo(args []string, stdout, stderr io.Writer) int {
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc zoo\n\nLists the built-in models with their size and target cluster.")
 	}
-	if code, ok := parseFlags(fl, args); !ok {
+	if code, ok := parseOperands(fl, args, 0); !ok {
 		return code
-	}
-	if fl.NArg() != 0 {
-		fl.Usage()
-		return 2
 	}
 	fmt.Fprintf(stdout, "%-20s %18s %10s  %s\n", "MODEL", "PARAMETERS", "GPUS", "GPU")
 	for _, name := range plans.Names() {
