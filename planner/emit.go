@@ -209,11 +209,6 @@ func (e *emitter) checkGradientsReach() error {
 	return nil
 }
 
-// presize reserves the program's slices from the emitter's own shape, so
-// they are not regrown and copied as the emission appends to them. The
-// zoo and the scaling models emit 16 to 30 operations and 5 to 6 buffers
-// per group or segment and micro-batch; an estimate that falls short only
-// costs a regrowth.
 // opsPool holds the operation lists of scored tuner candidates, so the
 // next candidate emits into one instead of allocating and clearing its
 // own (a sixth of the tuner's time on llama3-70b went to that).
@@ -226,6 +221,11 @@ func recycleOps(p *schedule.Plan) {
 	opsPool.Put(&ops)
 }
 
+// presize reserves the program's slices from the emitter's own shape, so
+// they are not regrown and copied as the emission appends to them. The
+// zoo and the scaling models emit 16 to 30 operations and 5 to 6 buffers
+// per group or segment and micro-batch; an estimate that falls short only
+// costs a regrowth.
 func (e *emitter) presize(accum int) {
 	if e.s.opts.scoreOnly && e.p.Ops == nil {
 		if v, ok := opsPool.Get().(*[]schedule.Op); ok {

@@ -56,7 +56,7 @@ type block struct {
 	at int
 }
 
-// kinds index a device pool's two block pools: large, small.
+// kindOf indexes a device pool's two block pools: 0 large, 1 small.
 func kindOf(small bool) int {
 	if small {
 		return 1

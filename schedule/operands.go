@@ -57,5 +57,6 @@ func Operands(k OpKind) (rule OperandRule, ok bool) {
 	return *operandRules[k], true
 }
 
-// Allows reports whether a buffer of kind k may fill a role of the rule.
+// allows reports whether a buffer of kind k may fill a role (one of a
+// rule's kind lists).
 func allows(ks []BufferKind, k BufferKind) bool { return slices.Contains(ks, k) }
