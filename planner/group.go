@@ -21,14 +21,14 @@ func groupUnits(s *state) error {
 	switch m.Policy.UnitsMode {
 	case ir.UnitsBlocks, ir.UnitsAuto:
 		for i := range m.Modules {
-			if m.Modules[i].Instance >= 0 && !insideInstance(m, m.Modules[i].Parent) {
+			if isBlock(m, ir.ModuleID(i)) {
 				isUnit[i] = true
 			}
 		}
 	case ir.UnitsBlockChildren:
 		// Each child of each instance: finer units, more collectives.
 		for i := range m.Modules {
-			if m.Modules[i].Instance >= 0 && !insideInstance(m, m.Modules[i].Parent) {
+			if isBlock(m, ir.ModuleID(i)) {
 				for _, c := range m.Modules[i].Children {
 					isUnit[c] = true
 				}
@@ -157,6 +157,12 @@ func (s *state) mergeConsecutive(k int) {
 		s.unitOf[i] = remap[s.unitOf[i]]
 	}
 	s.units = merged
+}
+
+// isBlock reports whether module id is an instance of a repeated block
+// that no other instance contains: a unit of units = "blocks".
+func isBlock(m *ir.Model, id ir.ModuleID) bool {
+	return m.Modules[id].Instance >= 0 && !insideInstance(m, m.Modules[id].Parent)
 }
 
 func insideInstance(m *ir.Model, id ir.ModuleID) bool {

@@ -725,15 +725,23 @@ func (t *tuner) model(k knobs) (*ir.Model, error) {
 	return &m, nil
 }
 
-// blockNames names every instance of the model's repeated blocks, the
-// units of units = "blocks".
+// blocks lists every instance of the model's repeated blocks, the units
+// of units = "blocks".
+func (t *tuner) blocks() []ir.ModuleID {
+	var out []ir.ModuleID
+	for i := range t.m.Modules {
+		if isBlock(t.m, ir.ModuleID(i)) {
+			out = append(out, ir.ModuleID(i))
+		}
+	}
+	return out
+}
+
+// blockNames names blocks.
 func (t *tuner) blockNames() []string {
 	var out []string
-	for i := range t.m.Modules {
-		mod := &t.m.Modules[i]
-		if mod.Instance >= 0 && !insideInstance(t.m, mod.Parent) {
-			out = append(out, mod.Name)
-		}
+	for _, id := range t.blocks() {
+		out = append(out, t.m.Modules[id].Name)
 	}
 	return out
 }
@@ -759,9 +767,8 @@ func (t *tuner) lastBlocks(k int) []string {
 	}
 	var out []string
 	for i := len(t.m.Modules) - 1; i >= 0 && len(out) < k; i-- {
-		mod := &t.m.Modules[i]
-		if mod.Instance >= 0 && !insideInstance(t.m, mod.Parent) {
-			out = append(out, mod.Name)
+		if isBlock(t.m, ir.ModuleID(i)) {
+			out = append(out, t.m.Modules[i].Name)
 		}
 	}
 	return out

@@ -74,11 +74,7 @@ type shortcut struct {
 func (t *tuner) newShortcut() (*shortcut, string) {
 	m := t.m
 	holder := ir.NoModule
-	for _, name := range t.blockNames() {
-		id := moduleNamed(m, name)
-		if id < 0 {
-			return nil, "a block has no module"
-		}
+	for _, id := range t.blocks() {
 		p := m.Modules[id].Parent
 		if holder != ir.NoModule && p != holder {
 			return nil, "its blocks repeat in more than one stack"
@@ -110,15 +106,6 @@ func (t *tuner) newShortcut() (*shortcut, string) {
 		s.tuners[i] = &tuner{m: short, opts: t.opts}
 	}
 	return s, ""
-}
-
-func moduleNamed(m *ir.Model, name string) ir.ModuleID {
-	for i := range m.Modules {
-		if m.Modules[i].Name == name {
-			return ir.ModuleID(i)
-		}
-	}
-	return ir.NoModule
 }
 
 // nonUniformPattern returns a units or override pattern of the policy that
