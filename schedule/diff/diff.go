@@ -11,6 +11,7 @@ package diff
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -435,7 +436,7 @@ func (f *folder) addValued(group, what, old, new string, oldValue, newValue any,
 		f.order = append(f.order, k)
 		f.change[k] = Change{What: what, Old: old, New: new, OldValue: oldValue, NewValue: newValue, Unit: unit}
 	}
-	if gs := f.byEdit[k]; len(gs) > 0 && gs[len(gs)-1] == group || contains(gs, group) {
+	if gs := f.byEdit[k]; len(gs) > 0 && gs[len(gs)-1] == group || slices.Contains(gs, group) {
 		return // several buffers of a group: the group once
 	}
 	f.byEdit[k] = append(f.byEdit[k], group)

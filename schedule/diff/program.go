@@ -3,6 +3,7 @@ package diff
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,7 +79,7 @@ type opKey struct {
 type opRec struct {
 	key       opKey
 	op        *schedule.Op
-	foldGroup string
+	foldGroup string // foldName of opGroups' group
 }
 
 // values writes the op's fields in opFieldNames' order.
@@ -102,7 +103,7 @@ func (r *opRec) values() [len(opFieldNames)]string {
 func (r *opRec) brief(fields []string) string {
 	var b strings.Builder
 	for j, v := range r.values() {
-		named := j <= fGroup || j == fModule || j == fBuffer || j == fSource || j == fEvent || contains(fields, opFieldNames[j])
+		named := j <= fGroup || j == fModule || j == fBuffer || j == fSource || j == fEvent || slices.Contains(fields, opFieldNames[j])
 		if !named || v == "" || j > fKind && (v == "0" || v == "none") {
 			continue
 		}
@@ -138,6 +139,14 @@ func eventName(p *schedule.Plan, e int) string {
 func groupName(p *schedule.Plan, g int) string {
 	if g < 0 || g >= len(p.Groups) {
 		return ""
+	}
+	return p.Groups[g].Label()
+}
+
+// foldName is the group an edit folds under: its label, or "(no group)".
+func foldName(p *schedule.Plan, g int) string {
+	if g < 0 || g >= len(p.Groups) {
+		return "(no group)"
 	}
 	return p.Groups[g].Label()
 }
@@ -182,7 +191,7 @@ func records(p *schedule.Plan) []opRec {
 		o := &p.Ops[i]
 		r := &out[i]
 		r.op = o
-		r.foldGroup = groupName(p, groups[i])
+		r.foldGroup = foldName(p, groups[i])
 		mod := ""
 		if o.Module >= 0 && o.Module < len(p.Modules) {
 			mod = p.Modules[o.Module]
@@ -415,9 +424,6 @@ func (r *Result) program() {
 	for _, e := range edits {
 		k := key{e.change, e.rec.op.Phase.String(), e.rec.op.Kind.String(), strings.Join(e.fields, ", ")}
 		g := e.rec.foldGroup
-		if g == "" {
-			g = "(no group)"
-		}
 		n, ok := idx[k]
 		if !ok {
 			n = len(r.Program)
@@ -434,7 +440,7 @@ func (r *Result) program() {
 		pe := &r.Program[n]
 		pe.Count++
 		if len(pe.Groups) == 0 || pe.Groups[len(pe.Groups)-1] != g {
-			if !contains(pe.Groups, g) {
+			if !slices.Contains(pe.Groups, g) {
 				pe.Groups = append(pe.Groups, g)
 			}
 		}
@@ -446,15 +452,6 @@ func (r *Result) program() {
 		}
 		pe.Folded = Fold(pe.Groups)
 	}
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // Text of one fold: "backward: 12 waits changed (event) in layers.{3–14}".
@@ -542,10 +539,7 @@ func (r *Result) buffers() {
 	for i := range op.Buffers {
 		ob := &op.Buffers[i]
 		oldNames[ob.Name] = true
-		g := groupName(op, ob.Group)
-		if g == "" {
-			g = "(no group)"
-		}
+		g := foldName(op, ob.Group)
 		ni, ok := newByName[ob.Name]
 		if !ok {
 			f.add(g, "buffer "+ob.Kind.String(), "present", "removed")
@@ -562,10 +556,7 @@ func (r *Result) buffers() {
 	for i := range np.Buffers {
 		nb := &np.Buffers[i]
 		if !oldNames[nb.Name] {
-			g := groupName(np, nb.Group)
-			if g == "" {
-				g = "(no group)"
-			}
+			g := foldName(np, nb.Group)
 			f.add(g, "buffer "+nb.Kind.String(), "absent", "added")
 		}
 	}
