@@ -388,10 +388,6 @@ func (ks kinds) has(k schedule.BufferKind) bool {
 	return false
 }
 
-// compile turns the program into launch templates, rank-independent:
-// which buffers each kernel reads and writes, whether it overwrites or
-// adds, the layout of each all-gather buffer, the gradient each optimizer
-// step reads.
 // prepare scales a plan by k and derives what running it (or loading a
 // checkpoint under it) needs: the group layouts and the optimizer.
 func prepare(p *schedule.Plan, k int) (q *schedule.Plan, diffs []string, layouts []*GroupLayout, opt *optimizer, err error) {
@@ -408,6 +404,10 @@ func prepare(p *schedule.Plan, k int) (q *schedule.Plan, diffs []string, layouts
 	return q, diffs, layouts, opt, nil
 }
 
+// compile turns the program into launch templates, rank-independent:
+// which buffers each kernel reads and writes, whether it overwrites or
+// adds, the layout of each all-gather buffer, the gradient each optimizer
+// step reads.
 func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver, error) {
 	if q.Events < 0 || q.Events > len(q.Ops) {
 		return nil, fmt.Errorf("the plan has %d events for %d ops", q.Events, len(q.Ops))
