@@ -126,15 +126,22 @@ func stateIndex(l *checkpoint.Layout, ti int) int {
 	return s
 }
 
-// final is the reference's unsharded state per entry.
-func (ref *reference) final(l *checkpoint.Layout) *Final {
-	f := &Final{Step: ref.steps, Tensors: map[string][]byte{}}
-	idx := map[string][2]int{}
-	for gi, rg := range ref.groups {
-		for pi := range rg.gl.Params {
-			idx[rg.gl.Params[pi].Name] = [2]int{gi, pi}
-		}
+// entryRegion is where entry ti of l starts in one rank's buffers of its
+// group: in the sharded parameters for a parameter, in the fp32 optimizer
+// states for a state (each state of the group is one run of
+// GradShardNumel elements).
+func entryRegion(l *checkpoint.Layout, ti int, gl *GroupLayout, pl *ParamLayout, params, states []byte) []byte {
+	if l.Tensors[ti].State == "" {
+		return params[pl.ShardedOffset:]
 	}
+	return states[(int64(stateIndex(l, ti))*gl.GradShardNumel+pl.GradOffset)*4:]
+}
+
+// final is the reference's unsharded state per entry; layouts are the
+// reference's groups'.
+func (ref *reference) final(l *checkpoint.Layout, layouts []*GroupLayout) *Final {
+	f := &Final{Step: ref.steps, Tensors: map[string][]byte{}}
+	idx := paramIndex(layouts)
 	for ti := range l.Tensors {
 		t := &l.Tensors[ti]
 		b := make([]byte, t.Bytes())
@@ -201,16 +208,13 @@ func (d *driver) saveCheckpoint(dir string, l *checkpoint.Layout, steps int) err
 			}
 			c := t.Chunk(k)
 			var data []byte
-			switch {
-			case t.State == "":
-				region := params[r][at[0]][pl.ShardedOffset:]
-				pl.forShard(int64(k), func(so, _, n int64) { data = append(data, region[so*es:(so+n)*es]...) })
-			case t.State == "step":
+			if t.State == "step" {
 				data = make([]byte, 4)
 				store(ir.FP32, data, 0, float64(steps))
-			default:
-				region := states[r][at[0]][(int64(stateIndex(l, ti))*gl.GradShardNumel+pl.GradOffset)*4:]
-				pl.forShard(int64(k), func(so, _, n int64) { data = append(data, region[so*4:(so+n)*4]...) })
+			} else {
+				// es is 4 for a state (executorLayout: fp32).
+				region := entryRegion(l, ti, gl, pl, params[r][at[0]], states[r][at[0]])
+				pl.forShard(int64(k), func(so, _, n int64) { data = append(data, region[so*es:(so+n)*es]...) })
 			}
 			if int64(len(data)) != c.Numel()*es {
 				return fmt.Errorf("checkpoint: %s chunk %d: %d bytes on rank %d, the layout says %d", t.FQN, k, len(data), r, c.Numel()*es)
@@ -335,12 +339,7 @@ func LoadCheckpoint(dir string, p *schedule.Plan, scale int) (*Restored, error) 
 			at := idx[t.Param]
 			gl := layouts[at[0]]
 			pl := &gl.Params[at[1]]
-			var dst []byte
-			if t.State == "" {
-				dst = res.Params[at[0]][r][pl.ShardedOffset:]
-			} else {
-				dst = res.States[at[0]][r][(int64(stateIndex(nl, rd.Tensor))*gl.GradShardNumel+pl.GradOffset)*4:]
-			}
+			dst := entryRegion(nl, rd.Tensor, gl, pl, res.Params[at[0]][r], res.States[at[0]][r])
 			// The rank's shard is its chunk padded to ChunkRows rows.
 			dims := slices.Clone(t.Shape)
 			dstOff := make([]int64, len(dims))
@@ -525,12 +524,7 @@ func (res *Restored) Check(f *Final) error {
 		pl := &gl.Params[at[1]]
 		es := t.DType.Size()
 		for r := range l.World() {
-			var got []byte
-			if t.State == "" {
-				got = res.Params[at[0]][r][pl.ShardedOffset:]
-			} else {
-				got = res.States[at[0]][r][(int64(stateIndex(l, ti))*gl.GradShardNumel+pl.GradOffset)*4:]
-			}
+			got := entryRegion(l, ti, gl, pl, res.Params[at[0]][r], res.States[at[0]][r])
 			var bad error
 			data := make([]bool, pl.ShardNumel)
 			pl.forShard(int64(r%l.Shard), func(so, lo, n int64) {

@@ -262,7 +262,7 @@ func Run(p *schedule.Plan, b Backend, opts Options) (*Report, error) {
 		if err := d.saveCheckpoint(opts.Checkpoint, ckpt, opts.Steps); err != nil {
 			return rep, err
 		}
-		rep.Final = ref.final(ckpt)
+		rep.Final = ref.final(ckpt, layouts)
 	}
 	return rep, nil
 }
