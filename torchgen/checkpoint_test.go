@@ -1,6 +1,7 @@
 package torchgen
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -46,5 +47,88 @@ func TestCheckpointConformance(t *testing.T) {
 				t.Errorf("DCP (torch %s) differs from fsdpc's checkpoint layout:\n%s", recs[0].Torch, strings.Join(bad, "\n"))
 			}
 		})
+	}
+}
+
+// dcpOf is the metadata DCP would write for l: every entry in fsdpc's
+// dtype named as torch names it, every non-empty chunk in its writer's
+// file.
+func dcpOf(t *testing.T, l *checkpoint.Layout) *DCPMetadata {
+	t.Helper()
+	type chunk struct {
+		Offsets []int64 `json:"offsets"`
+		Sizes   []int64 `json:"sizes"`
+	}
+	type entry struct {
+		FQN    string  `json:"fqn"`
+		Size   []int64 `json:"size"`
+		DType  string  `json:"dtype"`
+		Chunks []chunk `json:"chunks"`
+	}
+	type file struct {
+		FQN     string  `json:"fqn"`
+		Offsets []int64 `json:"offsets"`
+		File    string  `json:"file"`
+	}
+	var doc struct {
+		Entries []entry `json:"entries"`
+		Files   []file  `json:"files"`
+	}
+	for ti := range l.Tensors {
+		tn := &l.Tensors[ti]
+		e := entry{FQN: tn.FQN, Size: tn.Shape, DType: torchDType(tn.DType)}
+		for k, w := range l.Writer[ti] {
+			if c := tn.Chunk(k); c.Numel() > 0 && w >= 0 {
+				e.Chunks = append(e.Chunks, chunk{c.Offsets, c.Lengths})
+				doc.Files = append(doc.Files, file{tn.FQN, c.Offsets, checkpoint.FileName(w)})
+			}
+		}
+		doc.Entries = append(doc.Entries, e)
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md DCPMetadata
+	if err := json.Unmarshal(b, &md); err != nil {
+		t.Fatal(err)
+	}
+	return &md
+}
+
+// TestCompareCheckpoint runs without torch: metadata made from the layout
+// matches it, and each kind of difference is one line naming the entry.
+func TestCompareCheckpoint(t *testing.T) {
+	_, p := planSpec(t, "m.toml", fmt.Sprintf(decoderModel, "", "world_size = 3", "", "", ""))
+	l, err := checkpoint.FromPlan(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := CompareCheckpoint(l, dcpOf(t, l)); len(bad) > 0 {
+		t.Fatalf("metadata made from the layout differs from it:\n%s", strings.Join(bad, "\n"))
+	}
+	fqn := l.Tensors[0].FQN // the first entry and, chunked, the first file
+	for _, c := range []struct {
+		name  string
+		edit  func(md *DCPMetadata)
+		wants string
+	}{
+		{"dtype", func(md *DCPMetadata) { md.Entries[0].DType = "float16" }, fqn + ": dtype float16 in DCP, fp32 in fsdpc"},
+		{"unknown dtype", func(md *DCPMetadata) { md.Entries[0].DType = "complex64" }, fqn + ": dtype complex64 in DCP"},
+		{"size", func(md *DCPMetadata) { md.Entries[0].Size = []int64{1} }, fqn + ": size [1] in DCP"},
+		{"writer", func(md *DCPMetadata) { md.Files[0].File = checkpoint.FileName(2) }, fqn + ": DCP's chunks (offsets+sizes@writer)"},
+		{"file name", func(md *DCPMetadata) { md.Files[0].File = "data.bin" }, "not a rank's __<rank>_0.distcp"},
+		{"missing entry", func(md *DCPMetadata) { md.Entries = md.Entries[1:] }, fqn + ": in fsdpc's layout, not in DCP's checkpoint"},
+		{"extra entry", func(md *DCPMetadata) { md.Entries[0].FQN = "model.extra" }, "model.extra: in DCP's checkpoint, not in fsdpc's layout"},
+	} {
+		md := dcpOf(t, l)
+		c.edit(md)
+		bad := CompareCheckpoint(l, md)
+		if !strings.Contains(strings.Join(bad, "\n"), c.wants) {
+			t.Errorf("%s: %q, want a line with %q", c.name, bad, c.wants)
+		}
+	}
+	if bad := CompareCheckpoint(l, nil); len(bad) != 1 {
+		t.Errorf("no metadata: %q", bad)
 	}
 }
