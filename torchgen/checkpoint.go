@@ -35,9 +35,6 @@ type DCPMetadata struct {
 // checkpoint check (its OPTIMIZERS).
 var CheckpointOptimizers = map[string]bool{"adamw": true, "adam": true, "sgd_momentum": true, "sgd": true}
 
-// torchDTypes maps torch's dtype names to fsdpc's.
-var torchDTypes = map[string]ir.DType{"float32": ir.FP32, "bfloat16": ir.BF16, "float16": ir.FP16, "float64": ir.FP64}
-
 var distcp = regexp.MustCompile(`^__(\d+)_\d+\.distcp$`)
 
 // CompareCheckpoint checks the checkpoint layout fsdpc derives from the
@@ -81,7 +78,9 @@ func CompareCheckpoint(l *checkpoint.Layout, md *DCPMetadata) []string {
 			bad = append(bad, fmt.Sprintf("%s: size %v in DCP, %v in fsdpc", e.FQN, e.Size, t.Shape))
 			continue
 		}
-		if dt, ok := torchDTypes[e.DType]; !ok || dt != t.DType {
+		// DCP names dtypes as torch does (float32, bfloat16), which
+		// ir.ParseDType reads.
+		if dt, ok := ir.ParseDType(e.DType); !ok || dt != t.DType {
 			bad = append(bad, fmt.Sprintf("%s: dtype %s in DCP, %s in fsdpc", e.FQN, e.DType, t.DType))
 		}
 		// DCP's non-empty chunks, in its order, against fsdpc's; a writer
