@@ -57,12 +57,7 @@ func runTorch(planPath, modelArg, python string, timeout time.Duration, stdout, 
 	if spec.Checkpoint != "" {
 		bad = append(bad, torchgen.CompareCheckpoint(layout, recs[0].Checkpoint)...)
 	}
-	n := 0
-	for _, c := range recs[0].Collectives {
-		_ = c
-		n++
-	}
-	fmt.Fprintf(stdout, "torch %s, %d ranks: %d collectives on rank 0, %d groups\n", recs[0].Torch, len(recs), n, len(recs[0].Layouts))
+	fmt.Fprintf(stdout, "torch %s, %d ranks: %d collectives on rank 0, %d groups\n", recs[0].Torch, len(recs), len(recs[0].Collectives), len(recs[0].Layouts))
 	if len(bad) > 0 {
 		for _, b := range bad {
 			fmt.Fprintln(stdout, "mismatch:", b)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/fsdpc/fsdpc/checkpoint"
@@ -113,8 +114,7 @@ func showUnits(p *schedule.Plan, perToken float64) ([]string, error) {
 func insertAfter(lines []string, prefix string, extra []string) []string {
 	for i, l := range lines {
 		if strings.HasPrefix(l, prefix) {
-			out := append(append(append([]string{}, lines[:i+1]...), extra...), lines[i+1:]...)
-			return out
+			return slices.Insert(lines, i+1, extra...)
 		}
 	}
 	return lines

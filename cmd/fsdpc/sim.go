@@ -41,7 +41,6 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	var tokens float64
 	if *trainTokens != "" {
-		var err error
 		if tokens, err = parseTokens(*trainTokens); err != nil {
 			return reportErr(stderr, err)
 		}
