@@ -296,10 +296,10 @@ func (t *tuner) unfit(c *Candidate) bool { return c.allocFloor > t.usable }
 // them and they lie on a line, and in full otherwise; once.
 func (t *tuner) estimate(k knobs) (*Candidate, error) {
 	key := k.key()
-	if c, ok := t.cache[key]; ok || t.short == nil {
-		if ok {
-			return c, nil
-		}
+	if c, ok := t.cache[key]; ok {
+		return c, nil
+	}
+	if t.short == nil {
 		return t.eval(k)
 	}
 	var steps [3]float64
