@@ -174,10 +174,7 @@ func (m *Model) Kernel(o *Op) float64 {
 // moving bytes through HBM: the slower of its arithmetic at an efficiency
 // that grows with size, and its memory traffic.
 func (m *Model) Compute(flops float64, bytes int64, dt ir.DType) float64 {
-	peak := m.peak(dt)
-	if peak == 0 {
-		peak = m.peak(ir.FP32)
-	}
+	peak := m.computePeak(dt)
 	var arith float64
 	if flops > 0 && peak > 0 && !math.IsInf(peak, 1) {
 		atPeak := flops / peak
@@ -201,10 +198,7 @@ func (m *Model) Compute(flops float64, bytes int64, dt ir.DType) float64 {
 // once, so a multiply with a small N or K is bound by HBM, not the tensor
 // cores ("Math And Memory Bounds" in the guide GEMMTile cites).
 func (m *Model) GEMM(g ir.GEMM, dt ir.DType) float64 {
-	peak := m.peak(dt)
-	if peak == 0 {
-		peak = m.peak(ir.FP32)
-	}
+	peak := m.computePeak(dt)
 	flops := 2 * float64(g.M) * float64(g.N) * float64(g.K)
 	var arith float64
 	if flops > 0 && peak > 0 && !math.IsInf(peak, 1) && m.Cal.MaxEfficiency > 0 {
@@ -327,6 +321,15 @@ func (m *Model) peak(dt ir.DType) float64 {
 		p *= r
 	}
 	return p
+}
+
+// computePeak is what a kernel in dtype dt runs against: dt's peak, or
+// fp32's where the GPU gives none for dt.
+func (m *Model) computePeak(dt ir.DType) float64 {
+	if p := m.peak(dt); p != 0 {
+		return p
+	}
+	return m.peak(ir.FP32)
 }
 
 func (h *Hardware) peak(dt ir.DType) float64 {
