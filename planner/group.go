@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -51,15 +52,7 @@ func groupUnits(s *state) error {
 		}
 		for i := range m.Modules {
 			name := m.Modules[i].Name
-			if literal[name] {
-				isUnit[i] = true
-			}
-			for _, g := range globs {
-				if isUnit[i] {
-					break
-				}
-				isUnit[i] = g.Match(name)
-			}
+			isUnit[i] = isUnit[i] || literal[name] || slices.ContainsFunc(globs, func(g ir.Glob) bool { return g.Match(name) })
 		}
 	}
 	for i := range m.Modules {
