@@ -100,7 +100,9 @@ func rlimitAS() (uint64, bool) {
 	return r.Cur, true
 }
 
-// procField reads a "Name:   123 kB" line's number from a /proc file.
+// procField reads the number of a "Name:   123 kB" line of a /proc file,
+// or of a "name 123" line of a cgroup's memory.stat (name given with its
+// space).
 func procField(b []byte, name string) (int64, bool) {
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(line, name); ok {
@@ -261,12 +263,8 @@ func cgroupBound(dir string, v cgroupVersion) (hostBound, bool) {
 		used, _ = strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
 	}
 	if raw, err := os.ReadFile(filepath.Join(dir, v.stat)); err == nil {
-		for line := range strings.SplitSeq(string(raw), "\n") {
-			if rest, ok := strings.CutPrefix(line, v.inactive+" "); ok {
-				if n, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64); err == nil {
-					used -= min(n, used)
-				}
-			}
+		if n, ok := procField(raw, v.inactive+" "); ok {
+			used -= min(n, used)
 		}
 	}
 	return hostBound{max(limit-max(used, 0), 0), fmt.Sprintf("the cgroup memory limit %s (%s) less the %s in use", ir.FormatBytes(limit), filepath.Join(dir, v.limit), ir.FormatBytes(max(used, 0)))}, true
