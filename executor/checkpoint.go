@@ -405,7 +405,7 @@ func (m *ckptMeta) layout() (*checkpoint.Layout, [][]ckptChunk, error) {
 			return nil, nil, fmt.Errorf("%s: unknown dtype %q", e.FQN, e.DType)
 		}
 		t := checkpoint.Tensor{FQN: e.FQN, Param: e.Param, State: e.State, Shape: e.Shape, DType: dt, ShardDim: e.ShardDim, ChunkRows: e.ChunkRows}
-		if t.ShardDim >= len(t.Shape) || t.ShardDim < -1 || t.ShardDim >= 0 && t.ChunkRows != (t.Shape[t.ShardDim]+int64(S)-1)/int64(S) {
+		if t.ShardDim >= len(t.Shape) || t.ShardDim < -1 || t.ShardDim >= 0 && t.ChunkRows != ceilDiv(t.Shape[t.ShardDim], int64(S)) {
 			return nil, nil, fmt.Errorf("%s: shard dimension %d with %d rows per rank does not fit shape %v over %d ranks", e.FQN, e.ShardDim, e.ChunkRows, e.Shape, S)
 		}
 		n := t.Chunks(S)
