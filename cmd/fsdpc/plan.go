@@ -238,7 +238,7 @@ func printPlanSummary(w io.Writer, p *schedule.Plan, path string, size int64, si
 	}))
 	fmt.Fprintf(w, "  dtypes (param/reduce): %s\n", count(func(g *schedule.Group) string {
 		if len(g.Params) == 0 {
-			return "no parameters" // FSDP2 makes no parameter group (docs/semantics.md D7)
+			return "no parameters" // FSDP2 makes no parameter group (docs/semantics.md D13)
 		}
 		return g.Policy.Param.String() + "/" + g.Policy.Reduce.String()
 	}))
