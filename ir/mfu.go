@@ -52,7 +52,7 @@ func (m *Model) mfuParams(experts map[ModuleID]work) float64 {
 			}
 			if mod.Kind == KindEmbedding {
 				share = 0
-			} else if w, ok := experts[id]; ok && strings.HasPrefix(p.Name, dotted(mod.Name, w.experts)+".") {
+			} else if w, ok := experts[id]; ok && strings.HasPrefix(p.Name, joinName(mod.Name, w.experts)+".") {
 				share = w.expertShare
 			}
 			break
@@ -60,12 +60,4 @@ func (m *Model) mfuParams(experts map[ModuleID]work) float64 {
 		n += share * float64(p.Numel)
 	}
 	return n
-}
-
-// dotted joins a module name and a child's relative name.
-func dotted(parent, child string) string {
-	if parent == "" {
-		return child
-	}
-	return parent + "." + child
 }
