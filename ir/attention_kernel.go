@@ -1,10 +1,5 @@
 package ir
 
-import (
-	"sort"
-	"strings"
-)
-
 // attentionKernels are the fused attention kernels [train]
 // attention_kernel names, with the fractions of dense bf16 peak their
 // forward and backward reach on the GPU presets fsdpc has a measurement
@@ -65,14 +60,7 @@ func (d *decoder) attentionKernelProfile(prof []ProfileValue, kernel, preset str
 		d.warnf("train.attention_kernel", "fsdpc has no measured efficiency of attention_kernel %q on %s; the GPU's FlashAttention-2 figures are used", kernel, presetLabel(preset))
 		return prof
 	}
-	for _, v := range prof {
-		if v.Name == "attention_forward" || v.Name == "attention_backward" {
-			return prof
-		}
-	}
-	prof = append(prof, ProfileValue{"attention_backward", eff[1]}, ProfileValue{"attention_forward", eff[0]})
-	sort.Slice(prof, func(i, j int) bool { return prof[i].Name < prof[j].Name })
-	return prof
+	return withDefaults(prof, ProfileValue{"attention_backward", eff[1]}, ProfileValue{"attention_forward", eff[0]})
 }
 
 func presetLabel(preset string) string {
@@ -80,31 +68,4 @@ func presetLabel(preset string) string {
 		return "a GPU given as figures"
 	}
 	return preset
-}
-
-// clockProfile adds clock_ratio, [cluster] sm_clock_mhz over the preset's
-// reference clock (gpuRefClockMHz), to the profile, unless the profile
-// file sets it.
-func (d *decoder) clockProfile(t *tbl, prof []ProfileValue, preset string) []ProfileValue {
-	mhz, ok := t.integer("sm_clock_mhz", 100, 10000)
-	if !ok {
-		return prof
-	}
-	ref := gpuRefClockMHz[preset]
-	if ref == 0 {
-		d.errorf(t.at("sm_clock_mhz"), "sm_clock_mhz needs a GPU preset whose peak fsdpc knows the clock of (%s), not %s", strings.Join(sortedKeys(gpuRefClockMHz), ", "), presetLabel(preset))
-		return prof
-	}
-	if mhz > ref {
-		d.errorf(t.at("sm_clock_mhz"), "sm_clock_mhz = %d is above the %d MHz the %s's dense peak already assumes", mhz, ref, preset)
-		return prof
-	}
-	for _, v := range prof {
-		if v.Name == "clock_ratio" {
-			return prof
-		}
-	}
-	prof = append(prof, ProfileValue{"clock_ratio", float64(mhz) / float64(ref)})
-	sort.Slice(prof, func(i, j int) bool { return prof[i].Name < prof[j].Name })
-	return prof
 }

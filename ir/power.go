@@ -2,7 +2,6 @@ package ir
 
 import (
 	"math"
-	"sort"
 	"strings"
 )
 
@@ -62,12 +61,25 @@ func (d *decoder) powerProfile(t *tbl, prof []ProfileValue, preset string) []Pro
 		d.errorf(t.at("power_limit_w"), "power_limit_w = %d is at or below the %s's %.0f W idle draw", watts, preset, idle)
 		return prof
 	}
-	for _, v := range prof {
-		if v.Name == "clock_ratio" {
-			return prof
-		}
+	return withDefaults(prof, ProfileValue{"clock_ratio", powerClockRatio(float64(watts), tdp, idle)})
+}
+
+// clockProfile adds clock_ratio, [cluster] sm_clock_mhz over the preset's
+// reference clock (gpuRefClockMHz), to the profile, unless the profile
+// file sets it.
+func (d *decoder) clockProfile(t *tbl, prof []ProfileValue, preset string) []ProfileValue {
+	mhz, ok := t.integer("sm_clock_mhz", 100, 10000)
+	if !ok {
+		return prof
 	}
-	prof = append(prof, ProfileValue{"clock_ratio", powerClockRatio(float64(watts), tdp, idle)})
-	sort.Slice(prof, func(i, j int) bool { return prof[i].Name < prof[j].Name })
-	return prof
+	ref := gpuRefClockMHz[preset]
+	if ref == 0 {
+		d.errorf(t.at("sm_clock_mhz"), "sm_clock_mhz needs a GPU preset whose peak fsdpc knows the clock of (%s), not %s", strings.Join(sortedKeys(gpuRefClockMHz), ", "), presetLabel(preset))
+		return prof
+	}
+	if mhz > ref {
+		d.errorf(t.at("sm_clock_mhz"), "sm_clock_mhz = %d is above the %d MHz the %s's dense peak already assumes", mhz, ref, preset)
+		return prof
+	}
+	return withDefaults(prof, ProfileValue{"clock_ratio", float64(mhz) / float64(ref)})
 }

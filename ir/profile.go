@@ -104,3 +104,19 @@ func (d *decoder) readProfile(t *tbl, preset string) []ProfileValue {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// withDefaults adds built-in values to a profile, kept in name order,
+// unless the profile already sets any of them: a value from the profile
+// file is the target system's own and wins.
+func withDefaults(prof []ProfileValue, values ...ProfileValue) []ProfileValue {
+	for _, v := range prof {
+		for _, d := range values {
+			if v.Name == d.Name {
+				return prof
+			}
+		}
+	}
+	prof = append(prof, values...)
+	sort.Slice(prof, func(i, j int) bool { return prof[i].Name < prof[j].Name })
+	return prof
+}
