@@ -127,9 +127,8 @@ func (l *Layout) Estimate(st Storage) *Estimate {
 	e.Model, e.Optim = l.Totals()
 	world := l.World()
 	save := make([]RankCost, world)
-	for r := range world {
-		m, o := l.RankBytes(r)
-		save[r] = RankCost{Rank: r, ModelBytes: m, OptimBytes: o, HostCopyBytes: l.deviceBytes(r), Files: 1}
+	for r, w := range l.rankWrites() {
+		save[r] = RankCost{Rank: r, ModelBytes: w.model, OptimBytes: w.optim, HostCopyBytes: w.device, Files: 1}
 	}
 	save[0].Files++ // .metadata
 	e.Save = l.transfer(save, st.WritePerNode, st.WriteAggregate)
@@ -149,23 +148,6 @@ func (l *Layout) Estimate(st Storage) *Estimate {
 		e.NodeStaging = max(e.NodeStaging, b)
 	}
 	return e
-}
-
-// deviceBytes is what rank r writes from device memory.
-func (l *Layout) deviceBytes(r int) int64 {
-	var b int64
-	for ti := range l.Tensors {
-		t := &l.Tensors[ti]
-		if t.Offload {
-			continue
-		}
-		for k, w := range l.Writer[ti] {
-			if w == r {
-				b += t.Chunk(k).Numel() * t.DType.Size()
-			}
-		}
-	}
-	return b
 }
 
 // Transfer is the cost of the reshard's reads at a storage's read rates.

@@ -34,11 +34,12 @@ func TestEstimate(t *testing.T) {
 		}
 		var want, stall float64
 		var staging int64
+		writes := l.rankWrites()
 		for n := range 2 {
 			var bytes int64
 			var copyTime float64
 			for r := 4 * n; r < 4*n+4; r++ {
-				m, o := l.RankBytes(r)
+				m, o := writes[r].model, writes[r].optim
 				bytes += m + o
 				copyTime = max(copyTime, float64(m+o)/l.HostBandwidth)
 				staging = max(staging, m+o)
@@ -96,4 +97,14 @@ func stepBytes(l *Layout) int64 {
 		}
 	}
 	return n
+}
+
+// BenchmarkEstimate: tinyModel over 4,096 ranks in one shard group, each
+// of its 28 state entries cut into 4,096 chunks.
+func BenchmarkEstimate(b *testing.B) {
+	l := tinyLayout(b, 4096, "")
+	b.ResetTimer()
+	for range b.N {
+		l.Estimate(Presets["nvme"])
+	}
 }

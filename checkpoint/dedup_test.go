@@ -29,9 +29,8 @@ func TestWritersOnce(t *testing.T) {
 				}
 			}
 			var sum int64
-			for r := range l.World() {
-				m, o := l.RankBytes(r)
-				sum += m + o
+			for _, w := range l.rankWrites() {
+				sum += w.model + w.optim
 			}
 			if m, o := l.Totals(); sum != m+o {
 				t.Errorf("ranks write %d bytes, the checkpoint is %d", sum, m+o)
@@ -80,9 +79,9 @@ func TestDedupGreedy(t *testing.T) {
 		}
 	}
 	// The replicas share the writing: neither writes everything.
+	writes := l.rankWrites()
 	for k := range l.Shard {
-		a, _ := l.RankBytes(k)
-		b, _ := l.RankBytes(l.Shard + k)
+		a, b := writes[k].model, writes[l.Shard+k].model
 		if a == 0 || b == 0 {
 			t.Errorf("shard %d: replicas write %d and %d model bytes; dedup should split them", k, a, b)
 		}

@@ -247,23 +247,35 @@ func stateSpec(optimizer string, bytes int64) (names []string, step bool, opaque
 	return []string{"state"}, spec.step, bytes, ir.UINT8, nil
 }
 
-// RankBytes is what rank r writes: its model and optimizer bytes.
-func (l *Layout) RankBytes(r int) (model, optim int64) {
+// written is what one rank writes: its model and optimizer bytes, and
+// the part of them held in device memory (not offloaded).
+type written struct {
+	model, optim, device int64
+}
+
+// rankWrites is what every rank writes, in one pass over the chunks (a
+// pass per rank would visit world × chunks entries).
+func (l *Layout) rankWrites() []written {
+	out := make([]written, l.World())
 	for ti := range l.Tensors {
 		t := &l.Tensors[ti]
-		for k, w := range l.Writer[ti] {
-			if w != r {
+		for k, r := range l.Writer[ti] {
+			if r < 0 {
 				continue
 			}
 			b := t.Chunk(k).Numel() * t.DType.Size()
+			w := &out[r]
 			if t.State == "" {
-				model += b
+				w.model += b
 			} else {
-				optim += b
+				w.optim += b
+			}
+			if !t.Offload {
+				w.device += b
 			}
 		}
 	}
-	return model, optim
+	return out
 }
 
 // Totals is the whole checkpoint: model and optimizer bytes, each chunk

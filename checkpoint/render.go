@@ -45,12 +45,11 @@ func (l *Layout) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "  files      1 per rank (%s), and %s on rank 0\n", "__<rank>_0.distcp", MetadataFile)
 	lo, hi := int64(-1), int64(0)
 	loR, hiR := 0, 0
-	for r := range l.World() {
-		rm, ro := l.RankBytes(r)
-		if b := rm + ro; lo < 0 || b < lo {
+	for r, wr := range l.rankWrites() {
+		if b := wr.model + wr.optim; lo < 0 || b < lo {
 			lo, loR = b, r
 		}
-		if b := rm + ro; b > hi {
+		if b := wr.model + wr.optim; b > hi {
 			hi, hiR = b, r
 		}
 	}
