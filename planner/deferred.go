@@ -37,15 +37,14 @@ func markDeferred(s *state) error {
 	}
 	for _, c := range m.Forward {
 		for a := c; a != ir.NoModule; a = m.Modules[a].Parent {
-			if ui, ok := unitRoot[a]; ok && firstRun[ui] == ir.NoModule {
+			ui, ok := unitRoot[a]
+			if !ok {
+				continue
+			}
+			if firstRun[ui] == ir.NoModule {
 				firstRun[ui] = a
 			}
-		}
-	}
-	for _, c := range m.Forward {
-		for a := c; a != ir.NoModule; a = m.Modules[a].Parent {
-			ui, ok := unitRoot[a]
-			if !ok || a != firstRun[ui] {
+			if a != firstRun[ui] {
 				continue
 			}
 			for _, src := range m.Modules[c].Inputs {
