@@ -3,16 +3,16 @@
 // AVX2 and F16C folds of one input row into the float32 accumulators of a
 // host reduction, 16 bf16s or 8 fp16s or fp32s per iteration (the caller
 // folds any tail in Go). Each computes what fastpath.go's Go loops
-// compute, with the same
-// float32 operations and roundings (TestFoldAVX2MatchesGo): VADDPS and
-// VMULPS are IEEE float32 operations rounded to nearest even (Go leaves
-// MXCSR at its default: no flush-to-zero, no denormals-are-zero), bf16
-// rounding is rbf16's integer sequence, and fp16 rounding goes through
-// VCVTPS2PH with rounding mode 0 (nearest even), which is exact IEEE
-// conversion, subnormals included.
+// compute, with the same float32 operations and roundings
+// (TestFoldAVX2MatchesGo): VADDPS and VMULPS are IEEE float32 operations
+// rounded to nearest even (Go leaves MXCSR at its default: no
+// flush-to-zero, no denormals-are-zero), bf16 rounding is rbf16's integer
+// sequence, and fp16 rounding goes through VCVTPS2PH with rounding mode 0
+// (nearest even), which is exact IEEE conversion, subnormals included.
 //
-// Modes: 0 add, 1 add after premultiplying by s, 2 first row (copy),
-// 3 first row premultiplied. Every function returns 1 if any element of the
+// Modes (fastpath.go's foldAdd, foldAddPremul, foldFirst,
+// foldFirstPremul): 0 add, 1 add after premultiplying by s, 2 first row
+// (copy), 3 first row premultiplied. Every function returns 1 if any element of the
 // row is all ones (the poison pattern), else 0.
 
 // bcast32 broadcasts a 32-bit constant into every lane of y.
