@@ -198,13 +198,9 @@ func parseMetricValue(u unit, s string) (float64, error) {
 	if strings.HasSuffix(s, "%") {
 		return 0, fmt.Errorf("%q: a percentage of what? A relative change is signed (+5%%, -5%%)", s)
 	}
-	t := strings.TrimSpace(s)
-	end := len(t)
-	for end > 0 && (t[end-1] >= 'A' && t[end-1] <= 'Z' || t[end-1] == 'k') {
-		end--
-	}
-	mult, ok := tokenSuffixes[t[end:]]
-	v, err := strconv.ParseFloat(t[:end], 64)
+	num, suffix := splitCount(strings.TrimSpace(s))
+	mult, ok := tokenSuffixes[suffix]
+	v, err := strconv.ParseFloat(num, 64)
 	if !ok || err != nil || math.IsInf(v, 0) || math.IsNaN(v) || v < 0 {
 		return 0, fmt.Errorf("%q is not a count; write 5000, 2.5K, 1M, 3G or 2T", s)
 	}

@@ -22,15 +22,12 @@ var tokenSuffixes = map[string]float64{"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "B":
 func parseTokens(s string) (float64, error) {
 	t := strings.TrimSpace(s)
 	t = strings.TrimSpace(strings.TrimSuffix(t, "tokens"))
-	end := len(t)
-	for end > 0 && (t[end-1] >= 'A' && t[end-1] <= 'Z' || t[end-1] == 'k') {
-		end--
-	}
-	mult, ok := tokenSuffixes[t[end:]]
+	num, suffix := splitCount(t)
+	mult, ok := tokenSuffixes[suffix]
 	if !ok {
-		return 0, fmt.Errorf("-train-tokens %q: unknown suffix %q; write a count such as 15T, 300B, 2M or 2.5e12", s, t[end:])
+		return 0, fmt.Errorf("-train-tokens %q: unknown suffix %q; write a count such as 15T, 300B, 2M or 2.5e12", s, suffix)
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t[:end]), 64)
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
 		return 0, fmt.Errorf("-train-tokens %q: not a positive number of tokens; write a count such as 15T, 300B, 2M or 2.5e12", s)
 	}
@@ -38,6 +35,16 @@ func parseTokens(s string) (float64, error) {
 		return 0, fmt.Errorf("-train-tokens %q: more than %g tokens; give a count a training run could see", s, maxTrainTokens)
 	}
 	return v * mult, nil
+}
+
+// splitCount splits a count into its number and the letters it ends in,
+// a suffix of tokenSuffixes if it is one.
+func splitCount(t string) (num, suffix string) {
+	end := len(t)
+	for end > 0 && (t[end-1] >= 'A' && t[end-1] <= 'Z' || t[end-1] == 'k') {
+		end--
+	}
+	return t[:end], t[end:]
 }
 
 // maxTrainTokens bounds -train-tokens so the time and GPU-hours printed
