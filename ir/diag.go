@@ -190,14 +190,14 @@ func ExceedsLimits(err error) bool {
 	if !errors.As(err, &ds) {
 		return false
 	}
-	any := false
+	found := false
 	for _, d := range ds {
 		if d.Severity == Error {
 			if !d.Limit {
 				return false
 			}
-			any = true
+			found = true
 		}
 	}
-	return any
+	return found
 }

@@ -13,9 +13,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/fsdpc/fsdpc/internal/inputfile"
-
 	"github.com/fsdpc/fsdpc/internal/checked"
+	"github.com/fsdpc/fsdpc/internal/inputfile"
 )
 
 // MaxFileSize bounds a model file; real models are a few kilobytes.
