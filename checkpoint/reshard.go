@@ -48,14 +48,14 @@ func (e *IncompatibleError) Error() string {
 	return b.String()
 }
 
-// Compatible checks that two layouts hold the same state: the same
-// entries (no renamed parameter, no optimizer state gained or lost), each
-// with the same global shape and dtype, and the same optimizer. DCP's
-// default load planner fails on a key missing from the checkpoint and
-// loads a tensor only into one of the same size; fsdpc refuses before the
-// job runs and names every entry. The chunking may differ: that is
-// resharding.
-func Compatible(old, new *Layout) error {
+// match checks that two layouts hold the same state: the same entries
+// (no renamed parameter, no optimizer state gained or lost), each with the
+// same global shape and dtype, and the same optimizer. DCP's default load
+// planner fails on a key missing from the checkpoint and loads a tensor
+// only into one of the same size; fsdpc refuses before the job runs and
+// names every entry. The chunking may differ: that is resharding. It
+// returns the old layout's index of each new tensor.
+func match(old, new *Layout) ([]int, error) {
 	var ms []Mismatch
 	if old.Optimizer != new.Optimizer {
 		ms = append(ms, Mismatch{"optim", fmt.Sprintf("optimizer %s was saved, the new plan uses %s", old.Optimizer, new.Optimizer)})
@@ -65,6 +65,7 @@ func Compatible(old, new *Layout) error {
 		byName[old.Tensors[i].FQN] = i
 	}
 	seen := make([]bool, len(old.Tensors))
+	oldIndex := make([]int, len(new.Tensors))
 	for i := range new.Tensors {
 		n := &new.Tensors[i]
 		oi, ok := byName[n.FQN]
@@ -72,7 +73,7 @@ func Compatible(old, new *Layout) error {
 			ms = append(ms, Mismatch{n.FQN, "not in the old checkpoint (a renamed or new parameter, or optimizer state the old plan did not keep)"})
 			continue
 		}
-		seen[oi] = true
+		seen[oi], oldIndex[i] = true, oi
 		o := &old.Tensors[oi]
 		if !slices.Equal(o.Shape, n.Shape) {
 			ms = append(ms, Mismatch{n.FQN, fmt.Sprintf("shape %v was saved, the new plan has %v", o.Shape, n.Shape)})
@@ -87,9 +88,9 @@ func Compatible(old, new *Layout) error {
 		}
 	}
 	if len(ms) > 0 {
-		return &IncompatibleError{Old: old.Model, New: new.Model, Mismatches: ms}
+		return nil, &IncompatibleError{Old: old.Model, New: new.Model, Mismatches: ms}
 	}
-	return nil
+	return oldIndex, nil
 }
 
 // Reshard is the load of an old checkpoint under a new plan. The reads
@@ -107,18 +108,11 @@ func (rs *Reshard) OldTensor(i int) int { return rs.oldIndex[i] }
 // Plan prepares the load of old's checkpoint under new, refusing layouts
 // that do not hold the same state.
 func Plan(old, new *Layout) (*Reshard, error) {
-	if err := Compatible(old, new); err != nil {
+	oldIndex, err := match(old, new)
+	if err != nil {
 		return nil, err
 	}
-	rs := &Reshard{Old: old, New: new, oldIndex: make([]int, len(new.Tensors))}
-	byName := make(map[string]int, len(old.Tensors))
-	for i := range old.Tensors {
-		byName[old.Tensors[i].FQN] = i
-	}
-	for i := range new.Tensors {
-		rs.oldIndex[i] = byName[new.Tensors[i].FQN]
-	}
-	return rs, nil
+	return &Reshard{Old: old, New: new, oldIndex: oldIndex}, nil
 }
 
 // Reads are the reads new rank r performs, in state-dict order, as DCP's
