@@ -7,7 +7,10 @@ package schedule
 // schedule.Check: the completeness test's plan sets every field but is no
 // valid schedule. The wire checks (enums, indices, lengths) still run.
 func EncodeUnchecked(p *Plan) ([]byte, error) { return encode(p, nil) }
-func DecodeUnchecked(b []byte) (*Plan, error) { return decode(b) }
+func DecodeUnchecked(b []byte) (*Plan, error) {
+	p, _, err := decode(b)
+	return p, err
+}
 
 // TraceEntry labels the byte offset where an encoded field starts.
 type TraceEntry = traceEntry

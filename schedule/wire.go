@@ -191,7 +191,7 @@ func Decode(b []byte) (p *Plan, err error) {
 			p, err = nil, fmt.Errorf("%w while decoding plan.bin (please report): %v\n%s", ErrInternal, r, debug.Stack())
 		}
 	}()
-	p, opAt, err := decodeAt(b)
+	p, opAt, err := decode(b)
 	if err != nil {
 		return nil, err
 	}
@@ -306,14 +306,9 @@ func encode(p *Plan, trace *[]traceEntry) ([]byte, error) {
 	return out, nil
 }
 
-// decode reads the plan without running Check.
-func decode(b []byte) (*Plan, error) {
-	p, _, err := decodeAt(b)
-	return p, err
-}
-
-// decodeAt is decode that also says where each op starts in the file.
-func decodeAt(b []byte) (*Plan, []int, error) {
+// decode reads the plan without running Check, and says where each op
+// starts in the file (for Decode's errors about an op).
+func decode(b []byte) (*Plan, []int, error) {
 	if len(b) < len(magic) || string(b[:len(magic)]) != magic {
 		if len(b) < len(magic) && len(b) > 0 && string(b) == magic[:len(b)] {
 			return nil, nil, &FormatError{len(b), "magic", ErrTruncated, fmt.Sprintf("the file is only %d bytes long", len(b))}
