@@ -3,11 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/fsdpc/fsdpc/schedule"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fsdpc/fsdpc/schedule"
 )
 
 // runCLI runs the command line as main does and returns the exit code and
