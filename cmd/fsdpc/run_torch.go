@@ -42,7 +42,10 @@ func runTorch(planPath, modelArg, python string, timeout time.Duration, stdout, 
 	// also saves the state with torch.distributed.checkpoint, and the
 	// metadata is compared with the plan's checkpoint layout.
 	layout, err := checkpoint.FromPlan(p)
-	if err == nil && torchgen.CheckpointOptimizers[p.Train.Optimizer] && trains(p) {
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "fsdpc run --backend torch: the checkpoint is not compared: %v\n", err)
+	case torchgen.CheckpointOptimizers[p.Train.Optimizer] && trains(p):
 		spec.Checkpoint = p.Train.Optimizer
 	}
 	if timeout < time.Minute {
