@@ -38,10 +38,14 @@ func CompileGlob(s string) (Glob, error) {
 
 func (g Glob) String() string { return g.src }
 
+// globMeta are the characters path.Match gives a meaning: a segment
+// without any of them matches only itself.
+const globMeta = "*?[\\"
+
 // Literal reports whether the glob matches exactly one name, and which:
 // no wildcards, classes or escapes in any segment.
 func (g Glob) Literal() (string, bool) {
-	if strings.ContainsAny(g.src, "*?[\\") {
+	if strings.ContainsAny(g.src, globMeta) {
 		return "", false
 	}
 	return g.src, true
@@ -80,7 +84,7 @@ func (g Glob) Match(name string) bool {
 
 // matchSeg matches one segment, comparing literal ones directly.
 func matchSeg(seg, part string) bool {
-	if !strings.ContainsAny(seg, "*?[\\") {
+	if !strings.ContainsAny(seg, globMeta) {
 		return seg == part
 	}
 	ok, _ := path.Match(seg, part)
