@@ -2,7 +2,8 @@ package checkpoint
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/fsdpc/fsdpc/ir"
@@ -32,14 +33,7 @@ var Presets = map[string]Storage{
 }
 
 // PresetNames lists the presets, sorted.
-func PresetNames() []string {
-	var n []string
-	for k := range Presets {
-		n = append(n, k)
-	}
-	sort.Strings(n)
-	return n
-}
+func PresetNames() []string { return slices.Sorted(maps.Keys(Presets)) }
 
 // ParseStorage reads a preset name or a bandwidth per node ("5GB/s", both
 // read and write); aggregate, if not empty, caps the whole file system.
