@@ -216,7 +216,7 @@ func (st *state) release() error {
 	}
 	st.events = nil
 	for _, t := range st.tables {
-		note("freeing a moves table", errors.Join(cu.MemFree(cu.DevicePtr(t.dev)), freeHost(t.host)))
+		note("freeing a moves table", cu.MemFree(cu.DevicePtr(t.dev)))
 	}
 	clear(st.tables)
 	for p, a := range st.allocs {

@@ -112,6 +112,13 @@ func f64bits(f float64) uint64 { return math.Float64bits(f) }
 // same every step, so each distinct table is uploaded once, on its first
 // use, and kept until Close: a step's launches, and a graph's replays,
 // read tables that live as long as the device.
+//
+// The cache is shared by every stream (in a rehearsal every virtual rank
+// has the same runs), so a table is written synchronously before it is
+// published (uploadTable): a reader on any stream, at any later time, and
+// a graph captured at any time find it written. An upload ordered on the
+// first user's stream alone left the others reading bytes that stream had
+// not written yet (issue 29, N1; gputest's Moves models the table).
 func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
 	table, err := moveTable(runs)
 	if err != nil || len(table) == 0 {
@@ -121,7 +128,7 @@ func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
 		t, ok := x.tables[string(table)]
 		if !ok {
 			var err error
-			if t, err = x.uploadTable(table, cs); err != nil {
+			if t, err = x.uploadTable(table); err != nil {
 				return fmt.Errorf("cuda: moves: %w", err)
 			}
 		}
@@ -130,36 +137,36 @@ func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
 	})
 }
 
-// deviceTable is an uploaded moves table: its pieces in device memory,
-// and the pinned host copy the upload read, kept as long (an upload made
-// during stream capture is replayed from it).
+// deviceTable is an uploaded moves table: its pieces in device memory.
 type deviceTable struct {
 	dev    gpu.Ptr
-	host   unsafe.Pointer
 	pieces int64
 }
 
-// uploadTable copies table to new device memory in cs's order and
-// records it under its bytes.
-func (st *state) uploadTable(table []byte, cs cu.Stream) (deviceTable, error) {
+// uploadTable copies table to new device memory and records it under its
+// bytes. The copy is cuMemcpyHtoD from pinned memory, which returns when
+// the bytes are on the device (CUDA's API synchronisation rules): it is
+// ordered before every later launch on every stream, and, being on the
+// legacy stream, which the backend's non-blocking streams never wait for,
+// it is legal during a relaxed-mode capture and is not captured.
+func (st *state) uploadTable(table []byte) (deviceTable, error) {
 	n := int64(len(table))
 	t := deviceTable{pieces: n / moveSize}
 	host, err := allocHost(n)
 	if err != nil {
 		return t, fmt.Errorf("cuMemAllocHost %d bytes for a table of %d pieces: %w", n, t.pieces, err)
 	}
+	defer freeHost(host)
 	copy(unsafe.Slice((*byte)(host), n), table)
 	dp, err := cu.MemAlloc(n)
 	if err != nil {
-		freeHost(host)
 		return t, fmt.Errorf("cuMemAlloc %d bytes for a table of %d pieces: %w", n, t.pieces, err)
 	}
-	t.dev, t.host = gpu.Ptr(dp), host
-	if err := cu.MemcpyHtoDAsync(dp, host, n, cs); err != nil {
+	if err := cu.MemcpyHtoD(dp, host, n); err != nil {
 		cu.MemFree(dp)
-		freeHost(host)
-		return t, fmt.Errorf("cuMemcpyHtoDAsync of a table of %d pieces: %w", t.pieces, err)
+		return t, fmt.Errorf("cuMemcpyHtoD of a table of %d pieces: %w", t.pieces, err)
 	}
+	t.dev = gpu.Ptr(dp)
 	if st.tables == nil {
 		st.tables = make(map[string]deviceTable)
 	}

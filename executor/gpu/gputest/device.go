@@ -66,6 +66,10 @@ type Device struct {
 	// that have started and not ended: a communicator's Abort waits for
 	// those of every other group (nccl.go).
 	running map[*group]int
+
+	// tables are Moves' tables in device memory, by content
+	// (movetable.go).
+	tables map[string]gpu.Ptr
 }
 
 var _ gpu.Device = (*Device)(nil)
@@ -115,6 +119,9 @@ type Stats struct {
 	LiveHostBytes, PeakHostBytes int64
 	// Allocs and Frees count successful calls of either kind.
 	Allocs, Frees int64
+	// TableBytes is the device memory of Moves' tables (movetable.go),
+	// which no Alloc made.
+	TableBytes int64
 }
 
 // Option configures New.

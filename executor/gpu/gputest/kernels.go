@@ -111,7 +111,8 @@ func (d *Device) Memset(dst gpu.Ptr, value byte, bytes int64, s gpu.Stream) erro
 }
 
 // Moves runs every run as one kernel: copies where the dtypes agree,
-// casts (as Cast) where they differ.
+// casts (as Cast) where they differ. Like cuda's, the kernel reads a
+// table of the runs in device memory, kept per content (movetable.go).
 func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
 	var acc []access
 	var copied int64
@@ -129,6 +130,14 @@ func (d *Device) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
 			copied += r.N * r.DstDType.Size()
 		}
 	}
+	if len(runs) == 0 {
+		return nil
+	}
+	table, n, err := d.moveTable(runs)
+	if err != nil {
+		return err
+	}
+	acc = append(acc, access{table, n, false}) // the kernel reads its table on s
 	runs = slices.Clone(runs)
 	return d.launch(s, &kernel{kind: KindMoves, acc: acc, copied: copied, body: func(b [][]byte) {
 		for i, r := range runs {
