@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"regexp"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,14 +85,14 @@ func TestMoveTable(t *testing.T) {
 // would on a GPU.
 type tableChecker struct {
 	gpu.Device
-	moves int
+	moves atomic.Int64 // rank goroutines call Moves concurrently
 }
 
 func (c *tableChecker) Moves(dst, src gpu.Ptr, runs []gpu.Run, s gpu.Stream) error {
 	if _, err := moveTable(runs); err != nil {
 		return err
 	}
-	c.moves++
+	c.moves.Add(1)
 	return c.Device.Moves(dst, src, runs, s)
 }
 
@@ -126,7 +127,7 @@ func TestZooMovesEncode(t *testing.T) {
 			if _, err := executor.Run(p, gpu.New(dev, gpu.Options{}), executor.Options{Scale: 64, Steps: 1, Timeout: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
-			if dev.moves == 0 {
+			if dev.moves.Load() == 0 {
 				t.Errorf("no Moves call")
 			}
 		})
