@@ -154,8 +154,9 @@ func (r csvRow) training(x *run) (string, error) {
 	}
 	titan := strings.HasPrefix(strings.ToLower(r.get("framework")), "torchtitan")
 	// date is the source's date, "" where the row gives none: an undated
-	// row is older than every change dated below.
-	date := isoDate.FindString(r.opt("source_date"))
+	// row is older than every change dated below. A date to the month
+	// ("2025-08") is read as that month's first day.
+	date := sourceDate(r.opt("source_date"))
 	dated := func(from string) bool { return date != "" && date >= from }
 	ac := strings.ToLower(r.get("activation_checkpointing"))
 	switch {
@@ -173,10 +174,10 @@ func (r csvRow) training(x *run) (string, error) {
 		// to 2025-08; only its debug models run every 2nd layer).
 		x.checkpointing = "selective-op"
 	case strings.HasPrefix(ac, "selective"):
-		// fms-fsdp's selective checkpointing wraps every k-th block
-		// (apply_fsdp_checkpointing's every_xth_item), k read from the
-		// MFU and HFU the row states.
-		x.checkpointing, x.checkpointInterval = recomputedFraction(r.get("mfu_pct"), r.get("hfu_pct"))
+		// A fraction of the blocks, evenly spaced (fms-fsdp's
+		// selective_checkpointing), as the model's published training
+		// command sets it; never read off the run's measured figures.
+		x.checkpointing, x.checkpointInterval = selectiveFraction(r.get("model"))
 	default:
 		return fmt.Sprintf("checkpointing %q (fsdpc reads none, full, selective per-op, selective per-layer)", r.get("activation_checkpointing")), nil
 	}
@@ -263,8 +264,17 @@ func (r csvRow) measured(x *run) (string, error) {
 			unit = f[0]
 		}
 		scale, known := memUnits[unit]
+		if unit == "%" || strings.HasPrefix(unit, "%") {
+			// A share of the card's memory ("% of device"): of the
+			// memory the source states, else the preset's.
+			gib, err := cardGiB(x)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", r.where("mem_peak_unit"), err)
+			}
+			scale, known = gib/100, true
+		}
 		if !known {
-			return "", fmt.Errorf("%s: unknown unit %q (GiB, GB, MiB, MB)", r.where("mem_peak_unit"), r.get("mem_peak_unit"))
+			return "", fmt.Errorf("%s: unknown unit %q (GiB, GB, MiB, MB, %% of the device)", r.where("mem_peak_unit"), r.get("mem_peak_unit"))
 		}
 		// A figure whose metric is neither peak reserved nor peak
 		// allocated cannot be set against either prediction: the row is

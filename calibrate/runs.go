@@ -132,9 +132,42 @@ func gpuPreset(label, stated string) string {
 }
 
 var (
-	isoDate = regexp.MustCompile(`\d{4}-\d{2}-\d{2}`)
+	isoDate = regexp.MustCompile(`\b(\d{4})-(\d{2})(?:-(\d{2}))?\b`)
 	memSize = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b`)
 )
+
+// sourceDate is the first ISO date in a source_date cell, as
+// YYYY-MM-DD: "2025-08" (a month) is its first day, so that a change
+// dated within that month counts as after it only from the 1st. "" when
+// the cell holds no date.
+func sourceDate(cell string) string {
+	m := isoDate.FindStringSubmatch(cell)
+	if m == nil {
+		return ""
+	}
+	day := m[3]
+	if day == "" {
+		day = "01"
+	}
+	return m[1] + "-" + m[2] + "-" + day
+}
+
+// cardGiB is the run's card memory in GiB: what the source states, else
+// the preset's.
+func cardGiB(x *run) (float64, error) {
+	if x.hbm != "" {
+		v, err := strconv.ParseFloat(strings.TrimSuffix(x.hbm, "GiB"), 64)
+		if err != nil {
+			return 0, fmt.Errorf("card memory %q: %w", x.hbm, err)
+		}
+		return v, nil
+	}
+	b, ok := ir.GPUPresetHBM(x.gpu)
+	if !ok {
+		return 0, fmt.Errorf("a share of the device's memory needs the card's size; GPU %q has no preset size", x.gpu)
+	}
+	return float64(b) / (1 << 30), nil
+}
 
 // statedHBM reads a source's stated card memory for the model file's
 // gpu table: "95GiB" as is; "96GB", "80G", "141 GB" as the marketed size,
@@ -178,29 +211,31 @@ func parseNetwork(s string) (float64, bool) {
 	return v * 1e9 / 8, strings.Contains(strings.ToLower(s), "per gpu")
 }
 
-// recomputedFraction reads fms-fsdp's unstated selective-checkpointing
-// fraction off the run's own figures: its HFU counts the FLOPs it executes
-// (PyTorch's FLOP counter, recompute included) and its MFU the model's
-// (PaLM's formula), so with forward 1 and backward 2 units of work and a
-// fraction f of blocks recomputed, HFU/MFU = (3 + f)/3 (the same sources'
-// full-checkpointing rows give f = 0.97 to 1.13). fms-fsdp checkpoints any
-// fraction of blocks; fsdpc every k-th, so k = floor(1/f) checkpoints at
-// least the run's share (its memory is not understated): k = 1 is full.
-// Without both figures it stays torchtitan's default, every 2nd block.
-func recomputedFraction(mfuPct, hfuPct string) (mode string, interval int) {
-	mfu, err1 := strconv.ParseFloat(mfuPct, 64)
-	hfu, err2 := strconv.ParseFloat(hfuPct, 64)
-	if err1 != nil || err2 != nil || mfu <= 0 || hfu < mfu {
-		return "selective-layer", 0
+// fmsSelective is the fraction p of blocks fms-fsdp's selective
+// checkpointing wraps (fms_fsdp/policies/ac_handler.py: p evenly spaced
+// blocks; p = 1 is every block) in the training commands of its Llama 2
+// runs, by model size: facebookresearch/DynamicTanh, llama/README.md,
+// whose baselines are "the same command" as fms-fsdp's (13B and 34B
+// --selective_checkpointing=0.5, 70B 1).
+var fmsSelective = map[string]float64{"13b": 0.5, "34b": 0.5, "70b": 1}
+
+var modelSize = regexp.MustCompile(`(?i)\b(\d+)\s*b\b`)
+
+// selectiveFraction is how a row that checkpoints "selective" blocks
+// without a stated fraction is planned: fms-fsdp's published fraction for
+// the model's size (p = 1: full; p = 1/k: every k-th block), else every
+// 2nd block, torchtitan's selective_ac_option default.
+func selectiveFraction(model string) (mode string, interval int) {
+	p := 0.5
+	if m := modelSize.FindStringSubmatch(model); m != nil {
+		if f, ok := fmsSelective[strings.ToLower(m[1])+"b"]; ok {
+			p = f
+		}
 	}
-	f := 3 * (hfu/mfu - 1)
-	switch {
-	case f <= 0:
-		return "none", 0
-	case f >= 0.5:
-		return "full", 0 // floor(1/f) = 1
+	if p >= 1 {
+		return "full", 0
 	}
-	return "selective-layer", int(math.Floor(1 / f))
+	return "selective-layer", int(math.Round(1 / p))
 }
 
 // halfPrecision says whether a row trains in 16-bit mixed precision,

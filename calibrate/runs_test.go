@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 // TestReadCalibrationSet: the committed calibration set parses; what fsdpc
@@ -78,26 +80,43 @@ func TestReadErrors(t *testing.T) {
 	}
 }
 
-// TestRecomputedFraction: fms-fsdp's unstated selective fraction is read
-// off a run's own HFU/MFU, never checkpointing less than the run did.
-func TestRecomputedFraction(t *testing.T) {
+// TestSelectiveNotFromMeasurement: a row that checkpoints "selective"
+// with no fraction gets fms-fsdp's published fraction for its model size
+// (13B, 34B: every 2nd block; 70B: every block), whatever HFU and MFU it
+// states: no input is read off a row's measured result.
+func TestSelectiveNotFromMeasurement(t *testing.T) {
 	for _, tc := range []struct {
-		mfu, hfu string
+		model    string
 		mode     string
 		interval int
 	}{
-		{"55.0", "74.0", "full", 0},            // f = 1.04 (S7-compile-70b-A100)
-		{"38.0", "47.0", "full", 0},            // f = 0.71: more than every 2nd block
-		{"61.0", "69.0", "selective-layer", 2}, // f = 0.39
-		{"43.0", "46.0", "selective-layer", 4}, // f = 0.21
-		{"57.0", "57.0", "none", 0},            // nothing recomputed
-		{"", "69.0", "selective-layer", 0},     // not stated: the default interval
-		{"61.0", "", "selective-layer", 0},
-		{"61.0", "50.0", "selective-layer", 0}, // HFU below MFU: not a fraction
+		{"Llama 2 13B", "selective-layer", 2},
+		{"Llama 2 34B (Code-Llama-34B shape)", "selective-layer", 2},
+		{"Llama 2 70B", "full", 0},
+		{"Some 9B model", "selective-layer", 2},
+		{"unnamed", "selective-layer", 2},
 	} {
-		mode, k := recomputedFraction(tc.mfu, tc.hfu)
-		if mode != tc.mode || k != tc.interval {
-			t.Errorf("MFU %q HFU %q: %s every %d; want %s every %d", tc.mfu, tc.hfu, mode, k, tc.mode, tc.interval)
+		for _, hfu := range []string{"46.0", "74.0", ""} {
+			r := editedRun(t, "published-runs.csv", 1, map[string]string{"framework": "fms-fsdp", "model": tc.model,
+				"activation_checkpointing": "selective (fraction not stated)", "mfu_pct": "43.0", "hfu_pct": hfu})
+			if r.checkpointing != tc.mode || r.checkpointInterval != tc.interval {
+				t.Errorf("%s, HFU %q: %s every %d, want %s every %d", tc.model, hfu, r.checkpointing, r.checkpointInterval, tc.mode, tc.interval)
+			}
+		}
+	}
+}
+
+func TestSourceDate(t *testing.T) {
+	for _, tc := range []struct{ cell, want string }{
+		{"2025-04-02", "2025-04-02"},
+		{"2025-08", "2025-08-01"},
+		{"2024-04-24 (table), doc version 2024-08-23", "2024-04-24"},
+		{"June 2025", ""},
+		{"", ""},
+		{"20250-08", ""},
+	} {
+		if got := sourceDate(tc.cell); got != tc.want {
+			t.Errorf("sourceDate(%q) = %q, want %q", tc.cell, got, tc.want)
 		}
 	}
 }
@@ -378,6 +397,7 @@ func TestMemoryOnlyAndUnits(t *testing.T) {
 		rowEdit{1, map[string]string{"row_id": "memonly", "tps_per_gpu": "", "tps_total": "", "mem_peak_value": "80", "mem_peak_unit": "GB", "mem_peak_metric": "peak reserved"}},
 		rowEdit{1, map[string]string{"row_id": "mib", "mem_peak_value": "40960", "mem_peak_unit": "MiB", "mem_peak_metric": "peak allocated"}},
 		rowEdit{1, map[string]string{"row_id": "othermetric", "mem_peak_value": "70", "mem_peak_unit": "GiB", "mem_peak_metric": "nvidia-smi"}},
+		rowEdit{1, map[string]string{"row_id": "share", "mem_peak_value": "50", "mem_peak_unit": "% of device", "mem_peak_metric": "peak reserved"}},
 		rowEdit{1, map[string]string{"row_id": "nothing", "tps_per_gpu": "", "tps_total": "", "mem_peak_value": ""}})
 	got := map[string]run{}
 	for _, r := range runs {
@@ -388,6 +408,9 @@ func TestMemoryOnlyAndUnits(t *testing.T) {
 	}
 	if r := got["mib"]; r.memGiB != 40 || r.memReserved {
 		t.Errorf("MiB row: %v GiB reserved %v, want 40 allocated", r.memGiB, r.memReserved)
+	}
+	if have, _ := ir.GPUPresetHBM("a100-80gb"); got["share"].memGiB != float64(have)/(1<<30)/2 {
+		t.Errorf("%% of device row: %v GiB, want half of the A100's %v GiB", got["share"].memGiB, float64(have)/(1<<30))
 	}
 	if r := got["othermetric"]; r.memGiB != 0 || r.tokensPerGPU == 0 {
 		t.Errorf("another metric's row: %v GiB, %v tok/s; want no memory figure and its throughput", r.memGiB, r.tokensPerGPU)
