@@ -96,7 +96,7 @@ func load(file string, src []byte, override func(*Model), repeats map[string]int
 	defaultDType := d.modelSection(root, m)
 	if m.Name == "" {
 		m.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-		if err := validLabel(m.Name); err != nil {
+		if err := ValidLabel(m.Name); err != nil {
 			d.keyErrorf("", "the model has no [model] name and its file name does not make one: %v; give [model] name", err)
 		}
 	}

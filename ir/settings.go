@@ -29,7 +29,7 @@ func (d *decoder) modelSection(root *tbl, m *Model) (dtype DType) {
 	if s, ok := t.str("name"); ok {
 		if s == "" {
 			d.errorf(t.at("name"), "model name must not be empty")
-		} else if err := validLabel(s); err != nil {
+		} else if err := ValidLabel(s); err != nil {
 			d.errorf(t.at("name"), "model %v", err)
 		}
 		m.Name = s
@@ -238,7 +238,7 @@ func (d *decoder) gpuTable(path string, v any, g *GPU) string {
 		}
 	}
 	if s, ok := t.str("name"); ok {
-		if err := validLabel(s); err != nil {
+		if err := ValidLabel(s); err != nil {
 			d.errorf(t.at("name"), "GPU %v", err)
 		}
 		g.Name = s
@@ -494,3 +494,6 @@ func (d *decoder) inRange(at, key string, v, lo, hi float64, unit string) {
 			strconv.FormatFloat(v, 'g', 4, 64), unit, strconv.FormatFloat(lo, 'g', -1, 64), strconv.FormatFloat(hi, 'g', -1, 64), unit)
 	}
 }
+
+// Optimizers are the optimizer names the model format accepts, sorted.
+func Optimizers() []string { return sortedKeys(optimizerStateBytes) }

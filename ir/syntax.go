@@ -3,7 +3,8 @@ package ir
 import (
 	"fmt"
 	"strings"
-	"unicode"
+
+	"github.com/fsdpc/fsdpc/internal/safetext"
 )
 
 // The syntax tree: the model file decoded and checked key by key, before
@@ -128,7 +129,12 @@ var moduleKeys = []string{"name", "kind", "repeat", "block", "module", "param", 
 
 var paramKeys = []string{"name", "shape", "dtype", "requires_grad", "tied_to"}
 
-func validName(s string) error {
+// ValidName is the model format's rule for a module's or parameter's own
+// name: letters, digits, '_' and '-', at most maxNameLength characters.
+// Dotted names are paths of these (ValidPath); plan.bin's names are held to
+// the same rule when a plan is read, so a name cannot carry code, markup or
+// terminal escapes into what fsdpc writes.
+func ValidName(s string) error {
 	if s == "" {
 		return fmt.Errorf("name must not be empty")
 	}
@@ -147,17 +153,30 @@ func validName(s string) error {
 	return nil
 }
 
-// validLabel checks a free-text name (the model's, a GPU's): printable
-// characters only, so a name cannot add lines to show's or textconv's
-// output (a reviewer would read forged text) or break the trace's JSON.
-func validLabel(s string) error {
+// ValidPath checks a module's or parameter's full dotted name ("layers.0.wq"):
+// ValidNames joined by dots. The root module's is "".
+func ValidPath(s string) error {
+	if s == "" {
+		return nil
+	}
+	for part := range strings.SplitSeq(s, ".") {
+		if err := ValidName(part); err != nil {
+			return fmt.Errorf("in %q: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// ValidLabel checks a free-text name (the model's, a GPU's): printable
+// characters only (safetext.Printable), so a name cannot add lines to
+// show's or textconv's output (a reviewer would read forged text) or break
+// the trace's JSON.
+func ValidLabel(s string) error {
 	if len(s) > maxNameLength {
 		return fmt.Errorf("name is longer than %d characters", maxNameLength)
 	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return fmt.Errorf("name %q may contain only printable characters (no control characters, line breaks or tabs)", s)
-		}
+	if !safetext.Printable(s) {
+		return fmt.Errorf("name %q may contain only printable characters (no control characters, line breaks or tabs)", s)
 	}
 	return nil
 }
@@ -244,7 +263,7 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 	t := d.table(path, raw, "module", allowed...)
 
 	if name, ok := t.str("name"); ok {
-		if err := validName(name); err != nil {
+		if err := ValidName(name); err != nil {
 			d.errorf(t.at("name"), "%v", err)
 		} else {
 			md.name = name
@@ -364,7 +383,7 @@ func (d *decoder) kindAttrs(t *tbl, md *moduleDecl) {
 			names := map[string]string{}
 			for _, role := range a.roles {
 				if s, ok := nt.str(role); ok {
-					if err := validName(s); err != nil {
+					if err := ValidName(s); err != nil {
 						d.errorf(nt.at(role), "%v", err)
 						continue
 					}
@@ -380,7 +399,7 @@ func (d *decoder) param(path string, raw map[string]any) *paramDecl {
 	t := d.table(path, raw, "param", paramKeys...)
 	p := &paramDecl{path: path}
 	if name, ok := t.str("name"); ok {
-		if err := validName(name); err != nil {
+		if err := ValidName(name); err != nil {
 			d.errorf(t.at("name"), "%v", err)
 		} else {
 			p.name = name
@@ -425,7 +444,7 @@ func (d *decoder) blocks(root *tbl) map[string]*blockDecl {
 	out := map[string]*blockDecl{}
 	for _, name := range sortedKeys(bt.m) {
 		path := bt.at(name)
-		if err := validName(name); err != nil {
+		if err := ValidName(name); err != nil {
 			d.keyErrorf(path, "block %v", err)
 			continue
 		}

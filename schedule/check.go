@@ -18,10 +18,12 @@ import (
 // verifier's job, which builds on this.)
 func Check(p *Plan) error {
 	c := &checker{p: p, op: -1}
-	c.profile()
-	c.groups()
-	c.program()
-	c.prediction()
+	if c.strings(); len(c.errs) == 0 {
+		c.profile()
+		c.groups()
+		c.program()
+		c.prediction()
+	}
 	if len(c.errs) > 0 {
 		if len(c.errs) > 8 {
 			c.errs = append(c.errs[:8], fmt.Sprintf("… and %d more", len(c.errs)-8))

@@ -98,6 +98,7 @@ import (
 
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/internal/inputfile"
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/ir"
 )
 
@@ -758,6 +759,13 @@ func (c *codec) strings() {
 		s := all[at+m : at+m+int(k)]
 		if _, dup := seen[s]; dup {
 			c.fail(start+at, fmt.Sprintf("Strings[%d]", i), ErrMalformed, "%q is in the string table twice", s)
+			return
+		}
+		if !safetext.Printable(s) {
+			// No string fsdpc writes has one; Check holds each field
+			// to its own rule.
+			c.fail(start+at, fmt.Sprintf("Strings[%d]", i), ErrMalformed,
+				"%q has a control character, line break or invalid UTF-8", s)
 			return
 		}
 		seen[s] = struct{}{}
