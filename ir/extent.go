@@ -59,7 +59,20 @@ func (x *extents) module(md *moduleDecl) extent {
 		}
 	}
 	e := one
-	if md.repeat > 0 {
+	switch {
+	case md.repeat > 0 && len(md.blocks) > 0:
+		// Instance i is blocks[i mod n]: whole cycles, then a part.
+		n := int64(len(md.blocks))
+		cycle, part := extent{}, extent{}
+		for i, b := range md.blocks {
+			inst := extent{modules: 1, params: int64(len(md.params))}.plus(x.block(b))
+			cycle = cycle.plus(inst)
+			if int64(i) < md.repeat%n {
+				part = part.plus(inst)
+			}
+		}
+		e = extent{modules: 1}.plus(cycle.times(md.repeat / n)).plus(part)
+	case md.repeat > 0:
 		e = extent{modules: 1}.plus(one.times(md.repeat))
 	}
 	x.modules[md] = e

@@ -464,7 +464,17 @@ func moeWork(a attrValues, c costCtx) (work, error) {
 	}
 	exName := roleName(a, "experts", "experts")
 	w.experts, w.expertShare = exName, float64(topK)/float64(experts)
-	if a.bool("grouped", false) {
+	if a.bool("fused_gate_up", false) {
+		// Fused experts: the gate and up projections are one matmul of
+		// twice the width over every routed token, then down.
+		gateUp := exName + "." + roleName(a, "gate_up", "w13")
+		dn := exName + "." + down
+		w.mms = append(w.mms,
+			matmul{flops: 4 * routed * f(dim, hidden), weights: []string{gateUp, gateUp + "_bias"}, readsInput: true, dxFactor: 1,
+				gemm: expertGEMM(topK, T, experts, dim, 2*hidden, false)},
+			matmul{flops: 2 * routed * f(dim, hidden), weights: []string{dn, dn + "_bias"}, dxFactor: 1,
+				gemm: expertGEMM(topK, T, experts, dim, hidden, true)})
+	} else if a.bool("grouped", false) {
 		// One tensor per projection holds every expert: one matmul each
 		// over all the routed tokens, not one per expert (65536 experts
 		// repeated over many layers would take minutes to list).

@@ -177,6 +177,11 @@ func (k Kind) shape(a attrValues) (kindShape, error) {
 		case "full":
 			s.children = append(s.children, normChild(roleName(a, "q_norm", "q_norm"), d.qOut), normChild(roleName(a, "k_norm", "k_norm"), d.kvOut))
 		}
+		if a.bool("sinks", false) {
+			// gpt-oss: a learned logit per head that joins every query's
+			// softmax, a parameter of the attention module itself.
+			s.params = append(s.params, paramSpec{local: "sinks", shape: []int64{d.heads}})
+		}
 		return s, nil
 
 	case KindMLA:
@@ -271,8 +276,36 @@ func moeShape(a attrValues) (kindShape, error) {
 		}
 		return c
 	}
+	fused, tr := a.bool("fused_gate_up", false), a.bool("transposed", false)
+	switch {
+	case (fused || tr) && !a.bool("grouped", false):
+		return kindShape{}, fmt.Errorf("fused_gate_up and transposed describe grouped experts' tensors; set grouped = true")
+	case fused && !isGated(act):
+		return kindShape{}, fmt.Errorf("fused_gate_up needs a gated activation (swiglu or geglu), not %s", act)
+	case tr && !fused:
+		return kindShape{}, fmt.Errorf("transposed experts are supported with fused_gate_up (Llama 4's and gpt-oss's layout)")
+	}
 	var ex childSpec
-	if a.bool("grouped", false) {
+	if fused {
+		// Hugging Face's fused experts (transformers 5): one gate_up
+		// tensor [experts, 2·hidden, dim] and one down [experts, dim,
+		// hidden], or [experts, in, out] transposed (Llama 4, gpt-oss);
+		// with bias, gpt-oss's per-expert biases follow each tensor.
+		gateUp := roleName(a, "gate_up", "w13")
+		ex = childSpec{name: expertsName, kind: KindContainer}
+		gu, dn := []int64{experts, 2 * hidden, dim}, []int64{experts, dim, hidden}
+		if tr {
+			gu, dn = []int64{experts, dim, 2 * hidden}, []int64{experts, hidden, dim}
+		}
+		ex.params = append(ex.params, paramSpec{local: gateUp, shape: gu})
+		if bias {
+			ex.params = append(ex.params, paramSpec{local: gateUp + "_bias", shape: []int64{experts, 2 * hidden}})
+		}
+		ex.params = append(ex.params, paramSpec{local: down, shape: dn})
+		if bias {
+			ex.params = append(ex.params, paramSpec{local: down + "_bias", shape: []int64{experts, dim}})
+		}
+	} else if a.bool("grouped", false) {
 		// torchtitan's GroupedExperts: one 3-D tensor per projection.
 		ex = childSpec{name: expertsName, kind: KindContainer}
 		if isGated(act) {

@@ -160,6 +160,9 @@ func load(file string, src []byte, override func(*Model), repeats map[string]int
 	if d.diags.HasErrors() {
 		return nil, d.finish()
 	}
+	if m.CheckpointingUnused() {
+		d.warnf("train.checkpointing", "%s", m.CheckpointingUnusedMessage())
+	}
 	m.Warnings = d.finish()
 	if err := Verify(m); err != nil {
 		return nil, fmt.Errorf("%s: internal error: the lowered model is invalid (please report): %w", file, err)

@@ -191,6 +191,9 @@ func (l *lowerer) expand(md *moduleDecl, parent ModuleID, inh inherited) {
 		l.resized[l.m.Modules[holder].Name] = true
 	}
 	l.m.Modules[holder].Repeat = int(count)
+	for _, b := range md.blocks {
+		l.m.Modules[holder].Varied = l.m.Modules[holder].Varied || b != md.blocks[0]
+	}
 	l.pendInputs(holder, md)
 	for i := int64(0); i < count && !l.tooBig; i++ {
 		id := l.newModule(holder, strconv.FormatInt(i, 10), md.kind, md)
@@ -219,6 +222,10 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 	inh.inRegion = inh.inRegion || region
 
 	explicitCost := md.flopsFwd != nil || md.flopsBwd != nil || md.actBytes != nil
+	block := md.block
+	if len(md.blocks) > 0 && instance {
+		block = md.blocks[l.m.Modules[id].Instance%len(md.blocks)]
+	}
 	switch {
 	case md.spec != nil:
 		shape, err := md.kind.shape(md.attrs)
@@ -231,27 +238,27 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 		l.addParams(id, md.params, inh)
 		l.addSpecParams(id, shape.params, inh)
 		l.addSpecChildren(id, shape.children, inh)
-	case md.block != "":
-		b, ok := l.blocks[md.block]
+	case block != "":
+		b, ok := l.blocks[block]
 		if !ok {
-			msg := fmt.Sprintf("unknown block %q", md.block)
-			if s := suggest(md.block, sortedKeys(l.blocks)); s != "" {
+			msg := fmt.Sprintf("unknown block %q", block)
+			if s := suggest(block, sortedKeys(l.blocks)); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}
-			l.d.errorf(childPath(md.path, "block"), "%s", msg)
+			l.d.errorf(l.blockKey(md), "%s", msg)
 			return
 		}
 		for i, name := range l.blockPath {
-			if name == md.block {
-				cycle := append(append([]string(nil), l.blockPath[i:]...), md.block)
-				l.d.errorf(childPath(md.path, "block"), "block %q contains itself: %s", md.block, strings.Join(cycle, " -> "))
+			if name == block {
+				cycle := append(append([]string(nil), l.blockPath[i:]...), block)
+				l.d.errorf(l.blockKey(md), "block %q contains itself: %s", block, strings.Join(cycle, " -> "))
 				return
 			}
 		}
 		b.used = true
 		l.m.Modules[id].Compute = explicitCost && !inh.inCompute
 		inh.inCompute = inh.inCompute || explicitCost
-		l.blockPath = append(l.blockPath, md.block)
+		l.blockPath = append(l.blockPath, block)
 		l.addParams(id, md.params, inh)
 		l.addParams(id, b.params, inh)
 		for _, c := range b.modules {
@@ -282,6 +289,14 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 	if md.tiedTo != "" {
 		l.tieWeight(id, md)
 	}
+}
+
+// blockKey is where a module names its block, for messages.
+func (l *lowerer) blockKey(md *moduleDecl) string {
+	if len(md.blocks) > 0 {
+		return childPath(md.path, "blocks")
+	}
+	return childPath(md.path, "block")
 }
 
 // register gives a container its children in registration order: reg must

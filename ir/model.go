@@ -1,5 +1,7 @@
 package ir
 
+import "fmt"
+
 // ModuleID indexes Model.Modules. The root module is always 0.
 type ModuleID int32
 
@@ -71,6 +73,10 @@ type Module struct {
 	// that is one such instance, -1 otherwise.
 	Repeat   int
 	Instance int
+	// Varied marks a repeat whose instances are not all one block (a
+	// `blocks` pattern such as DeepSeek's dense, then MoE layers): one
+	// instance does not stand for the others.
+	Varied bool
 
 	// Compute marks the nodes of the dataflow graph: modules of a kind with a
 	// cost formula, modules with explicit costs, and parameter-only leaves.
@@ -188,6 +194,29 @@ var CheckpointingModes = map[string]Checkpointing{"none": CheckpointNone, "full"
 
 func (c Checkpointing) String() string {
 	return [...]string{"none", "full", "selective-op", "selective-layer"}[c]
+}
+
+// CheckpointingUnused is true when [train] checkpointing asks for
+// checkpointing yet no module is a region: the mode applies to the
+// instances of repeated modules, and a model whose layers are written one
+// by one would otherwise be planned, and keep its activations, as if it
+// said "none".
+func (m *Model) CheckpointingUnused() bool {
+	if m.Train.Checkpointing == CheckpointNone {
+		return false
+	}
+	for i := range m.Modules {
+		if m.Modules[i].Checkpoint {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckpointingUnusedMessage says what CheckpointingUnused found and how
+// to fix it.
+func (m *Model) CheckpointingUnusedMessage() string {
+	return fmt.Sprintf("train.checkpointing = %q matches no module: it checkpoints the instances of repeated modules (repeat = N), and no instance here is checkpointed, so nothing is recomputed and every activation is kept as with \"none\"; write the layers as a repeat (blocks = [...] when they differ) or mark modules checkpoint = true", m.Train.Checkpointing)
 }
 
 // Train is the training setup; sizes are per rank.

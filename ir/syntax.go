@@ -21,12 +21,15 @@ type blockDecl struct {
 }
 
 type moduleDecl struct {
-	path         string
-	name         string
-	kind         Kind
-	spec         *kindSpec
-	repeat       int64
-	block        string
+	path   string
+	name   string
+	kind   Kind
+	spec   *kindSpec
+	repeat int64
+	block  string
+	// blocks is a repeat's per-instance bodies: instance i is
+	// blocks[i mod len(blocks)] (DeepSeek's dense then MoE layers).
+	blocks       []string
 	children     []*moduleDecl
 	params       []*paramDecl
 	inputs       []string
@@ -124,7 +127,7 @@ const (
 	maxActivationBytes = 1 << 40
 )
 
-var moduleKeys = []string{"name", "kind", "repeat", "block", "module", "param", "inputs",
+var moduleKeys = []string{"name", "kind", "repeat", "block", "blocks", "module", "param", "inputs",
 	"requires_grad", "dtype", "tied_to", "flops_fwd", "flops_bwd", "activation_bytes", "checkpoint", "register"}
 
 var paramKeys = []string{"name", "shape", "dtype", "requires_grad", "tied_to"}
@@ -277,6 +280,9 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 	if b, ok := t.str("block"); ok {
 		md.block = b
 	}
+	if bs, ok := t.strList("blocks"); ok {
+		md.blocks = bs
+	}
 	if t.has("module") {
 		md.children = d.moduleList(t, depth+1)
 	}
@@ -316,6 +322,12 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 	}
 
 	switch {
+	case t.has("blocks") && (md.block != "" || t.has("module") || md.spec != nil):
+		d.keyErrorf(t.at("blocks"), "module %q has blocks and also block, kind or [[module]] children; use one", md.name)
+	case t.has("blocks") && md.repeat == 0:
+		d.keyErrorf(t.at("blocks"), "module %q has blocks but no repeat: blocks gives the body of each of the repeat instances", md.name)
+	case md.blocks != nil && (len(md.blocks) == 0 || int64(len(md.blocks)) > md.repeat):
+		d.errorf(t.at("blocks"), "blocks of module %q must name 1 to repeat (%d) blocks, not %d", md.name, md.repeat, len(md.blocks))
 	case md.block != "" && t.has("module"):
 		d.keyErrorf(t.at("block"), "module %q has both block and [[module]] children; use one", md.name)
 	case md.spec != nil && (t.has("module") || md.block != ""):

@@ -17,6 +17,7 @@ import (
 // module's own parameters in order, a tied parameter once.
 func groupUnits(s *state) error {
 	m := s.m
+	checkpointingApplies(s)
 	isUnit := make([]bool, len(m.Modules))
 	isUnit[0] = true
 	switch m.Policy.UnitsMode {
@@ -165,6 +166,14 @@ func insideInstance(m *ir.Model, id ir.ModuleID) bool {
 		}
 	}
 	return false
+}
+
+// checkpointingApplies carries ir's warning into the plan: a checkpointing
+// mode that matches no module checkpoints nothing.
+func checkpointingApplies(s *state) {
+	if s.m.CheckpointingUnused() {
+		s.warnf("%s", s.m.CheckpointingUnusedMessage())
+	}
 }
 
 // collectParams walks the unit's modules in post-order, skipping nested

@@ -84,6 +84,9 @@ func (t *tuner) newShortcut() (*shortcut, string) {
 	if holder == ir.NoModule || m.Modules[holder].Repeat == 0 {
 		return nil, "it has no repeated blocks"
 	}
+	if m.Modules[holder].Varied {
+		return nil, "its blocks are not all alike (a blocks pattern)"
+	}
 	s := &shortcut{holder: m.Modules[holder].Name, full: m.Modules[holder].Repeat}
 	n := extrapolationMinBlocks + (s.full-extrapolationMinBlocks)%extrapolationPeriod
 	for i := range s.sizes {

@@ -93,7 +93,7 @@ func printInspect(w io.Writer, m *ir.Model, depth int, all bool) {
 		if level+1 >= depth {
 			return
 		}
-		if mod.Repeat > 0 && !all {
+		if mod.Repeat > 0 && !mod.Varied && !all {
 			// One instance stands for all: they are identical.
 			first := mod.Children[0]
 			walk(first, fmt.Sprintf("%s.{0..%d}", localName(mod.Name), mod.Repeat-1)+" (each)", level+1)
