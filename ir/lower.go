@@ -357,6 +357,9 @@ func (l *lowerer) tieWeight(id ModuleID, md *moduleDecl) {
 			return
 		}
 	}
+	if l.tooLarge {
+		return // its weight was refused for the limit, already reported
+	}
 	l.d.keyErrorf(childPath(md.path, "tied_to"), "module %q has no weight to tie", l.m.Modules[id].Name)
 }
 

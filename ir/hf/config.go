@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -17,6 +18,10 @@ type config struct {
 	file   string
 	fields map[string]json.RawMessage
 	errs   []string
+	// read holds every key the importer looked at; vetKeys checks the
+	// rest. sizes holds the integers read, for messages about limits.
+	read  map[string]bool
+	sizes map[string]int64
 }
 
 func parseConfig(file string, src []byte) (*config, error) {
@@ -40,7 +45,7 @@ func parseConfig(file string, src []byte) (*config, error) {
 	if fields == nil {
 		return nil, fmt.Errorf("%s: a config.json holds one JSON object, not null", file)
 	}
-	return &config{file: file, fields: fields}, nil
+	return &config{file: file, fields: fields, read: map[string]bool{}, sizes: map[string]int64{}}, nil
 }
 
 // lineCol turns encoding/json's byte offset into a 1-based line and a
@@ -72,6 +77,7 @@ func (c *config) err() error {
 // raw returns a field's JSON text; a null counts as absent, as it does for
 // transformers, which writes null for "use the default".
 func (c *config) raw(key string) (string, bool) {
+	c.read[key] = true
 	r, ok := c.fields[key]
 	if !ok {
 		return "", false
@@ -128,6 +134,7 @@ func (c *config) parseInt(key, raw string, hi int64) (int64, bool) {
 		c.errorf("%s = %d is out of range (1 to %d)", key, n, hi)
 		return 0, false
 	}
+	c.sizes[key] = n
 	return n, true
 }
 
@@ -205,4 +212,48 @@ func (c *config) stringList(key string) []string {
 		return nil
 	}
 	return out
+}
+
+// optIntList reads an optional array of integers from 0 to below n (layer
+// indices); present is false when it is absent or null.
+func (c *config) optIntList(key string, n int64) (out []int64, present bool) {
+	raw, ok := c.raw(key)
+	if !ok {
+		return nil, false
+	}
+	if json.Unmarshal([]byte(raw), &out) != nil {
+		c.errorf("%s must be an array of integers, not %s", key, describe(raw))
+		return nil, false
+	}
+	for _, v := range out {
+		if v < 0 || v >= n {
+			c.errorf("%s holds %d, which is not a layer index (0 to %d)", key, v, n-1)
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// optStringList reads an optional array of strings, each one of allowed;
+// it must hold n of them.
+func (c *config) optStringList(key string, n int64, allowed ...string) (out []string, present bool) {
+	raw, ok := c.raw(key)
+	if !ok {
+		return nil, false
+	}
+	if json.Unmarshal([]byte(raw), &out) != nil {
+		c.errorf("%s must be an array of strings, not %s", key, describe(raw))
+		return nil, false
+	}
+	if int64(len(out)) != n {
+		c.errorf("%s has %d entries; it needs one per layer (%d)", key, len(out), n)
+		return nil, false
+	}
+	for _, v := range out {
+		if !slices.Contains(allowed, v) {
+			c.errorf("%s holds %q (allowed: %s)", key, clean(v), strings.Join(allowed, ", "))
+			return nil, false
+		}
+	}
+	return out, true
 }

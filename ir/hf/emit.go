@@ -19,6 +19,9 @@ type field struct {
 	note string
 }
 
+// wrapped is a string array written over several lines when long.
+type wrapped []string
+
 // pair is one entry of an inline table such as names = { q = "q_proj" }.
 type pair struct{ k, v string }
 
@@ -87,6 +90,25 @@ func value(v any) string {
 			q[i] = quote(s)
 		}
 		return "[" + strings.Join(q, ", ") + "]"
+	case wrapped:
+		one := value([]string(x))
+		if len(one) <= 60 {
+			return one
+		}
+		var b strings.Builder
+		b.WriteString("[\n ")
+		n := 1
+		for _, s := range x {
+			q := quote(s) + ","
+			if n+1+len(q) > wrapWidth {
+				b.WriteString("\n ")
+				n = 1
+			}
+			b.WriteString(" " + q)
+			n += 1 + len(q)
+		}
+		b.WriteString("\n]")
+		return b.String()
 	case []pair:
 		q := make([]string, len(x))
 		for i, p := range x {
@@ -144,8 +166,6 @@ func (m *model) emit() []byte {
 	switch {
 	case m.family.gpt2:
 		m.gpt2Modules(w)
-	case m.mla:
-		m.deepseekModules(w)
 	default:
 		m.decoderModules(w)
 	}
@@ -167,9 +187,12 @@ func (m *model) header(w *writer) {
 	example := "model.layers.0.self_attn.q_proj.weight"
 	buffers := "rotary embeddings' inv_freq"
 	if m.family.gpt2 {
-		example, buffers = "h.0.attn.c_attn.weight", "the causal masks attn.bias and attn.masked_bias"
+		example, buffers = "transformer.h.0.attn.c_attn.weight", "the causal masks attn.bias and attn.masked_bias"
 	}
-	w.wrap("", fmt.Sprintf("Modules and parameters carry the checkpoint's names, such as %s, so a plan matches the checkpoint tensor by tensor. Buffers are not parameters and are left out: %s.", example, buffers))
+	w.wrap("", fmt.Sprintf("Modules and parameters are named, shaped and ordered as transformers 5 builds the model (AutoModelForCausalLM.from_config), which is what FSDP2 shards, such as %s. Buffers are not parameters and are left out: %s.", example, buffers))
+	if m.moe != nil {
+		w.wrap("", "The experts are fused 3-D tensors (experts.gate_up_proj, experts.down_proj), as transformers 5 holds them in memory; the published safetensors store one tensor per expert and are converted on load.")
+	}
 	w.comment("")
 	w.comment("Assumed:")
 	mixed := "fp32 master weights and AdamW state, bf16 compute, fp32 gradient reduction"
@@ -226,37 +249,106 @@ func (m *model) settings(w *writer) {
 		field{"gpus_per_node", m.gpusPerNode, ""},
 		field{"world_size", m.worldSize, ""})
 	units := field{"units", "blocks", "each layer an FSDP unit, the root takes the rest"}
-	if m.mla {
-		// The layers are listed one by one (dense, then MoE), not repeated.
-		units = field{"units", []string{"model.layers.*"}, "each layer an FSDP unit, the root takes the rest"}
-	}
 	w.table("policy",
 		units,
 		field{"param_dtype", "bf16", ""},
 		field{"reduce_dtype", "fp32", ""})
 }
 
-// decoderModules writes the Llama layout: transformers' XxxModel as
-// "model", lm_head beside it.
+// decoderModules writes the Llama layout, and DeepSeek's: transformers'
+// XxxModel as "model", lm_head beside it, the layers one repeat whose
+// instances are the dense or the MoE block where they differ.
 func (m *model) decoderModules(w *writer) {
 	lmHead := []field{{"name", "lm_head", ""}, {"kind", "linear", ""}, {"in", m.hidden, ""}, {"out", m.vocab, ""}}
 	if m.tied {
 		lmHead = append(lmHead, field{"tied_to", "model.embed_tokens.weight", "tie_word_embeddings: counted once"})
 	}
+	layers := []field{{"name", "layers", ""}, {"repeat", m.layers, ""}}
+	var blocks []string // the blocks used, in order of first use
+	switch {
+	case m.layerMoE != nil:
+		names := make([]string, len(m.layerMoE))
+		for i, moe := range m.layerMoE {
+			names[i] = "dense"
+			if moe {
+				names[i] = "moe"
+			}
+		}
+		pattern := period(names)
+		note := "layer i is blocks[i mod " + fmt.Sprint(len(pattern)) + "]"
+		if len(pattern) == len(names) {
+			note = "one block per layer"
+		}
+		layers = append(layers, field{"blocks", wrapped(pattern), note + ": " + m.moeLayersNote()})
+		blocks = []string{pattern[0]}
+		for _, b := range pattern {
+			if b != blocks[0] {
+				blocks = append(blocks, b)
+				break
+			}
+		}
+	case m.experts > 0:
+		layers = append(layers, field{"block", "moe", ""})
+		blocks = []string{"moe"}
+	default:
+		layers = append(layers, field{"block", "decoder", ""})
+		blocks = []string{"decoder"}
+	}
 	w.modules([]mod{
 		{"module", []field{{"name", "model", strings.TrimSuffix(m.family.class, "Config") + "Model; lm_head sits beside it"}}},
 		{"module.module", []field{{"name", "embed_tokens", ""}, {"kind", "embedding", ""}, {"num", m.vocab, ""}, {"dim", m.hidden, ""}}},
-		{"module.module", []field{{"name", "layers", ""}, {"repeat", m.layers, ""}, {"block", "decoder", ""}}},
+		{"module.module", layers},
 		{"module.module", m.norm("norm")},
 		{"module", lmHead},
 	})
+	attn := m.attention()
+	for _, b := range blocks {
+		ffn := m.denseMLP()
+		if b == "moe" {
+			ffn = m.moeFFN()
+		}
+		m.block(w, b, attn, ffn)
+	}
+}
 
-	w.line("")
-	w.line("[block.decoder]")
-	const b = "block.decoder.module"
+// period returns the shortest prefix of names that repeated gives names.
+func period(names []string) []string {
+	for p := 1; p < len(names); p++ {
+		ok := true
+		for i := p; i < len(names) && ok; i++ {
+			ok = names[i] == names[i-p]
+		}
+		if ok {
+			return names[:p]
+		}
+	}
+	return names
+}
+
+// moeLayersNote says which config keys chose the MoE layers.
+func (m *model) moeLayersNote() string {
+	switch m.modelType {
+	case "deepseek_v2", "deepseek_v3":
+		return fmt.Sprintf("%d dense layers (first_k_dense_replace), then MoE", m.firstDense)
+	case "qwen3_moe":
+		return "MoE unless in mlp_only_layers or (i+1) is not a multiple of decoder_sparse_step"
+	case "llama4_text":
+		return "MoE on moe_layers (every interleave_moe_layer_step-th layer)"
+	}
+	return "dense or MoE"
+}
+
+// attention is the decoder layer's attention module.
+func (m *model) attention() []field {
+	if m.mla {
+		return m.mlaAttention()
+	}
 	attn := []field{{"name", "self_attn", ""}, {"kind", "attention", ""}, {"dim", m.hidden, ""}, {"heads", m.heads, ""}, {"kv_heads", m.kvHeads, ""}}
 	if m.headDim > 0 {
 		attn = append(attn, field{"head_dim", m.headDim, ""})
+	}
+	if m.bidirectional {
+		attn = append(attn, field{"causal", false, "use_bidirectional_attention"})
 	}
 	if m.qkvBias {
 		note := ""
@@ -274,37 +366,69 @@ func (m *model) decoderModules(w *writer) {
 	case "full":
 		attn = append(attn, field{"qk_norm", "full", "RMSNorm of the whole q and k projections"})
 	}
+	if m.sinks {
+		attn = append(attn, field{"sinks", true, "gpt-oss: self_attn.sinks, a learned logit per head"})
+	}
 	names := []pair{{"q", "q_proj"}, {"k", "k_proj"}, {"v", "v_proj"}, {"o", "o_proj"}}
 	if m.fused {
 		attn = append(attn, field{"fused_qkv", true, "Phi-3: one qkv_proj, registered after o_proj"})
 		names = []pair{{"qkv", "qkv_proj"}, {"o", "o_proj"}}
 	}
-	attn = append(attn, field{"names", names, ""})
+	return append(attn, field{"names", names, ""})
+}
 
-	var ffn []field
-	if m.experts > 0 {
-		ffn = []field{{"name", "block_sparse_moe", ""}, {"kind", "moe", ""}, {"dim", m.hidden, ""}, {"hidden", m.inter, ""},
-			{"experts", m.experts, ""}, {"top_k", m.topK, ""}, {"activation", m.act, m.actNote},
-			{"names", []pair{{"router", "gate"}, {"experts", "experts"}, {"gate", "w1"}, {"up", "w3"}, {"down", "w2"}}, ""}}
-	} else {
-		ffn = []field{{"name", "mlp", ""}, {"kind", "mlp", ""}, {"dim", m.hidden, ""}, {"hidden", m.inter, ""}, {"activation", m.act, m.actNote}}
-		if m.mlpBias {
-			ffn = append(ffn, field{"bias", true, ""})
-		}
-		if m.fused {
-			ffn = append(ffn, field{"fused_gate_up", true, "Phi-3: one gate_up_proj"},
-				field{"names", []pair{{"gate_up", "gate_up_proj"}, {"down", "down_proj"}}, ""})
-		} else {
-			ffn = append(ffn, field{"names", []pair{{"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}}, ""})
-		}
+// denseMLP is a dense layer's feed-forward.
+func (m *model) denseMLP() []field {
+	ffn := []field{{"name", m.ffnName, ""}, {"kind", "mlp", ""}, {"dim", m.hidden, ""}, {"hidden", m.inter, ""}, {"activation", m.act, m.actNote}}
+	if m.mlpBias {
+		ffn = append(ffn, field{"bias", true, ""})
 	}
-	ffnName := ffn[0].val.(string)
-	// The modules are listed in the order data flows through them;
-	// register gives the order the decoder layer registers them, which is
-	// FSDP2's parameter order.
+	if m.fused {
+		return append(ffn, field{"fused_gate_up", true, "Phi-3: one gate_up_proj"},
+			field{"names", []pair{{"gate_up", "gate_up_proj"}, {"down", "down_proj"}}, ""})
+	}
+	return append(ffn, field{"names", []pair{{"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}}, ""})
+}
+
+// moeFFN is an MoE layer's feed-forward, as transformers 5 builds it.
+func (m *model) moeFFN() []field {
+	l := m.moe
+	ffn := []field{{"name", m.ffnName, l.class}, {"kind", "moe", ""}, {"dim", m.hidden, ""}, {"hidden", m.moeInter, ""},
+		{"experts", m.experts, m.expertsKey}, {"top_k", m.topK, ""}, {"activation", m.act, m.actNote},
+		{"grouped", true, ""}, {"fused_gate_up", true, "experts.gate_up_proj, experts.down_proj: every expert in one tensor"}}
+	if l.transposed {
+		ffn = append(ffn, field{"transposed", true, "[experts, in, out]"})
+	}
+	if l.bias {
+		ffn = append(ffn, field{"bias", true, "gate_up_proj_bias, down_proj_bias"}, field{"router_bias", true, ""})
+	}
+	if m.sharedExperts > 0 {
+		note := "one MLP moe_intermediate_size × n_shared_experts wide"
+		if m.modelType == "llama4_text" {
+			note = "one MLP intermediate_size wide"
+		}
+		ffn = append(ffn, field{"shared_experts", m.sharedExperts, note})
+	}
+	if l.expertsFirst {
+		ffn = append(ffn, field{"experts_first", true, l.class + " registers its experts before the router"})
+	}
+	names := []pair{{"router", l.router}, {"experts", "experts"}, {"gate_up", "gate_up_proj"}, {"down", "down_proj"}}
+	if l.shared != "" {
+		names = append(names, pair{"shared", l.shared}, pair{"gate", "gate_proj"}, pair{"up", "up_proj"})
+	}
+	return append(ffn, field{"names", names, ""})
+}
+
+// block writes one decoder layer: the modules in the order data flows
+// through them, and register with the order the decoder layer registers
+// them, which is FSDP2's parameter order.
+func (m *model) block(w *writer, name string, attn, ffn []field) {
+	w.line("")
+	w.line("[block." + name + "]")
+	b := "block." + name + ".module"
 	switch m.norms {
 	case "olmo2":
-		// Olmo2DecoderLayer normalises each branch's output, not its input.
+		// Olmo2/3DecoderLayer normalise each branch's output, not its input.
 		w.line(`register = ["self_attn", "mlp", "post_attention_layernorm", "post_feedforward_layernorm"]`)
 		w.modules([]mod{
 			{b, attn},
@@ -323,7 +447,7 @@ func (m *model) decoderModules(w *writer) {
 			{b, m.norm("post_feedforward_layernorm")},
 		})
 	default:
-		w.line(fmt.Sprintf(`register = ["self_attn", %q, "input_layernorm", "post_attention_layernorm"]`, ffnName))
+		w.line(fmt.Sprintf(`register = ["self_attn", %q, "input_layernorm", "post_attention_layernorm"]`, m.ffnName))
 		w.modules([]mod{
 			{b, m.norm("input_layernorm")},
 			{b, attn},
@@ -333,35 +457,8 @@ func (m *model) decoderModules(w *writer) {
 	}
 }
 
-// deepseekModules writes DeepSeek-V2/V3: first_k_dense_replace layers with
-// a dense MLP, then MoE layers, all under model.layers as the checkpoint
-// numbers them.
-func (m *model) deepseekModules(w *writer) {
-	lmHead := []field{{"name", "lm_head", ""}, {"kind", "linear", ""}, {"in", m.hidden, ""}, {"out", m.vocab, ""}}
-	if m.tied {
-		lmHead = append(lmHead, field{"tied_to", "model.embed_tokens.weight", "tie_word_embeddings: counted once"})
-	}
-	w.modules([]mod{
-		{"module", []field{{"name", "model", strings.TrimSuffix(m.family.class, "Config") + "Model; lm_head sits beside it"}}},
-		{"module.module", []field{{"name", "embed_tokens", ""}, {"kind", "embedding", ""}, {"num", m.vocab, ""}, {"dim", m.hidden, ""}}},
-		{"module.module", []field{{"name", "layers", fmt.Sprintf("%d dense layers (first_k_dense_replace), then MoE", m.firstDense)}}},
-	})
-	// One line per layer: an inline array of tables is the same TOML as
-	// [[model.module.module]] entries, at a quarter of the lines.
-	w.line("module = [")
-	for i := int64(0); i < m.layers; i++ {
-		block := "moe"
-		if i < m.firstDense {
-			block = "dense"
-		}
-		w.line(fmt.Sprintf("  { name = \"%d\", block = \"%s\" },", i, block))
-	}
-	w.line("]")
-	w.modules([]mod{
-		{"module.module", m.norm("norm")},
-		{"module", lmHead},
-	})
-
+// mlaAttention is DeepSeek's multi-head latent attention.
+func (m *model) mlaAttention() []field {
 	attn := []field{{"name", "self_attn", ""}, {"kind", "mla", "multi-head latent attention"}, {"dim", m.hidden, ""}, {"heads", m.heads, ""}}
 	qNames := []pair{{"q", "q_proj"}}
 	if m.qLoraRank > 0 {
@@ -375,39 +472,8 @@ func (m *model) deepseekModules(w *writer) {
 	if m.qkvBias {
 		attn = append(attn, field{"bias", true, "attention_bias"})
 	}
-	attn = append(attn, field{"names", append(qNames, pair{"kv_a", "kv_a_proj_with_mqa"}, pair{"kv_a_norm", "kv_a_layernorm"},
+	return append(attn, field{"names", append(qNames, pair{"kv_a", "kv_a_proj_with_mqa"}, pair{"kv_a_norm", "kv_a_layernorm"},
 		pair{"kv_b", "kv_b_proj"}, pair{"o", "o_proj"}), ""})
-	dense := []field{{"name", "mlp", ""}, {"kind", "mlp", ""}, {"dim", m.hidden, ""}, {"hidden", m.inter, ""}, {"activation", m.act, m.actNote},
-		{"names", []pair{{"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}}, ""}}
-	block := func(name string, ffn []field) {
-		w.line("")
-		w.line("[block." + name + "]")
-		w.line(`register = ["self_attn", "mlp", "input_layernorm", "post_attention_layernorm"]`)
-		b := "block." + name + ".module"
-		w.modules([]mod{
-			{b, m.norm("input_layernorm")},
-			{b, attn},
-			{b, m.norm("post_attention_layernorm")},
-			{b, ffn},
-		})
-	}
-	if m.firstDense > 0 {
-		block("dense", dense)
-	}
-	if m.firstDense < m.layers {
-		moe := []field{{"name", "mlp", "DeepseekMoE"}, {"kind", "moe", ""}, {"dim", m.hidden, ""}, {"hidden", m.moeInter, "moe_intermediate_size"},
-			{"experts", m.experts, "n_routed_experts"}, {"top_k", m.topK, ""}, {"activation", m.act, m.actNote}}
-		if m.sharedExperts > 0 {
-			moe = append(moe, field{"shared_experts", m.sharedExperts, "one MLP moe_intermediate_size × n_shared_experts wide"})
-		}
-		moe = append(moe, field{"experts_first", true, "DeepseekMoE registers experts, gate, shared_experts"})
-		if m.scoreBias {
-			moe = append(moe, field{"router_score_bias", true, "topk_method noaux_tc: gate.e_score_correction_bias"})
-		}
-		moe = append(moe, field{"names", []pair{{"router", "gate"}, {"experts", "experts"}, {"shared", "shared_experts"},
-			{"gate", "gate_proj"}, {"up", "up_proj"}, {"down", "down_proj"}}, ""})
-		block("moe", moe)
-	}
 }
 
 func (m *model) norm(name string) []field {
@@ -418,20 +484,21 @@ func (m *model) layerNorm(name string) []field {
 	return []field{{"name", name, ""}, {"kind", "norm", ""}, {"norm", "layer", ""}, {"dim", m.hidden, ""}, {"bias", true, ""}}
 }
 
-// gpt2Modules writes GPT-2 as its checkpoint names it: GPT2Model's
-// modules at the top level, as in the published weights, and lm_head.
+// gpt2Modules writes GPT-2 as GPT2LMHeadModel holds it: GPT2Model as
+// "transformer" (the published weights drop that prefix), lm_head beside.
 func (m *model) gpt2Modules(w *writer) {
 	lmHead := []field{{"name", "lm_head", ""}, {"kind", "linear", ""}, {"in", m.hidden, ""}, {"out", m.vocab, ""}}
 	if m.tied {
-		lmHead = append(lmHead, field{"tied_to", "wte.weight", "one tensor with wte, counted once"})
+		lmHead = append(lmHead, field{"tied_to", "transformer.wte.weight", "one tensor with wte, counted once"})
 	}
 	w.modules([]mod{
-		{"module", []field{{"name", "wte", ""}, {"kind", "embedding", ""}, {"num", m.vocab, ""}, {"dim", m.hidden, ""}}},
-		{"module", []field{{"name", "wpe", ""}, {"kind", "embedding", ""}, {"num", m.maxPos, ""}, {"dim", m.hidden, ""},
+		{"module", []field{{"name", "transformer", "GPT2Model; lm_head sits beside it"}}},
+		{"module.module", []field{{"name", "wte", ""}, {"kind", "embedding", ""}, {"num", m.vocab, ""}, {"dim", m.hidden, ""}}},
+		{"module.module", []field{{"name", "wpe", ""}, {"kind", "embedding", ""}, {"num", m.maxPos, ""}, {"dim", m.hidden, ""},
 			{"inputs", []string{}, "reads position ids, not wte's output"}}},
-		{"module", []field{{"name", "h", ""}, {"repeat", m.layers, ""}, {"block", "decoder", ""},
+		{"module.module", []field{{"name", "h", ""}, {"repeat", m.layers, ""}, {"block", "decoder", ""},
 			{"inputs", []string{"wte", "wpe"}, "the sum of token and position embeddings"}}},
-		{"module", m.layerNorm("ln_f")},
+		{"module.module", m.layerNorm("ln_f")},
 		{"module", lmHead},
 	})
 

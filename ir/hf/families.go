@@ -22,7 +22,24 @@ type model struct {
 	act                       string // an ir activation
 	actNote                   string // the config's activation it came from
 	qkvBias, outBias, mlpBias bool
-	experts, topK             int64 // Mixtral, DeepSeek
+	experts, topK             int64 // the MoE families
+	// moe is the family's MoE layout; moeInter the experts' width
+	// (intermediate_size for Mixtral, gpt-oss and Llama 4).
+	moe        *moeLayout
+	expertsKey string // the config key that gave experts
+	moeInter   int64
+	// layerMoE says, per layer, whether its feed-forward is the MoE; nil
+	// when every layer's is the same (MoE when experts > 0).
+	layerMoE []bool
+	// ffnName is the decoder layer's feed-forward child: "mlp", or
+	// Llama 4's "feed_forward".
+	ffnName string
+	// sinks: gpt-oss's learned attention sinks, one logit per head.
+	sinks bool
+	// bidirectional: Gemma's use_bidirectional_attention.
+	bidirectional bool
+	// windowNote says which layers use slidingWindow, for the header.
+	windowNote string
 	// qkNorm is the attention kind's qk_norm: "" (none), "head" (Qwen3,
 	// Gemma 3) or "full" (OLMo-2).
 	qkNorm string
@@ -33,11 +50,10 @@ type model struct {
 	norms string
 	// DeepSeek: multi-head latent attention and shared+routed experts
 	// after first_k_dense_replace dense layers.
-	mla                                 bool
-	qLoraRank, kvLoraRank               int64
-	qkNope, qkRope, vHeadDim            int64
-	moeInter, sharedExperts, firstDense int64
-	scoreBias                           bool
+	mla                       bool
+	qLoraRank, kvLoraRank     int64
+	qkNope, qkRope, vHeadDim  int64
+	sharedExperts, firstDense int64
 
 	maxPos    int64
 	maxPosKey string
@@ -74,6 +90,30 @@ type family struct {
 	actKey, act string
 }
 
+// moeLayout is how a family's transformers 5 MoE block registers its
+// parts: every one holds its experts as fused 3-D tensors (gate_up_proj,
+// down_proj), not one module per expert as the published safetensors do.
+type moeLayout struct {
+	class        string // the block's transformers class, for notes
+	router       string // the router's child name
+	shared       string // the shared expert's child name, if any
+	expertsFirst bool   // experts registered before the router
+	// transposed: [experts, in, out] tensors (Llama 4, gpt-oss), not
+	// [experts, out, in].
+	transposed bool
+	// bias: gpt-oss's router and expert biases.
+	bias bool
+}
+
+var moeLayouts = map[string]*moeLayout{
+	"mixtral":     {class: "MixtralSparseMoeBlock", router: "gate"},
+	"qwen3_moe":   {class: "Qwen3MoeSparseMoeBlock", router: "gate", expertsFirst: true},
+	"deepseek_v2": {class: "DeepseekV2Moe", router: "gate", shared: "shared_experts", expertsFirst: true},
+	"deepseek_v3": {class: "DeepseekV3MoE", router: "gate", shared: "shared_experts", expertsFirst: true},
+	"llama4_text": {class: "Llama4TextMoe", router: "router", shared: "shared_expert", expertsFirst: true, transposed: true},
+	"gpt_oss":     {class: "GptOssMLP", router: "router", transposed: true, bias: true},
+}
+
 var families = map[string]family{
 	"llama":       {class: "LlamaConfig", read: readDecoder, maxPos: 2048, actKey: "hidden_act", act: "silu"},
 	"mistral":     {class: "MistralConfig", read: readDecoder, maxPos: 4096 * 32, actKey: "hidden_act", act: "silu"},
@@ -88,11 +128,18 @@ var families = map[string]family{
 	"gemma3_text": {class: "Gemma3TextConfig", read: readDecoder, tied: true, maxPos: 131072, actKey: "hidden_activation", act: "gelu_pytorch_tanh"},
 	"deepseek_v2": {class: "DeepseekV2Config", read: readDeepSeek, maxPos: 2048, actKey: "hidden_act", act: "silu"},
 	"deepseek_v3": {class: "DeepseekV3Config", read: readDeepSeek, maxPos: 4096, actKey: "hidden_act", act: "silu"},
+	"gpt_oss":     {class: "GptOssConfig", read: readDecoder, maxPos: 131072, actKey: "hidden_act", act: "silu"},
+	"qwen3_moe":   {class: "Qwen3MoeConfig", read: readDecoder, maxPos: 32768, actKey: "hidden_act", act: "silu"},
+	"llama4_text": {class: "Llama4TextConfig", read: readDecoder, maxPos: 4096 * 32, actKey: "hidden_act", act: "silu"},
+	"smollm3":     {class: "SmolLM3Config", read: readDecoder, tied: true, maxPos: 32768, actKey: "hidden_act", act: "silu"},
+	"granite":     {class: "GraniteConfig", read: readDecoder, maxPos: 2048, actKey: "hidden_act", act: "silu"},
+	"olmo3":       {class: "Olmo3Config", read: readDecoder, maxPos: 2048, actKey: "hidden_act", act: "silu"},
 }
 
 // refused are model types with a reason more useful than "not supported".
 var refused = map[string]string{
 	"gemma3": "multimodal Gemma 3 (a SigLIP vision tower beside the language model) is not supported; import the language model alone from a text-only config (model_type \"gemma3_text\", as Gemma 3 1B ships, or the text_config of this one saved with model_type \"gemma3_text\")",
+	"llama4": "multimodal Llama 4 (a vision encoder beside the language model) is not supported; import the language model alone: save its text_config as a config.json with model_type \"llama4_text\"",
 }
 
 // Bounds on the sizes that multiply into module counts: far above any
@@ -112,7 +159,9 @@ func readDecoder(c *config, m *model) {
 	m.inter = c.need("intermediate_size")
 	m.layers = c.need("num_hidden_layers")
 	m.heads = c.need("num_attention_heads")
-	if m.modelType == "llama" || m.modelType == "phi3" || m.modelType == "olmo2" {
+	m.ffnName = "mlp"
+	switch m.modelType {
+	case "llama", "phi3", "olmo2", "olmo3", "granite", "llama4_text":
 		// These config classes document the fallback (None means one
 		// key/value head per query head), and Llama 1 configs rely on it.
 		if kv, ok := c.optInt("num_key_value_heads"); ok {
@@ -121,7 +170,7 @@ func readDecoder(c *config, m *model) {
 			m.kvHeads = m.heads
 			m.assume("num_key_value_heads is not set: every head has its own keys and values (%s's default)", f.class)
 		}
-	} else {
+	default:
 		// The other config classes default it to one model size's figure,
 		// which would silently be wrong for the rest.
 		m.kvHeads = c.need("num_key_value_heads")
@@ -129,12 +178,19 @@ func readDecoder(c *config, m *model) {
 	switch m.modelType {
 	case "gemma", "gemma2", "gemma3_text":
 		m.headDim = c.need("head_dim")
-	case "qwen3":
+	case "qwen3", "llama4_text":
 		if hd, ok := c.optInt("head_dim"); ok {
 			m.headDim = hd
 		} else if !c.has("head_dim") {
 			m.headDim = 128
-			m.assume("head_dim is not set: Qwen3Config's default, 128")
+			m.assume("head_dim is not set: %s's default, 128", f.class)
+		}
+	case "gpt_oss":
+		if hd, ok := c.optInt("head_dim"); ok {
+			m.headDim = hd
+		} else if !c.has("head_dim") {
+			m.headDim = 64
+			m.assume("head_dim is not set: GptOssConfig's default, 64")
 		}
 	default:
 		if hd, ok := c.optInt("head_dim"); ok {
@@ -144,9 +200,9 @@ func readDecoder(c *config, m *model) {
 	switch m.modelType {
 	case "phi3":
 		m.fused = true
-	case "olmo2":
+	case "olmo2", "olmo3":
 		m.qkNorm, m.norms = "full", "olmo2"
-	case "qwen3":
+	case "qwen3", "qwen3_moe":
 		m.qkNorm = "head"
 	case "gemma2":
 		m.norms = "gemma2"
@@ -162,6 +218,12 @@ func readDecoder(c *config, m *model) {
 	}
 
 	key, act, gated := activation(c, m)
+	if m.modelType == "gpt_oss" {
+		// GptOssExperts hard-codes its clamped SwiGLU (alpha 1.702,
+		// limit 7) and never reads hidden_act.
+		m.act, m.actNote = "swiglu", "GptOssExperts' clamped SwiGLU; hidden_act is not read"
+		gated, act = "swiglu", ""
+	}
 	if gated != "" {
 		m.act = gated
 	} else if act != "" {
@@ -169,24 +231,37 @@ func readDecoder(c *config, m *model) {
 	}
 
 	switch m.modelType {
-	case "llama":
+	case "llama", "granite", "smollm3":
 		if v, _ := c.optBool("attention_bias"); v {
 			m.qkvBias, m.outBias = true, true
 		}
 		if v, _ := c.optBool("mlp_bias"); v {
 			m.mlpBias = true
 		}
-	case "gemma", "gemma2", "gemma3_text", "olmo2", "qwen3":
+	case "gemma", "gemma2", "gemma3_text", "olmo2", "olmo3", "qwen3", "qwen3_moe", "llama4_text":
 		if v, _ := c.optBool("attention_bias"); v {
 			m.qkvBias, m.outBias = true, true
 		}
+	case "gpt_oss":
+		// GptOssConfig's attention_bias defaults to true, as gpt-oss has.
+		m.qkvBias, m.outBias = true, true
+		if v, ok := c.optBool("attention_bias"); ok {
+			m.qkvBias, m.outBias = v, v
+		}
+		m.sinks = true
 	case "qwen2":
 		// Qwen2Attention hard-codes bias=True on q, k and v and none on o.
 		m.qkvBias = true
-	case "mixtral":
-		m.experts = c.need("num_local_experts")
-		m.topK = c.need("num_experts_per_tok")
 	}
+	switch m.modelType {
+	case "gemma", "gemma2", "gemma3_text":
+		m.bidirectional, _ = c.optBool("use_bidirectional_attention")
+	case "granite":
+		for _, k := range []string{"embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"} {
+			c.raw(k) // element-wise scales: no parameter, no matmul
+		}
+	}
+	readMoE(c, m)
 
 	m.maxPosKey = "max_position_embeddings"
 	// Only seq_len comes from it, and long-context models go far past the
@@ -197,16 +272,7 @@ func readDecoder(c *config, m *model) {
 		m.maxPos = f.maxPos
 		m.assume("max_position_embeddings is not set: %s's default, %d", f.class, f.maxPos)
 	}
-	switch m.modelType {
-	case "mistral", "mixtral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text":
-		on := true
-		if m.modelType == "qwen2" || m.modelType == "qwen3" {
-			on, _ = c.optBool("use_sliding_window")
-		}
-		if w, ok := c.optIntUpTo("sliding_window", 1<<40); ok && on {
-			m.slidingWindow = w
-		}
-	}
+	readWindows(c, m)
 	checkShape(c, m)
 }
 
@@ -302,9 +368,9 @@ func checkShape(c *config, m *model) {
 	if m.experts > 0 {
 		switch {
 		case m.experts > maxExperts:
-			c.errorf("num_local_experts = %d is more than fsdpc imports (%d)", m.experts, maxExperts)
+			c.errorf("%s = %d is more than fsdpc imports (%d)", m.expertsKey, m.experts, maxExperts)
 		case m.topK > m.experts:
-			c.errorf("num_experts_per_tok (%d) exceeds num_local_experts (%d)", m.topK, m.experts)
+			c.errorf("num_experts_per_tok (%d) exceeds %s (%d)", m.topK, m.expertsKey, m.experts)
 		case m.layers*m.experts > maxExpertModules:
 			c.errorf("%d layers × %d experts is more than fsdpc imports (%d expert MLPs)", m.layers, m.experts, maxExpertModules)
 		}
@@ -331,7 +397,7 @@ func (m *model) setTraining(opt Options) error {
 		m.seqLenNote = fmt.Sprintf("min(%s = %d, %d)", m.maxPosKey, m.maxPos, DefaultMaxSeqLen)
 	}
 	if m.slidingWindow > 0 && m.slidingWindow < m.seqLen {
-		m.assume("sliding_window = %d is not modelled: attention costs assume each token sees all earlier ones", m.slidingWindow)
+		m.assume("%s is not modelled: attention costs assume each token sees all earlier ones", m.windowNote)
 	}
 	return nil
 }
@@ -345,7 +411,7 @@ func jsonString(raw json.RawMessage, out *string) bool {
 // dense layers.
 func readDeepSeek(c *config, m *model) {
 	f := m.family
-	m.mla = true
+	m.mla, m.ffnName = true, "mlp"
 	m.vocab = c.need("vocab_size")
 	m.hidden = c.need("hidden_size")
 	m.inter = c.need("intermediate_size")
@@ -366,8 +432,12 @@ func readDeepSeek(c *config, m *model) {
 	if v, ok := c.optBool("tie_word_embeddings"); ok {
 		m.tied = v
 	}
+	if v, _ := c.optBool("mlp_bias"); v && m.modelType == "deepseek_v2" {
+		c.errorf("mlp_bias = true is not supported for deepseek_v2: it puts biases on the dense and shared MLPs but not on the fused experts, a layout fsdpc's moe kind does not describe")
+	}
 	if n, ok := c.optInt("n_routed_experts"); ok {
-		m.experts = n
+		m.experts, m.expertsKey = n, "n_routed_experts"
+		m.moe = moeLayouts[m.modelType]
 		m.topK = c.need("num_experts_per_tok")
 		m.moeInter = c.need("moe_intermediate_size")
 		if n, ok := c.optInt("n_shared_experts"); ok {
@@ -375,18 +445,24 @@ func readDeepSeek(c *config, m *model) {
 		}
 		if raw, ok := c.raw("first_k_dense_replace"); ok && raw != "0" {
 			m.firstDense = c.need("first_k_dense_replace")
+		} else if !ok && m.modelType == "deepseek_v3" {
+			m.firstDense = 3
+			m.assume("first_k_dense_replace is not set: DeepseekV3Config's default, 3")
 		}
 		if freq, ok := c.optInt("moe_layer_freq"); ok && freq != 1 {
-			c.errorf("moe_layer_freq = %d is not supported: only every layer after first_k_dense_replace being MoE (1), as in every published DeepSeek-V2/V3", freq)
+			c.errorf("moe_layer_freq = %d is not supported: transformers' DeepSeek makes every layer after first_k_dense_replace MoE (1), as every published DeepSeek-V2/V3 has", freq)
 		}
-		method, ok := c.optString("topk_method")
-		if !ok && m.modelType == "deepseek_v3" {
-			method = "noaux_tc" // DeepseekV3Config's default
-		}
-		// V3's gate carries a learned bias on the routing scores.
-		m.scoreBias = method == "noaux_tc"
 		if m.firstDense > m.layers {
 			c.errorf("first_k_dense_replace (%d) exceeds num_hidden_layers (%d)", m.firstDense, m.layers)
+		}
+		if m.firstDense > 0 && m.firstDense < m.layers {
+			m.layerMoE = make([]bool, m.layers)
+			for i := m.firstDense; i < m.layers; i++ {
+				m.layerMoE[i] = true
+			}
+		}
+		if m.firstDense >= m.layers {
+			m.experts = 0
 		}
 	} else {
 		m.firstDense = m.layers

@@ -1,7 +1,7 @@
 // Package hf imports Hugging Face transformers models: it reads a model's
 // config.json and writes the equivalent fsdpc model file, with modules and
-// parameters named as in the published checkpoint so that plans and
-// checkpoints can be matched tensor by tensor.
+// parameters named, shaped and ordered as transformers 5 builds the model
+// (what FSDP2 shards), so that plans match the model tensor by tensor.
 package hf
 
 import (

@@ -85,32 +85,33 @@ var published = []struct {
 	// Qwen2.5 7B: 2·152064·3584 + 28·(2·3584² + 2·3584·512 + 3584 + 2·512 + 3·3584·18944 + 2·3584) + 3584.
 	{fixture: "qwen2.5-7b", params: 7_615_616_512,
 		shapes: map[string][]int64{"model.layers.0.self_attn.v_proj.weight": {512, 3584}, "model.layers.0.self_attn.v_proj.bias": {512}}},
-	// Mixtral 8x7B: 2·32000·4096 + 32·(2·4096² + 2·4096·1024 + 8·3·4096·14336 + 8·4096 + 2·4096) + 4096.
+	// Mixtral 8x7B: 2·32000·4096 + 32·(2·4096² + 2·4096·1024 + 8·3·4096·14336 + 8·4096 + 2·4096) + 4096;
+	// transformers 5 fuses the experts (the checkpoint's
+	// block_sparse_moe.experts.E.w1/w2/w3 are converted on load).
 	{fixture: "mixtral-8x7b-v0.1", params: 46_702_792_704,
 		shapes: map[string][]int64{
-			"model.layers.0.block_sparse_moe.gate.weight":          {8, 4096},
-			"model.layers.0.block_sparse_moe.experts.0.w1.weight":  {14336, 4096},
-			"model.layers.0.block_sparse_moe.experts.7.w2.weight":  {4096, 14336},
-			"model.layers.31.block_sparse_moe.experts.3.w3.weight": {14336, 4096},
+			"model.layers.0.mlp.gate.weight":          {8, 4096},
+			"model.layers.0.mlp.experts.gate_up_proj": {8, 28672, 4096},
+			"model.layers.31.mlp.experts.down_proj":   {8, 4096, 14336},
 		},
-		absent: []string{"model.layers.0.mlp.gate_proj.weight", "model.layers.0.block_sparse_moe.experts.8.w1.weight"}},
+		absent: []string{"model.layers.0.mlp.gate_proj.weight", "model.layers.0.block_sparse_moe.experts.0.w1.weight", "model.layers.0.mlp.experts.0.w1.weight"}},
 	// GPT-2: 50257·768 (tied) + 1024·768 + 12·(4·768 + 768·2304 + 2304 + 768² + 768 + 2·768·3072 + 3072 + 768) + 2·768.
 	{fixture: "gpt2", params: 124_439_808, tied: "lm_head.weight",
 		shapes: map[string][]int64{
-			"wte.weight":             {50257, 768},
-			"wpe.weight":             {1024, 768},
-			"h.0.ln_1.weight":        {768},
-			"h.0.ln_1.bias":          {768},
-			"h.0.attn.c_attn.weight": {768, 2304},
-			"h.0.attn.c_attn.bias":   {2304},
-			"h.0.attn.c_proj.weight": {768, 768},
-			"h.0.mlp.c_fc.weight":    {768, 3072},
-			"h.0.mlp.c_proj.weight":  {3072, 768},
-			"h.11.ln_2.bias":         {768},
-			"ln_f.bias":              {768},
+			"transformer.wte.weight":             {50257, 768},
+			"transformer.wpe.weight":             {1024, 768},
+			"transformer.h.0.ln_1.weight":        {768},
+			"transformer.h.0.ln_1.bias":          {768},
+			"transformer.h.0.attn.c_attn.weight": {768, 2304},
+			"transformer.h.0.attn.c_attn.bias":   {2304},
+			"transformer.h.0.attn.c_proj.weight": {768, 768},
+			"transformer.h.0.mlp.c_fc.weight":    {768, 3072},
+			"transformer.h.0.mlp.c_proj.weight":  {3072, 768},
+			"transformer.h.11.ln_2.bias":         {768},
+			"transformer.ln_f.bias":              {768},
 		},
 		// The attention-mask buffers of the checkpoint are not parameters.
-		absent: []string{"h.0.attn.bias", "h.0.attn.masked_bias"}},
+		absent: []string{"transformer.h.0.attn.bias", "transformer.h.0.attn.masked_bias", "wte.weight"}},
 	// Gemma 2B: 256000·2048 (tied) + 18·(2·2048² + 2·2048·256 + 3·2048·16384 + 2·2048) + 2048.
 	{fixture: "gemma-2b", params: 2_506_172_416, tied: "lm_head.weight",
 		shapes: map[string][]int64{"model.layers.0.self_attn.k_proj.weight": {256, 2048}, "model.layers.0.mlp.gate_proj.weight": {16384, 2048}}},
@@ -174,32 +175,34 @@ var published = []struct {
 			"model.layers.0.self_attn.o_proj.weight":             {2048, 2048},
 			"model.layers.0.mlp.gate_proj.weight":                {10944, 2048},
 			"model.layers.1.mlp.gate.weight":                     {64, 2048},
-			"model.layers.1.mlp.experts.63.down_proj.weight":     {2048, 1408},
+			"model.layers.1.mlp.experts.down_proj":               {64, 2048, 1408},
 			"model.layers.26.mlp.shared_experts.up_proj.weight":  {2816, 2048},
 		},
-		absent: []string{"model.layers.0.self_attn.q_a_proj.weight", "model.layers.0.mlp.experts.0.gate_proj.weight", "model.layers.1.mlp.gate.e_score_correction_bias"}},
+		absent: []string{"model.layers.0.self_attn.q_a_proj.weight", "model.layers.0.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.0.gate_proj.weight", "model.layers.1.mlp.gate.e_score_correction_bias"}},
 	// DeepSeek-V2: 2·102400·5120 + 60·(attention 149,227,520 + 2·5120) + 3·5120·12288 (layer 0)
 	// + 59·(160·3·5120·1536 + 160·5120 + 3·5120·3072) + 5120; "236B total parameters"
 	// (DeepSeek-V2 paper, arXiv:2405.04434).
 	{fixture: "deepseek-v2", params: 235_741_434_880, rounded: 236e9, precision: 0.5e9,
 		shapes: map[string][]int64{
-			"model.layers.0.self_attn.q_a_proj.weight":       {1536, 5120},
-			"model.layers.0.self_attn.q_a_layernorm.weight":  {1536},
-			"model.layers.0.self_attn.q_b_proj.weight":       {24576, 1536},
-			"model.layers.59.mlp.experts.159.up_proj.weight": {1536, 5120},
+			"model.layers.0.self_attn.q_a_proj.weight":      {1536, 5120},
+			"model.layers.0.self_attn.q_a_layernorm.weight": {1536},
+			"model.layers.0.self_attn.q_b_proj.weight":      {24576, 1536},
+			"model.layers.59.mlp.experts.gate_up_proj":      {160, 3072, 5120},
 		}},
 	// DeepSeek-V3: 2·129280·7168 + 61·(attention 187,107,328 + 2·7168) + 3·3·7168·18432 (dense layers 0-2)
-	// + 58·(256·3·7168·2048 + 256·7168 + 256 + 3·7168·2048) + 7168; "671B total parameters",
+	// + 58·(256·3·7168·2048 + 256·7168 + 3·7168·2048) + 7168; "671B total parameters",
 	// the 685B on the Hub adding the 14B multi-token-prediction module
 	// (DeepSeek-V3 report, arXiv:2412.19437; deepseek-ai/DeepSeek-V3's README).
-	{fixture: "deepseek-v3", params: 671_026_419_200, rounded: 671e9, precision: 0.5e9,
+	// The checkpoint's 58·256 gate.e_score_correction_bias elements are a
+	// buffer in transformers 5's DeepseekV3TopkRouter, not a parameter.
+	{fixture: "deepseek-v3", params: 671_026_404_352, rounded: 671e9, precision: 0.5e9,
 		shapes: map[string][]int64{
 			"model.layers.2.mlp.down_proj.weight":                {7168, 18432},
-			"model.layers.3.mlp.gate.e_score_correction_bias":    {256},
 			"model.layers.3.mlp.shared_experts.gate_proj.weight": {2048, 7168},
-			"model.layers.60.mlp.experts.255.gate_proj.weight":   {2048, 7168},
+			"model.layers.60.mlp.experts.gate_up_proj":           {256, 4096, 7168},
+			"model.layers.3.mlp.gate.weight":                     {256, 7168},
 		},
-		absent: []string{"model.layers.3.mlp.gate_proj.weight", "model.layers.61.self_attn.o_proj.weight"}},
+		absent: []string{"model.layers.3.mlp.gate_proj.weight", "model.layers.61.self_attn.o_proj.weight", "model.layers.3.mlp.gate.e_score_correction_bias"}},
 }
 
 func convertFixture(t *testing.T, fixture string) ([]byte, *ir.Model) {
@@ -403,7 +406,7 @@ func TestErrors(t *testing.T) {
 		want []string
 	}{
 		{"unsupported model_type", `{"model_type": "bert", "hidden_size": 768}`, Options{},
-			[]string{`cfg.json: model_type "bert" is not supported`, "deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, gpt2, llama, mistral, mixtral, olmo2, phi3, qwen2, qwen3"}},
+			[]string{`cfg.json: model_type "bert" is not supported`, "deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, gpt2, gpt_oss, granite, llama, llama4_text, mistral, mixtral, olmo2, olmo3, phi3, qwen2, qwen3, qwen3_moe, smollm3"}},
 		{"multimodal gemma3", `{"model_type": "gemma3", "text_config": {}}`, Options{},
 			[]string{"multimodal Gemma 3", `model_type "gemma3_text"`, "supported: deepseek_v2"}},
 		{"deepseek moe_layer_freq", `{"model_type": "deepseek_v3", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 2,
@@ -563,8 +566,8 @@ func TestRegistrationOrder(t *testing.T) {
 	for fixture, want := range map[string][]string{
 		"phi-3-mini-4k-instruct": {"model.layers.0.self_attn.o_proj.weight", "model.layers.0.self_attn.qkv_proj.weight", "model.layers.0.mlp.gate_up_proj.weight", "model.layers.0.mlp.down_proj.weight"},
 		"qwen3-0.6b":             {"model.layers.0.self_attn.o_proj.weight", "model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight", "model.layers.0.mlp.gate_proj.weight"},
-		"deepseek-v2":            {"model.layers.1.self_attn.q_a_proj.weight", "model.layers.1.self_attn.q_a_layernorm.weight", "model.layers.1.self_attn.q_b_proj.weight", "model.layers.1.self_attn.kv_a_proj_with_mqa.weight", "model.layers.1.self_attn.kv_a_layernorm.weight", "model.layers.1.self_attn.kv_b_proj.weight", "model.layers.1.self_attn.o_proj.weight", "model.layers.1.mlp.experts.0.gate_proj.weight", "model.layers.1.mlp.gate.weight", "model.layers.1.mlp.shared_experts.gate_proj.weight"},
-		"deepseek-v3":            {"model.layers.3.mlp.experts.255.down_proj.weight", "model.layers.3.mlp.gate.weight", "model.layers.3.mlp.gate.e_score_correction_bias", "model.layers.3.mlp.shared_experts.gate_proj.weight"},
+		"deepseek-v2":            {"model.layers.1.self_attn.q_a_proj.weight", "model.layers.1.self_attn.q_a_layernorm.weight", "model.layers.1.self_attn.q_b_proj.weight", "model.layers.1.self_attn.kv_a_proj_with_mqa.weight", "model.layers.1.self_attn.kv_a_layernorm.weight", "model.layers.1.self_attn.kv_b_proj.weight", "model.layers.1.self_attn.o_proj.weight", "model.layers.1.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj", "model.layers.1.mlp.gate.weight", "model.layers.1.mlp.shared_experts.gate_proj.weight"},
+		"deepseek-v3":            {"model.layers.3.mlp.experts.down_proj", "model.layers.3.mlp.gate.weight", "model.layers.3.mlp.shared_experts.gate_proj.weight"},
 	} {
 		_, m := convertFixture(t, fixture)
 		pos := map[string]int{}
