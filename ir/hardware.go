@@ -138,6 +138,10 @@ const (
 	NCCLBytesPerCommunicator = 256 * mib
 )
 
+// GPUPresetDevice is a GPU preset's device name ("h100-sxm" gives
+// "NVIDIA H100 SXM5 80GB"), "" for an unknown preset.
+func GPUPresetDevice(preset string) string { return gpuPresets[preset].name }
+
 // GPUPresetOf returns the preset whose device name is name ("NVIDIA H100
 // SXM5 80GB" gives "h100-sxm"), or "" for a GPU given as figures.
 func GPUPresetOf(name string) string {

@@ -298,6 +298,10 @@ func (c *Cluster) Nodes() int { return (c.WorldSize + c.GPUsPerNode - 1) / c.GPU
 // GPU holds the figures of one accelerator.
 type GPU struct {
 	Name string
+	// Preset is the GPU preset the figures start from ("h100-sxm"), ""
+	// for a GPU given only as figures. A preset GPU given another name
+	// keeps the preset's chip: its fitted profile and SM count.
+	Preset string
 	// PeakFLOPS is the dense peak rate per dtype, in FLOP/s; 0 where the GPU
 	// has no such rate.
 	PeakFLOPS    [len(dtypeInfo)]float64

@@ -137,6 +137,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	default:
 		d.errorf(t.at("gpu"), "gpu must be a preset name (%s) or a table of figures, not %s", strings.Join(GPUPresetNames(), ", "), tomlType(g))
 	}
+	c.GPU.Preset = preset
 
 	c.GPUsPerNode = int(t.intOr("gpus_per_node", 8, 1, 1024))
 	gpusPerNode := c.GPUsPerNode

@@ -193,7 +193,7 @@ func newPlanShell(m *ir.Model) *schedule.Plan {
 	c := m.Cluster
 	p := &schedule.Plan{
 		Header: schedule.Header{FsdpcVersion: Version, InputSHA256: m.SourceHash, Model: m.Name, Semantics: schedule.Semantics},
-		Cluster: schedule.Cluster{GPU: c.GPU.Name, WorldSize: c.WorldSize, GPUsPerNode: c.GPUsPerNode,
+		Cluster: schedule.Cluster{GPU: c.GPU.Name, Preset: c.GPU.Preset, WorldSize: c.WorldSize, GPUsPerNode: c.GPUsPerNode,
 			Replicate: 1, Shard: c.WorldSize, IntraNodeBandwidth: c.IntraNodeBandwidth,
 			InterNodeBandwidth: c.InterNodeBandwidth, HBMBytes: c.GPU.HBMBytes, MemoryBudget: c.MemoryBudget,
 			PeakFLOPS: append([]float64(nil), c.GPU.PeakFLOPS[:]...), HBMBandwidth: c.GPU.HBMBandwidth,

@@ -64,6 +64,9 @@ func (c *checker) errorf(format string, args ...any) {
 
 func (c *checker) groups() {
 	p := c.p
+	if p.Cluster.Preset != "" && ir.GPUPresetDevice(p.Cluster.Preset) == "" {
+		c.errorf("cluster: unknown GPU preset %q", p.Cluster.Preset)
+	}
 	if p.Cluster.WorldSize < 1 || p.Cluster.Replicate < 1 || p.Cluster.Shard < 1 ||
 		p.Cluster.Replicate*p.Cluster.Shard != p.Cluster.WorldSize {
 		c.errorf("cluster %d = %d × %d is inconsistent", p.Cluster.WorldSize, p.Cluster.Replicate, p.Cluster.Shard)

@@ -101,7 +101,7 @@ type Model struct {
 // NewModel builds the cost model for a plan's cluster: the default
 // calibration with the GPU's fitted profile, if it has one.
 func NewModel(p *Plan) *Model {
-	cal := CalibrationFor(p.Cluster.GPU)
+	cal := CalibrationFor(p.Cluster.Chip())
 	cal.ApplyProfile(p.Cluster.Profile)
 	return &Model{HW: p.Cluster.hardware(), Cal: cal}
 }
@@ -354,8 +354,17 @@ func (m *Model) linkClass(n, stride int, kind OpKind) (int, float64) {
 	return 1, steps * alpha
 }
 
+// Chip is the device name the GPU's built-in profile and SM count are
+// keyed by: its preset's, whatever the GPU is called, else its name.
+func (c Cluster) Chip() string {
+	if d := ir.GPUPresetDevice(c.Preset); d != "" {
+		return d
+	}
+	return c.GPU
+}
+
 func (c Cluster) hardware() Hardware {
 	return Hardware{PeakFLOPS: c.PeakFLOPS, HBMBandwidth: c.HBMBandwidth, IntraNodeBandwidth: c.IntraNodeBandwidth,
 		InterNodeBandwidth: c.InterNodeBandwidth, HostBandwidth: c.HostBandwidth, GPUsPerNode: c.GPUsPerNode,
-		SMs: ir.SMCount(c.GPU)}
+		SMs: ir.SMCount(c.Chip())}
 }

@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 6
+const FormatVersion = 7
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) as torch 2.14 runs it, the version the conformance suite
@@ -76,7 +76,11 @@ type Header struct {
 
 // Cluster is the target the plan was made for.
 type Cluster struct {
-	GPU                string  `json:"gpu"`
+	GPU string `json:"gpu"`
+	// Preset is the GPU preset the cluster's figures start from, "" for a
+	// GPU given as figures (format 7 on; older plans read "" and look
+	// their chip up by GPU name, as they were planned).
+	Preset             string  `json:"preset,omitempty"`
 	WorldSize          int     `json:"world_size"`
 	GPUsPerNode        int     `json:"gpus_per_node"`
 	Replicate          int     `json:"replicate"`

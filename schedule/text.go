@@ -37,7 +37,11 @@ func (t *textWriter) header() {
 	t.f("plan %s\n", h.Model)
 	t.f("  fsdpc %s, semantics %s\n", h.FsdpcVersion, h.Semantics)
 	t.f("  input sha256 %s\n", h.InputSHA256)
-	t.f("cluster %d × %s, %d per node\n", c.WorldSize, c.GPU, c.GPUsPerNode)
+	gpu := c.GPU
+	if c.Chip() != c.GPU {
+		gpu = fmt.Sprintf("%s (preset %s)", c.GPU, c.Preset)
+	}
+	t.f("cluster %d × %s, %d per node\n", c.WorldSize, gpu, c.GPUsPerNode)
 	if c.Replicate > 1 {
 		t.f("  HSDP: %d replicas × %d shards\n", c.Replicate, c.Shard)
 	} else {

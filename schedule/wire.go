@@ -36,7 +36,7 @@
 //	            list of str EventNames, list of Op Ops, list of str Warnings,
 //	            Prediction Prediction
 //	Header      str FsdpcVersion, str InputSHA256, str Model, str Semantics
-//	Cluster     str GPU, int WorldSize, int GPUsPerNode, int Replicate,
+//	Cluster     str GPU, str Preset, int WorldSize, int GPUsPerNode, int Replicate,
 //	            int Shard, float IntraNodeBandwidth, float InterNodeBandwidth,
 //	            int HBMBytes, int MemoryBudget, list of float PeakFLOPS,
 //	            float HBMBandwidth, float HostBandwidth,
@@ -835,6 +835,9 @@ func (c *codec) plan(p *Plan) {
 	c.push("Cluster")
 	cl := &p.Cluster
 	c.str(&cl.GPU, "GPU")
+	if c.version >= 7 {
+		c.str(&cl.Preset, "Preset")
+	}
 	sint(c, &cl.WorldSize, "WorldSize")
 	sint(c, &cl.GPUsPerNode, "GPUsPerNode")
 	sint(c, &cl.Replicate, "Replicate")

@@ -441,7 +441,7 @@ func tinyPlan() *Plan {
 			Model:        "tiny",
 			Semantics:    "torch-fsdp2/2.8",
 		},
-		Cluster: Cluster{GPU: "h100-sxm", WorldSize: 2, GPUsPerNode: 2, Replicate: 1, Shard: 2,
+		Cluster: Cluster{GPU: "h100-sxm", Preset: "h100-sxm", WorldSize: 2, GPUsPerNode: 2, Replicate: 1, Shard: 2,
 			IntraNodeBandwidth: 450e9, InterNodeBandwidth: 50e9, HBMBytes: 80 << 30, MemoryBudget: 72 << 30,
 			PeakFLOPS: []float64{0, 67e12, 67e12, 989e12}, HBMBandwidth: 3.35e12, HostBandwidth: 64e9},
 		Train: Train{MicroBatch: 1, SeqLen: 128, GradAccum: 1, Checkpointing: "none", Optimizer: "adamw", OptimizerStateBytes: 8, ExpandableSegments: true},
@@ -1164,11 +1164,12 @@ func BenchmarkEncodeDecode405B(b *testing.B) {
 // TestFixtureOlder: a version-1 plan (before ops carried AttnFLOPs and
 // ElemBytes), a version-2 one (before the cluster carried a profile), a
 // version-3 one (before ops carried GEMM shapes), a version-4 one (before
-// the training setup carried expandable_segments) and a version-5 one
-// (before parameters carried their state-dict order) still decode, to the
-// same plan with those fields zero (StateOrder -1).
+// the training setup carried expandable_segments), a version-5 one
+// (before parameters carried their state-dict order) and a version-6 one
+// (before the cluster carried its GPU preset) still decode, to the same
+// plan with those fields zero (StateOrder -1).
 func TestFixtureOlder(t *testing.T) {
-	for _, v := range []int{1, 2, 3, 4, 5} {
+	for _, v := range []int{1, 2, 3, 4, 5, 6} {
 		text, err := os.ReadFile(fmt.Sprintf("testdata/tiny-v%d.plan.hex", v))
 		if err != nil {
 			t.Fatal(err)
@@ -1184,9 +1185,14 @@ func TestFixtureOlder(t *testing.T) {
 		if v < 5 {
 			want.Train.ExpandableSegments = false
 		}
+		if v < 7 {
+			want.Cluster.Preset = ""
+		}
 		for g := range want.Groups {
 			for i := range want.Groups[g].Params {
-				want.Groups[g].Params[i].StateOrder = -1
+				if v < 6 {
+					want.Groups[g].Params[i].StateOrder = -1
+				}
 			}
 		}
 		for i := range want.Ops {
