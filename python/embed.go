@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 )
 
-//go:embed fsdpc/*.py fsdpc/py.typed
+//go:embed fsdpc/*.py fsdpc/py.typed fsdpc/importer/*.py
 var files embed.FS
 
 // Files is the package tree rooted at the directory holding "fsdpc".

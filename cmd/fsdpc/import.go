@@ -17,8 +17,11 @@ import (
 func runImport(args []string, stdout, stderr io.Writer) int {
 	usage := func(w io.Writer) {
 		fmt.Fprintln(w, "usage: fsdpc import hf [flags] config.json [-o model.toml]")
-		fmt.Fprintln(w, "\nWrites the fsdpc model file for a Hugging Face model's config.json.")
+		fmt.Fprintln(w, "       fsdpc import torch [flags] pkg.module:factory [--arg key=value ...] [-o model.toml]")
+		fmt.Fprintln(w, "       fsdpc import torch [flags] --hf config.json [-o model.toml]")
+		fmt.Fprintln(w, "\nimport hf writes the fsdpc model file for a Hugging Face model's config.json, in Go.")
 		fmt.Fprintf(w, "Supported model_type values: %s.\n", strings.Join(hf.Supported(), ", "))
+		fmt.Fprintln(w, "import torch builds the model with PyTorch on the meta device and writes what it finds (docs/import.md).")
 	}
 	if len(args) == 0 {
 		usage(stderr)
@@ -28,12 +31,15 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
-	if args[0] != "hf" {
-		fmt.Fprintf(stderr, "fsdpc import: unknown format %q (supported: hf)\n\n", args[0])
-		usage(stderr)
-		return 2
+	switch args[0] {
+	case "hf":
+		return runImportHF(args[1:], stdout, stderr)
+	case "torch":
+		return runImportTorch(args[1:], stdout, stderr)
 	}
-	return runImportHF(args[1:], stdout, stderr)
+	fmt.Fprintf(stderr, "fsdpc import: unknown format %q (supported: hf, torch)\n\n", args[0])
+	usage(stderr)
+	return 2
 }
 
 func runImportHF(args []string, stdout, stderr io.Writer) int {

@@ -84,6 +84,12 @@ func value(v any) string {
 		return strconv.Itoa(x)
 	case bool:
 		return strconv.FormatBool(x)
+	case []int64:
+		q := make([]string, len(x))
+		for i, n := range x {
+			q[i] = strconv.FormatInt(n, 10)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
 	case []string:
 		q := make([]string, len(x))
 		for i, s := range x {

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/ir/hf"
+	"github.com/fsdpc/fsdpc/python"
+	"github.com/fsdpc/fsdpc/torchgen"
+)
+
+// argList collects repeated --arg key=value flags.
+type argList []string
+
+func (a *argList) String() string     { return strings.Join(*a, " ") }
+func (a *argList) Set(v string) error { *a = append(*a, v); return nil }
+
+// defaultTorchSeqLen is the sequence length of a factory model when
+// --seq-len is not given (an --hf model takes min(max_position_embeddings,
+// this), as import hf does).
+const defaultTorchSeqLen = hf.DefaultMaxSeqLen
+
+func runImportTorch(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("import torch", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	out := fl.String("o", "", "write the model to this file instead of stdout")
+	hfConfig := fl.String("hf", "", "a Hugging Face config.json: build transformers' own class for it")
+	var kv argList
+	fl.Var(&kv, "arg", "key=value passed to the factory as a keyword argument (JSON values: numbers, true, lists; otherwise a string); repeatable")
+	pythonPath := fl.String("python", "", "run this python3 (your environment: its torch, transformers and model code) instead of the torch root")
+	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("tokens per sequence (default %d; for --hf min(max_position_embeddings, %d))", defaultTorchSeqLen, defaultTorchSeqLen))
+	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(ir.GPUPresetNames(), ", "))
+	world := fl.Int("world-size", hf.DefaultWorldSize, "number of GPUs")
+	gpusPerNode := fl.Int("gpus-per-node", hf.DefaultGPUsPerNode, "GPUs per node")
+	microBatch := fl.Int("micro-batch", 1, "sequences per micro-batch")
+	checkpointing := fl.String("checkpointing", hf.DefaultCheckpointing, "activation checkpointing: none, full, selective-op or selective-layer")
+	timeout := fl.Duration("timeout", 10*time.Minute, "give up on the Python side after this long")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc import torch [flags] pkg.module:factory [--arg key=value ...] [-o model.toml]")
+		fmt.Fprintln(stderr, "       fsdpc import torch [flags] --hf config.json [-o model.toml]")
+		fmt.Fprintln(stderr, "\nBuilds the model with PyTorch on the meta device, traces one forward and backward pass,")
+		fmt.Fprintln(stderr, "and writes the fsdpc model file (docs/import.md).\n\nflags:")
+		fl.PrintDefaults()
+	}
+	flags, pos := splitArgs(fl, args)
+	if err := fl.Parse(flags); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	pos = append(pos, fl.Args()...)
+	switch {
+	case *hfConfig != "" && len(pos) > 0:
+		fmt.Fprintf(stderr, "fsdpc import torch: --hf takes no factory (got %q)\n\n", pos[0])
+		fl.Usage()
+		return 2
+	case *hfConfig == "" && len(pos) != 1:
+		fmt.Fprintf(stderr, "fsdpc import torch: want one pkg.module:factory or --hf config.json, got %d arguments\n\n", len(pos))
+		fl.Usage()
+		return 2
+	case *hfConfig != "" && len(kv) > 0:
+		fmt.Fprintln(stderr, "fsdpc import torch: --arg is for a factory; --hf builds from the config alone")
+		return 2
+	}
+	set := map[string]bool{}
+	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["seq-len"] && *seqLen <= 0 || set["world-size"] && *world <= 0 || set["gpus-per-node"] && *gpusPerNode <= 0 || set["micro-batch"] && *microBatch <= 0 {
+		fmt.Fprintln(stderr, "fsdpc import torch: --seq-len, --world-size, --gpus-per-node and --micro-batch must be positive")
+		return 2
+	}
+	opt := hf.Options{SeqLen: *seqLen, GPU: *gpu, WorldSize: *world, GPUsPerNode: *gpusPerNode, MicroBatch: *microBatch, Checkpointing: *checkpointing}
+	if err := opt.Validate(); err != nil {
+		fmt.Fprintf(stderr, "fsdpc import torch: %v\n", err)
+		return 2
+	}
+	inputs := pos
+	if *hfConfig != "" {
+		inputs = []string{*hfConfig}
+	}
+	if *out != "" && *out != "-" && *hfConfig != "" {
+		if err := atomicfile.NotAnInput(*out, *hfConfig); err != nil {
+			return reportErr(stderr, err)
+		}
+	}
+	res, err := importTorch(*hfConfig, pos, kv, *pythonPath, opt, *seqLen == 0, *timeout)
+	if err != nil {
+		return reportErr(stderr, fmt.Errorf("fsdpc import torch: %w", err))
+	}
+	for _, p := range res.Problems {
+		name := p.Module
+		if name == "" {
+			name = "(root)"
+		}
+		fmt.Fprintf(stderr, "warning: %s %s\n", name, p.What)
+	}
+	for _, d := range res.Dropped {
+		fmt.Fprintf(stderr, "note: kind refused for %s; measured instead\n", d)
+	}
+	if *out == "" || *out == "-" {
+		if _, err := stdout.Write(res.Text); err != nil {
+			return reportErr(stderr, err)
+		}
+		return 0
+	}
+	if err := writeOutput(*out, res.Text, inputs); err != nil {
+		return reportErr(stderr, err)
+	}
+	m, err := ir.Load(*out, res.Text)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d modules measured rather than recognised\n", *out, m.Name, commas(m.Stats().Params), len(res.Measured))
+	return 0
+}
+
+// importTorch runs the Python importer and converts its description.
+func importTorch(hfConfig string, pos, kv []string, pythonPath string, opt hf.Options, seqDefault bool, timeout time.Duration) (*hf.TorchResult, error) {
+	py, err := torchgen.FindPython(pythonPath)
+	if err != nil {
+		return nil, err
+	}
+	seq := opt.SeqLen
+	if seq == 0 {
+		seq = defaultTorchSeqLen
+	}
+	mb := opt.MicroBatch
+	if mb == 0 {
+		mb = 1
+	}
+	args := []string{"-m", "fsdpc.importer", "--micro-batch", fmt.Sprint(mb), "--seq-len", fmt.Sprint(seq)}
+	var env []string
+	var src []byte
+	if hfConfig != "" {
+		src, _, err = readConfig(hfConfig)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--hf", filepath.Base(hfConfig))
+		if seqDefault {
+			args = append(args, "--seq-len-default")
+		}
+	} else {
+		args = append(args, "--factory", pos[0])
+		for _, a := range kv {
+			args = append(args, "--arg", a)
+		}
+		// The factory's module is imported from the working directory.
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "FSDPC_IMPORT_PATH="+wd)
+	}
+	outText, err := py.RunScript(torchgen.Script{
+		Setup: func(dir string) error {
+			if err := python.WriteTo(dir); err != nil {
+				return err
+			}
+			if hfConfig != "" {
+				return os.WriteFile(filepath.Join(dir, filepath.Base(hfConfig)), src, 0o644)
+			}
+			if py.Root != "" {
+				return copyFactoryModule(pos[0], dir)
+			}
+			return nil
+		},
+		Args:    args,
+		Env:     env,
+		Timeout: timeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d, err := hf.ParseTorchDescription(outText)
+	if err != nil {
+		return nil, err
+	}
+	return hf.ConvertTorch(d, opt)
+}
+
+// copyFactoryModule copies the factory's module (pkg.module: the
+// package directory pkg, or the file module.py) from the working
+// directory into the scratch directory, where the torch root's python3
+// can import it.
+func copyFactoryModule(spec, dir string) error {
+	mod, _, _ := strings.Cut(spec, ":")
+	top, _, _ := strings.Cut(mod, ".")
+	if top == "" || strings.ContainsAny(top, `/\`) {
+		return fmt.Errorf("%q: want pkg.module:factory", spec)
+	}
+	if st, err := os.Stat(top); err == nil && st.IsDir() {
+		return copyDir(top, filepath.Join(dir, top))
+	}
+	data, err := os.ReadFile(top + ".py")
+	if err != nil {
+		return fmt.Errorf("the factory's module %s: neither %s/ nor %s.py in the working directory (the torch root sees only those; --python runs your own interpreter with your paths)", mod, top, top)
+	}
+	return os.WriteFile(filepath.Join(dir, top+".py"), data, 0o644)
+}
+
+func copyDir(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			if d.Name() == "__pycache__" || strings.HasPrefix(d.Name(), ".") && path != src {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+}

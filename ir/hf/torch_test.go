@@ -1,0 +1,128 @@
+package hf
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fsdpc/fsdpc/ir"
+)
+
+// tinyDescription is what python -m fsdpc.importer writes for a model of
+// a frozen embedding, two identical blocks (a linear, and a module of its
+// own parameters the importer has no kind for), and a head tied to the
+// embedding whose proposed kind is wrong (out 9, not 10).
+const tinyDescription = `banner a native library printed
+` + TorchMarker + `
+{"format":"fsdpc-import-torch/1","source":{"factory":"tiny:build","class":"Tiny"},"micro_batch":2,"seq_len":16,"torch":"2.14",
+"modules":[
+{"name":"","type":"Tiny","params":[{"name":"scale","shape":[4],"dtype":"fp32","requires_grad":true}],"children":["emb","layers","head"],"calls":1,"reads":[],"forward":["emb","layers","head"],"flops_fwd":100,"flops_bwd":200,"activation_bytes":10},
+{"name":"emb","type":"Embedding","params":[{"name":"weight","shape":[10,4],"dtype":"fp32","requires_grad":false}],"children":[],"kind":{"kind":"embedding","num":10,"dim":4},"calls":1,"reads":[],"forward":[],"flops_fwd":0,"flops_bwd":0,"activation_bytes":0},
+{"name":"layers","type":"ModuleList","params":[],"children":["0","1"],"calls":0,"reads":["emb"],"forward":["0","1"],"flops_fwd":0,"flops_bwd":0,"activation_bytes":0},
+{"name":"layers.0","type":"Block","params":[],"children":["proj","gate"],"calls":1,"reads":["emb"],"forward":["gate","proj"],"flops_fwd":40,"flops_bwd":80,"activation_bytes":64},
+{"name":"layers.0.proj","type":"Linear","params":[{"name":"weight","shape":[4,4],"dtype":"fp32","requires_grad":true}],"children":[],"kind":{"kind":"linear","in":4,"out":4,"bias":false},"calls":1,"reads":["layers.0.gate"],"forward":[],"flops_fwd":32,"flops_bwd":64,"activation_bytes":32},
+{"name":"layers.0.gate","type":"Gate","params":[{"name":"w","shape":[4],"dtype":"bf16","requires_grad":true}],"children":[],"calls":1,"reads":["emb"],"forward":[],"flops_fwd":8,"flops_bwd":16,"activation_bytes":32},
+{"name":"layers.1","type":"Block","params":[],"children":["proj","gate"],"calls":1,"reads":["layers.0"],"forward":["gate","proj"],"flops_fwd":40,"flops_bwd":80,"activation_bytes":64},
+{"name":"layers.1.proj","type":"Linear","params":[{"name":"weight","shape":[4,4],"dtype":"fp32","requires_grad":true}],"children":[],"kind":{"kind":"linear","in":4,"out":4,"bias":false},"calls":1,"reads":["layers.1.gate"],"forward":[],"flops_fwd":32,"flops_bwd":64,"activation_bytes":32},
+{"name":"layers.1.gate","type":"Gate","params":[{"name":"w","shape":[4],"dtype":"bf16","requires_grad":true}],"children":[],"calls":1,"reads":["layers.0"],"forward":[],"flops_fwd":8,"flops_bwd":16,"activation_bytes":32},
+{"name":"head","type":"Linear","params":[{"name":"weight","shape":[10,4],"dtype":"fp32","requires_grad":false,"tied_to":"emb.weight"}],"children":[],"kind":{"kind":"linear","in":4,"out":9,"bias":false},"calls":1,"reads":["layers.1"],"forward":[],"flops_fwd":20,"flops_bwd":40,"activation_bytes":8}
+],
+"problems":[{"module":"layers.1.gate","what":"calls a custom autograd Function"}]}
+`
+
+func TestConvertTorch(t *testing.T) {
+	d, err := ParseTorchDescription([]byte(tinyDescription))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ConvertTorch(d, Options{WorldSize: 2, GPUsPerNode: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(res.Text)
+	m, err := ir.Load("tiny.toml", res.Text)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	// Parameters in PyTorch's order, with the tie and the frozen embedding.
+	var names []string
+	for _, p := range m.Params {
+		names = append(names, p.Name)
+	}
+	want := "scale emb.weight layers.0.gate.w layers.0.proj.weight layers.1.gate.w layers.1.proj.weight head.weight"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("parameters %s, want %s", got, want)
+	}
+	for _, p := range m.Params {
+		switch p.Name {
+		case "head.weight":
+			if p.TiedTo == ir.NoParam || m.Params[p.TiedTo].Name != "emb.weight" {
+				t.Errorf("head.weight is not tied to emb.weight")
+			}
+		case "emb.weight":
+			if p.RequiresGrad {
+				t.Errorf("emb.weight trains; PyTorch froze it")
+			}
+		case "layers.1.gate.w":
+			if p.DType.String() != "bf16" {
+				t.Errorf("layers.1.gate.w is %s, want bf16", p.DType)
+			}
+		}
+	}
+	for _, s := range []string{
+		"repeat = 2",                  // identical blocks fold
+		`register = ["proj", "gate"]`, // forward runs gate first
+		`units = ["layers.*"]`,        // each layer a unit
+		"flops_fwd = 8",               // the gate is measured
+		"Measured, not recognised (3): layers.*.gate (2), head.",
+		"head (linear: ", // the wrong kind was refused
+		"layers.1.gate calls a custom autograd Function",
+	} {
+		if !strings.Contains(text, s) {
+			t.Errorf("the file lacks %q:\n%s", s, text)
+		}
+	}
+	if len(res.Dropped) != 1 || !strings.HasPrefix(res.Dropped[0], "head ") {
+		t.Errorf("dropped kinds %v, want head's", res.Dropped)
+	}
+}
+
+func TestParseTorchDescriptionRefuses(t *testing.T) {
+	for _, c := range []struct{ name, edit, want string }{
+		{"no marker", "MARKER", "no \"--- fsdpc import torch"},
+		{"other format", `fsdpc-import-torch/1"`, "this fsdpc reads"},
+		{"unknown key", `"calls":1,"reads":[],"forward":["emb"`, "unknown field"},
+		{"scalar", `"shape":[4]`, "scalar"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := tinyDescription
+			switch c.name {
+			case "no marker":
+				s = strings.Replace(s, TorchMarker, "", 1)
+			case "other format":
+				s = strings.Replace(s, c.edit, `fsdpc-import-torch/0"`, 1)
+			case "unknown key":
+				s = strings.Replace(s, `"calls":1,"reads":[]`, `"calls":1,"extra":1,"reads":[]`, 1)
+			case "scalar":
+				s = strings.Replace(s, c.edit, `"shape":[]`, 1)
+			}
+			_, err := ParseTorchDescription([]byte(s))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestConvertTorchRefusesNames(t *testing.T) {
+	s := strings.Replace(tinyDescription, `"name":"head"`, `"name":"he ad"`, 1)
+	s = strings.Replace(s, `"children":["emb","layers","head"]`, `"children":["emb","layers","he ad"]`, 1)
+	s = strings.Replace(s, `"forward":["emb","layers","head"]`, `"forward":["emb","layers","he ad"]`, 1)
+	d, err := ParseTorchDescription([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ConvertTorch(d, Options{})
+	if err == nil || !strings.Contains(err.Error(), `module "he ad"`) {
+		t.Fatalf("got %v, want an error naming module \"he ad\"", err)
+	}
+}

@@ -1,0 +1,152 @@
+"""Build a model on the meta device, and one micro-batch of inputs for it."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+
+class BuildError(Exception):
+    """The model could not be built; the message says what to change."""
+
+
+def _coerce(v: str) -> Any:
+    """--arg values are JSON when they parse as JSON (numbers, booleans,
+    lists), otherwise strings."""
+    try:
+        return json.loads(v)
+    except ValueError:
+        return v
+
+
+def parse_args(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k:
+            raise BuildError("--arg %r: want key=value" % p)
+        if k in out:
+            raise BuildError("--arg %s is given twice" % k)
+        out[k] = _coerce(v)
+    return out
+
+
+def from_factory(spec: str, kwargs: dict[str, Any]) -> tuple[nn.Module, Callable[..., Any] | None]:
+    """spec is pkg.module:callable. Returns the model and the module's
+    example_inputs function, if it has one."""
+    mod_name, sep, attr = spec.partition(":")
+    if not sep or not mod_name or not attr:
+        raise BuildError("%r: want pkg.module:factory (a callable returning an nn.Module)" % spec)
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise BuildError("cannot import %s: %s" % (mod_name, e)) from e
+    fn: Any = mod
+    for part in attr.split("."):
+        if not hasattr(fn, part):
+            raise BuildError("%s has no attribute %r" % (mod_name, attr))
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise BuildError("%s is not callable" % spec)
+    with torch.device("meta"):
+        model = fn(**kwargs)
+    if not isinstance(model, nn.Module):
+        raise BuildError("%s returned %s, not an nn.Module" % (spec, type(model).__name__))
+    return model, getattr(mod, "example_inputs", None)
+
+
+def from_hf(path: str) -> nn.Module:
+    """transformers' own class for the config's architecture, built from
+    the config on the meta device."""
+    import transformers
+    from transformers import AutoConfig
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        raise BuildError("%s: %s" % (path, e)) from e
+    if not isinstance(d, dict) or not isinstance(d.get("model_type"), str):
+        raise BuildError("%s: no model_type: not a transformers config.json" % path)
+    typ = d.pop("model_type")
+    try:
+        config = AutoConfig.for_model(typ, **d)
+    except (ValueError, KeyError) as e:
+        raise BuildError("%s: transformers %s does not know model_type %r: %s" % (path, transformers.__version__, typ, e)) from e
+    archs = getattr(config, "architectures", None) or []
+    cls: Any = None
+    for a in archs:
+        cls = getattr(transformers, a, None)
+        if cls is not None:
+            break
+    with torch.device("meta"):
+        if cls is not None:
+            model = cls(config)
+        else:
+            auto = transformers.AutoModelForCausalLM
+            try:
+                model = auto.from_config(config)
+            except ValueError:
+                model = transformers.AutoModel.from_config(config)
+    if not isinstance(model, nn.Module):
+        raise BuildError("%s: transformers built %s, not an nn.Module" % (path, type(model).__name__))
+    return model
+
+
+def hf_inputs(model: nn.Module, micro_batch: int, seq_len: int) -> dict[str, Any]:
+    """One micro-batch for a transformers model: token ids, or images for
+    a vision model; decoder ids too for an encoder-decoder."""
+    meta = torch.device("meta")
+    cfg: Any = getattr(model, "config", None)
+    main = getattr(model, "main_input_name", "input_ids")
+    if main == "input_ids":
+        ids = torch.zeros((micro_batch, seq_len), dtype=torch.long, device=meta)
+        out: dict[str, Any] = {"input_ids": ids}
+        if cfg is not None and getattr(cfg, "is_encoder_decoder", False):
+            out["decoder_input_ids"] = ids
+        return out
+    if main == "pixel_values":
+        vision = getattr(cfg, "vision_config", None) or cfg
+        size = getattr(vision, "image_size", 224)
+        h, w = (size, size) if isinstance(size, int) else tuple(size)
+        ch = getattr(vision, "num_channels", 3)
+        return {"pixel_values": torch.zeros((micro_batch, ch, h, w), device=meta)}
+    raise BuildError("%s takes %s as its input; fsdpc import torch --hf makes token ids and images only"
+                     % (type(model).__name__, main))
+
+
+def factory_inputs(model: nn.Module, example: Callable[..., Any] | None, micro_batch: int,
+                   seq_len: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The factory module's example_inputs(model, micro_batch, seq_len)
+    (a dict of keyword arguments or a tuple of positional ones) or the
+    model's own example_inputs(micro_batch, seq_len); otherwise token ids
+    [micro_batch, seq_len] for a forward that takes one argument, or
+    nothing for one that takes none."""
+    got: Any = None
+    if example is not None:
+        with torch.device("meta"):
+            got = example(model, micro_batch, seq_len)
+    elif callable(getattr(model, "example_inputs", None)):
+        with torch.device("meta"):
+            got = model.example_inputs(micro_batch, seq_len)
+    if got is not None:
+        if isinstance(got, dict):
+            return (), got
+        if isinstance(got, tuple):
+            return got, {}
+        return (got,), {}
+    sig = inspect.signature(model.forward)
+    required = [p for p in sig.parameters.values()
+                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not required:
+        return (), {}
+    if len(required) == 1:
+        return (torch.zeros((micro_batch, seq_len), dtype=torch.long, device=torch.device("meta")),), {}
+    raise BuildError("%s.forward takes %d arguments (%s): define example_inputs(model, micro_batch, seq_len) "
+                     "beside the factory, returning them" % (type(model).__name__, len(required),
+                                                             ", ".join(p.name for p in required)))

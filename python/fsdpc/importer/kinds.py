@@ -1,0 +1,198 @@
+"""Modules fsdpc has a kind for (docs/model-format.md, Kinds).
+
+Recognition is a proposal: it reads the module's children, parameter
+shapes and a few attributes, and says which kind and keys would make the
+same parameters. The Go side loads the model file and compares every
+parameter with the module's own; a kind that does not reproduce them
+exactly is dropped there and the module is written with explicit
+parameters and measured costs instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+Kind = dict[str, Any]
+
+
+def _params(m: nn.Module) -> dict[str, torch.Tensor]:
+    return dict(m.named_parameters(recurse=False))
+
+
+def _param_children(m: nn.Module) -> dict[str, nn.Module]:
+    """Children that hold parameters (activation functions and dropout
+    hold none and do not appear in a model file)."""
+    return {n: c for n, c in m.named_children() if any(True for _ in c.parameters())}
+
+
+def _is_linear(m: nn.Module | None) -> bool:
+    return isinstance(m, nn.Linear) and not _param_children(m)
+
+
+def _norm(m: nn.Module) -> Kind | None:
+    """LayerNorm and RMSNorm, torch's and the many copies in model code
+    (LlamaRMSNorm, T5LayerNorm, ...): one 1-D weight, maybe a bias."""
+    name = type(m).__name__
+    p = _params(m)
+    if _param_children(m) or "weight" not in p or p["weight"].dim() != 1:
+        return None
+    if set(p) - {"weight", "bias"}:
+        return None
+    dim = int(p["weight"].shape[0])
+    if "bias" in p and tuple(p["bias"].shape) != (dim,):
+        return None
+    order = list(p)
+    if order != ["weight", "bias"][: len(order)]:
+        return None
+    if isinstance(m, nn.LayerNorm) or (name.endswith("LayerNorm") and "bias" in p):
+        return {"kind": "norm", "norm": "layer", "dim": dim, "bias": "bias" in p}
+    if isinstance(m, getattr(nn, "RMSNorm", ())) or name.endswith("RMSNorm") or name.endswith("LayerNorm"):
+        # T5LayerNorm is an RMSNorm without a bias.
+        return {"kind": "norm", "norm": "rms", "dim": dim, "bias": "bias" in p}
+    return None
+
+
+def _act(m: nn.Module, gated: bool) -> str | None:
+    fn = getattr(m, "act_fn", None) or getattr(m, "act", None) or getattr(m, "activation", None)
+    if fn is None:
+        return None
+    name = type(fn).__name__.lower()
+    if "silu" in name or "swish" in name:
+        return "swiglu" if gated else "silu"
+    if "gelu" in name:
+        return "geglu" if gated else "gelu"
+    if "relu" in name and not gated:
+        return "relu"
+    return None
+
+
+def _mlp(m: nn.Module) -> Kind | None:
+    ch = _param_children(m)
+    if _params(m):
+        return None
+    gated = {"gate_proj", "up_proj", "down_proj"}
+    if set(ch) == gated and all(_is_linear(c) for c in ch.values()):
+        g, u, d = ch["gate_proj"], ch["up_proj"], ch["down_proj"]
+        act = _act(m, gated=True)
+        if act is None:
+            return None
+        bias = g.bias is not None
+        if (u.bias is not None) != bias or (d.bias is not None) != bias:
+            return None
+        dim, hidden = int(g.in_features), int(g.out_features)
+        if (u.in_features, u.out_features, d.in_features, d.out_features) != (dim, hidden, hidden, dim):
+            return None
+        return {"kind": "mlp", "dim": dim, "hidden": hidden, "activation": act, "bias": bias,
+                "names": {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}}
+    for up_name, down_name in (("fc1", "fc2"), ("up_proj", "down_proj")):
+        if set(ch) == {up_name, down_name} and all(_is_linear(c) for c in ch.values()):
+            u, d = ch[up_name], ch[down_name]
+            act = _act(m, gated=False)
+            if act is None:
+                return None
+            bias = u.bias is not None
+            if (d.bias is not None) != bias or (d.in_features, d.out_features) != (u.out_features, u.in_features):
+                return None
+            return {"kind": "mlp", "dim": int(u.in_features), "hidden": int(u.out_features), "activation": act,
+                    "bias": bias, "names": {"up": up_name, "down": down_name}}
+    return None
+
+
+_ATTENTION_NAMES = (
+    ("q_proj", "k_proj", "v_proj", "o_proj"),
+    ("q_proj", "k_proj", "v_proj", "out_proj"),
+    ("q", "k", "v", "o"),
+)
+
+
+def _attention(m: nn.Module) -> Kind | None:
+    ch = _param_children(m)
+    if _params(m):
+        return None
+    hd = getattr(m, "head_dim", None)
+    if not isinstance(hd, int) or hd <= 0:
+        return None
+    for names in _ATTENTION_NAMES:
+        if not set(names) <= set(ch):
+            continue
+        rest = set(ch) - set(names)
+        if rest - {"q_norm", "k_norm"}:
+            return None
+        q, k, v, o = (ch[n] for n in names)
+        if not all(_is_linear(x) for x in (q, k, v, o)):
+            return None
+        dim = int(q.in_features)
+        if q.out_features % hd or k.out_features % hd:
+            return None
+        heads, kv = q.out_features // hd, k.out_features // hd
+        if (k.in_features, v.in_features, v.out_features, o.in_features, o.out_features) != (dim, dim, kv * hd, heads * hd, dim):
+            return None
+        qkv_bias = q.bias is not None
+        if (k.bias is not None) != qkv_bias or (v.bias is not None) != qkv_bias:
+            return None
+        kind: Kind = {"kind": "attention", "dim": dim, "heads": heads, "kv_heads": kv, "head_dim": hd,
+                      "qkv_bias": qkv_bias, "out_bias": o.bias is not None,
+                      "names": dict(zip(("q", "k", "v", "o"), names))}
+        if getattr(m, "is_causal", True) is False:
+            kind["causal"] = False
+        if rest:
+            if rest != {"q_norm", "k_norm"}:
+                return None
+            qn, kn = _norm(ch["q_norm"]), _norm(ch["k_norm"])
+            if qn is None or kn is None or qn["norm"] != "rms" or qn["bias"] or kn["bias"]:
+                return None
+            if qn["dim"] == hd and kn["dim"] == hd:
+                kind["qk_norm"] = "head"
+            elif qn["dim"] == heads * hd and kn["dim"] == kv * hd:
+                kind["qk_norm"] = "full"
+            else:
+                return None
+            kind["names"].update({"q_norm": "q_norm", "k_norm": "k_norm"})
+        return kind
+    return None
+
+
+def _mla(m: nn.Module) -> Kind | None:
+    """DeepSeek's multi-head latent attention, as DeepseekV2/V3Attention
+    register it."""
+    ch = _param_children(m)
+    cfg = getattr(m, "config", None)
+    if cfg is None or _params(m) or not {"kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj", "o_proj"} <= set(ch):
+        return None
+    try:
+        heads = int(getattr(m, "num_heads", None) or cfg.num_attention_heads)
+        kind: Kind = {"kind": "mla", "dim": int(cfg.hidden_size), "heads": heads,
+                      "kv_lora_rank": int(cfg.kv_lora_rank), "qk_nope_head_dim": int(cfg.qk_nope_head_dim),
+                      "qk_rope_head_dim": int(cfg.qk_rope_head_dim), "v_head_dim": int(cfg.v_head_dim),
+                      "q_lora_rank": int(cfg.q_lora_rank or 0), "bias": bool(getattr(cfg, "attention_bias", False))}
+    except (AttributeError, TypeError, ValueError):
+        return None
+    names = {"kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj"}
+    if kind["q_lora_rank"]:
+        names.update({"q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj"})
+    else:
+        names["q"] = "q_proj"
+    if set(ch) != set(names.values()):
+        return None
+    kind["names"] = names
+    return kind
+
+
+def recognise(m: nn.Module) -> Kind | None:
+    """The kind and keys that would make m's parameters, or None."""
+    if isinstance(m, nn.Linear):
+        if _param_children(m) or set(_params(m)) - {"weight", "bias"}:
+            return None
+        return {"kind": "linear", "in": int(m.in_features), "out": int(m.out_features), "bias": m.bias is not None}
+    if isinstance(m, nn.Embedding):
+        if _param_children(m) or set(_params(m)) != {"weight"}:
+            return None
+        return {"kind": "embedding", "num": int(m.num_embeddings), "dim": int(m.embedding_dim)}
+    for f in (_norm, _mla, _attention, _mlp):
+        k = f(m)
+        if k is not None:
+            return k
+    return None
