@@ -32,6 +32,9 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 0
 	}
+	if len(args) > 0 && args[0] == "launch" {
+		return runEmitLaunch(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "torch" {
 		fl.Usage()
 		return 2

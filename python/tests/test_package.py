@@ -12,8 +12,9 @@ class PackageTest(unittest.TestCase):
     def test_torch_present(self) -> None:
         # The tests run in the torch root (.ci/install-torch); a missing
         # torch there is a broken set-up, not a skip.
-        torch = importlib.import_module("torch")
-        self.assertTrue(hasattr(torch.distributed, "fsdp"))
+        # torch.distributed does not import its fsdp subpackage itself.
+        fsdp = importlib.import_module("torch.distributed.fsdp")
+        self.assertTrue(hasattr(fsdp, "fully_shard"))
 
 
 if __name__ == "__main__":
