@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/fsdpc/fsdpc/executor"
@@ -16,15 +18,31 @@ import (
 	"gorgonia.org/cu"
 )
 
-// Comm is one rank's NCCL communicator on a Device.
+// Comm is one rank's NCCL communicator on a Device. Where NCCL has
+// ncclCommInitRankConfig (2.14) it is non-blocking (config.blocking = 0,
+// which ncclCommSplit's children inherit): a call that would wait for the
+// peers returns gpu.ErrInProgress and Poll follows it, so that Abort is
+// safe at any time (NCCL's fault tolerance; gpu.Guard polls).
 type Comm struct {
 	dev          *Device
 	lib          *ncclLib
 	comm         atomic.Pointer[byte] // the ncclComm_t; nil once aborted or closed
 	nranks, rank int
+	nonBlocking  bool
+
+	mu sync.Mutex
+	// shaped: nranks and rank are known (a Split's child learns them
+	// when it is ready).
+	shaped bool
+	// ops are PreMulSum operators of calls still in progress, destroyed
+	// once Poll reports them finished.
+	ops []int
 }
 
-var _ gpu.Comm = (*Comm)(nil)
+var (
+	_ gpu.Comm   = (*Comm)(nil)
+	_ gpu.Poller = (*Comm)(nil)
+)
 
 // UniqueID makes the id that rank 0 hands every member of a new group
 // (ncclGetUniqueId), loading NCCL from lib if it is not loaded yet (see
@@ -38,11 +56,11 @@ func UniqueID(lib string) ([128]byte, error) {
 }
 
 // NewComm joins the group id names as rank of nranks, on dev, loading
-// NCCL from lib as UniqueID does. Like ncclCommInitRank it returns once
-// every member has joined; meanwhile the device, whose mutex the call
-// holds so that NCCL finds the device's context current, serves no other
-// call.
-func NewComm(dev *Device, lib string, id [128]byte, nranks, rank int) (gpu.Comm, error) {
+// NCCL from lib as UniqueID does. It returns once every member has
+// joined, or fails after timeout (0: none), aborting the communicator:
+// a non-blocking one is polled outside the device's mutex, so the device
+// serves other calls meanwhile.
+func NewComm(dev *Device, lib string, id [128]byte, nranks, rank int, timeout time.Duration) (gpu.Comm, error) {
 	if nranks < 1 || rank < 0 || rank >= nranks {
 		return nil, fmt.Errorf("cuda: NCCL rank %d of %d", rank, nranks)
 	}
@@ -50,23 +68,82 @@ func NewComm(dev *Device, lib string, id [128]byte, nranks, rank int) (gpu.Comm,
 	if err != nil {
 		return nil, err
 	}
-	c := &Comm{dev: dev, lib: l, nranks: nranks, rank: rank}
+	c := &Comm{dev: dev, lib: l, nranks: nranks, rank: rank, shaped: true}
 	err = dev.do(func(*state) error {
-		comm, err := l.initRank(&id, nranks, rank)
-		if err != nil {
-			return err
+		comm, nonBlocking, err := l.initRank(&id, nranks, rank)
+		if comm != nil && (err == nil || errors.Is(err, gpu.ErrInProgress)) {
+			c.comm.Store((*byte)(comm))
+			c.nonBlocking = nonBlocking
 		}
-		c.comm.Store((*byte)(comm))
-		return nil
+		return err
 	})
+	if errors.Is(err, gpu.ErrInProgress) {
+		err = c.await(timeout)
+	}
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, c.Abort())
 	}
 	return c, nil
 }
 
-func (c *Comm) Size() int { return c.nranks }
-func (c *Comm) Rank() int { return c.rank }
+// await polls until the call in progress has finished, or timeout (0:
+// none) has passed.
+func (c *Comm) await(timeout time.Duration) error {
+	start := time.Now()
+	for gap := time.Microsecond; ; gap = min(2*gap, time.Millisecond) {
+		err := c.Poll()
+		if !errors.Is(err, gpu.ErrInProgress) {
+			return err
+		}
+		if timeout > 0 && time.Since(start) > timeout {
+			return fmt.Errorf("cuda: ncclCommInitRankConfig (rank %d of %d): the members have not all joined within %v", c.rank, c.nranks, timeout)
+		}
+		time.Sleep(gap)
+	}
+}
+
+// Poll is ncclCommGetAsyncError: gpu.ErrInProgress while a non-blocking
+// call is under way, then nil or the communicator's error. A Split's
+// child learns its size and rank when it is first found ready, and
+// PreMulSum operators of finished calls are destroyed.
+func (c *Comm) Poll() error {
+	comm := unsafe.Pointer(c.comm.Load())
+	if comm == nil {
+		return errCommClosed
+	}
+	if err := c.lib.asyncErrorOf(comm); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, op := range c.ops {
+		errs = append(errs, c.lib.destroyOp(comm, op))
+	}
+	c.ops = nil
+	if !c.shaped {
+		n, r, err := c.lib.shape(comm)
+		if err != nil {
+			return err
+		}
+		c.nranks, c.rank, c.shaped = n, r, true
+	}
+	return errors.Join(errs...)
+}
+
+// Size and Rank: see gpu.Comm; a Split's child knows them once polled
+// ready.
+func (c *Comm) Size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nranks
+}
+
+func (c *Comm) Rank() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rank
+}
 
 // errCommClosed is returned by collectives on an aborted or closed Comm.
 var errCommClosed = errors.New("cuda: the NCCL communicator is aborted or closed")
@@ -103,7 +180,7 @@ func (c *Comm) AllGather(send, recv gpu.Ptr, bytes int64, s gpu.Stream) error {
 // sum: send is changed, and each input is rounded once more than
 // NCCL's own operators would.
 func (c *Comm) ReduceScatter(send, recv gpu.Ptr, n int64, dt ir.DType, op schedule.ReduceOp, factor float64, s gpu.Stream) error {
-	return c.reduce("ncclReduceScatter", c.lib.reduceScatter, send, recv, n, int64(c.nranks)*n, dt, op, factor, s)
+	return c.reduce("ncclReduceScatter", c.lib.reduceScatter, send, recv, n, int64(c.Size())*n, dt, op, factor, s)
 }
 
 // AllReduce: see gpu.Comm, and ReduceScatter for old NCCLs.
@@ -131,7 +208,7 @@ func (c *Comm) reduce(call string, f unsafe.Pointer, send, recv gpu.Ptr, count, 
 			if l.hasAvg() {
 				nop = ncclAvg
 			} else {
-				divisor = float64(c.nranks)
+				divisor = float64(c.Size())
 			}
 		case schedule.ReducePremulSum:
 			if !(factor > 0) {
@@ -157,7 +234,14 @@ func (c *Comm) reduce(call string, f unsafe.Pointer, send, recv gpu.Ptr, count, 
 			}
 		}
 		err := l.reduceOn(call, f, comm, uint64(send), uint64(recv), count, ndt, nop, cs)
-		if premul {
+		switch {
+		case premul && errors.Is(err, gpu.ErrInProgress):
+			// The call is not over until Poll says so, which destroys
+			// the operator then.
+			c.mu.Lock()
+			c.ops = append(c.ops, nop)
+			c.mu.Unlock()
+		case premul:
 			// NCCL allows destroying an operator once the calls given it
 			// have returned.
 			err = errors.Join(err, l.destroyOp(comm, nop))
@@ -181,28 +265,34 @@ func ncclDType(dt ir.DType) (int, error) {
 }
 
 // Split makes the communicator of the members that pass color, ranked by
-// key (ncclCommSplit, NCCL 2.18). Like NewComm it holds the device
-// until every member of c has called it.
+// key (ncclCommSplit, NCCL 2.18), with c's configuration. On a
+// non-blocking c it returns the new communicator with gpu.ErrInProgress:
+// poll it (gpu.Guard does) before any other use. A blocking c holds the
+// device until every member of c has called it.
 func (c *Comm) Split(color, key int) (gpu.Comm, error) {
 	if color < 0 {
 		return nil, fmt.Errorf("cuda: ncclCommSplit: color %d (every member joins a group here)", color)
 	}
-	sub := &Comm{dev: c.dev, lib: c.lib}
+	sub := &Comm{dev: c.dev, lib: c.lib, nonBlocking: c.nonBlocking}
 	err := c.dev.do(func(*state) error {
 		comm := unsafe.Pointer(c.comm.Load())
 		if comm == nil {
 			return errCommClosed
 		}
-		p, n, r, err := c.lib.split(comm, color, key)
-		if err != nil {
-			return err
+		p, err := c.lib.split(comm, color, key)
+		if p != nil && (err == nil || errors.Is(err, gpu.ErrInProgress)) {
+			sub.comm.Store((*byte)(p))
 		}
-		sub.comm.Store((*byte)(p))
-		sub.nranks, sub.rank = n, r
-		return nil
+		return err
 	})
-	if err != nil {
-		return nil, err
+	switch {
+	case errors.Is(err, gpu.ErrInProgress):
+		return sub, err
+	case err != nil:
+		return nil, errors.Join(err, sub.Abort())
+	}
+	if err := sub.Poll(); err != nil { // ready: learn its shape
+		return nil, errors.Join(err, sub.Abort())
 	}
 	return sub, nil
 }
@@ -232,7 +322,10 @@ func (c *Comm) AsyncError() error {
 	if comm == nil {
 		return nil
 	}
-	return c.lib.asyncErrorOf(comm)
+	if err := c.lib.asyncErrorOf(comm); !errors.Is(err, gpu.ErrInProgress) {
+		return err
+	}
+	return nil
 }
 
 // Close destroys the communicator (ncclCommDestroy) on the device

@@ -12,6 +12,7 @@ package cuda
 #cgo LDFLAGS: -ldl
 #include <cuda.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -22,6 +23,21 @@ static int fsd_nccl_get_unique_id(void* f, fsdNcclUniqueId* id) {
 }
 static int fsd_nccl_comm_init_rank(void* f, void** comm, int nranks, const fsdNcclUniqueId* id, int rank) {
 	return ((int (*)(void**, int, fsdNcclUniqueId, int))f)(comm, nranks, *id, rank);
+}
+// ncclConfig_t as NCCL 2.14 introduced it (ncclConfig_v21400): NCCL reads
+// the fields its version names, so a newer NCCL takes it as it is. The
+// last int is the old struct's tail padding, where 2.17 put
+// cgaClusterSize: it is set to NCCL_CONFIG_UNDEF_INT.
+typedef struct {
+	size_t size;
+	unsigned int magic;
+	unsigned int version;
+	int blocking;
+	int undef;
+} fsdNcclConfig;
+static int fsd_nccl_comm_init_rank_nonblocking(void* f, void** comm, int nranks, const fsdNcclUniqueId* id, int rank) {
+	fsdNcclConfig config = {sizeof(fsdNcclConfig), 0xcafebeef, 21400, 0, INT_MIN};
+	return ((int (*)(void**, int, fsdNcclUniqueId, int, fsdNcclConfig*))f)(comm, nranks, *id, rank, &config);
 }
 static int fsd_nccl_all_gather(void* f, CUdeviceptr send, CUdeviceptr recv, size_t count, int dt, void* comm, CUstream s) {
 	return ((int (*)(const void*, void*, size_t, int, void*, CUstream))f)(
@@ -65,6 +81,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/fsdpc/fsdpc/executor/gpu"
 	"gorgonia.org/cu"
 )
 
@@ -80,6 +97,8 @@ const (
 	ncclAvg = 4 // NCCL 2.10
 
 	ncclScalarHostImmediate = 1
+
+	ncclInProgress = 7 // ncclResult_t of a non-blocking communicator's call still under way
 )
 
 // DefaultNCCL is the library LoadNCCL opens when neither its argument
@@ -95,6 +114,7 @@ type ncclLib struct {
 	commAbort, commDestroy, getErrorString, commCount, commUserRank unsafe.Pointer
 	// Optional: nil when this NCCL lacks them.
 	preMulSum, redOpDestroy, asyncError, commSplit unsafe.Pointer
+	commInitRankConfig                             unsafe.Pointer // NCCL 2.14: non-blocking communicators
 }
 
 var (
@@ -170,6 +190,10 @@ func loadNCCL(path string) (*ncclLib, error) {
 	}
 	l.asyncError = sym("ncclCommGetAsyncError") // NCCL 2.4
 	l.commSplit = sym("ncclCommSplit")          // NCCL 2.18
+	l.commInitRankConfig = sym("ncclCommInitRankConfig")
+	if l.asyncError == nil {
+		l.commInitRankConfig = nil // a non-blocking communicator is polled with ncclCommGetAsyncError
+	}
 	if f := sym("ncclGetVersion"); f != nil {
 		var v C.int
 		if C.fsd_nccl_get_version(f, &v) == 0 {
@@ -195,9 +219,14 @@ func (e *ncclError) Error() string {
 	return fmt.Sprintf("cuda: %s: NCCL error %d (%s)", e.call, e.code, e.msg)
 }
 
+// check is nil for ncclSuccess, gpu.ErrInProgress (wrapped) for
+// ncclInProgress, else an ncclError.
 func (l *ncclLib) check(call string, r C.int) error {
 	if r == 0 {
 		return nil
+	}
+	if r == ncclInProgress {
+		return fmt.Errorf("cuda: %s: %w", call, gpu.ErrInProgress)
 	}
 	return &ncclError{call: call, code: int(r), msg: C.GoString(C.fsd_nccl_error_string(l.getErrorString, r))}
 }
@@ -208,10 +237,17 @@ func (l *ncclLib) uniqueID() ([128]byte, error) {
 	return id, err
 }
 
-func (l *ncclLib) initRank(id *[128]byte, nranks, rank int) (unsafe.Pointer, error) {
-	var comm unsafe.Pointer
+// initRank makes a communicator: non-blocking (config.blocking = 0) where
+// this NCCL has ncclCommInitRankConfig (2.14), in which case it may
+// return the communicator with gpu.ErrInProgress, to be polled; else
+// blocking, with nonBlocking false.
+func (l *ncclLib) initRank(id *[128]byte, nranks, rank int) (comm unsafe.Pointer, nonBlocking bool, err error) {
+	if l.commInitRankConfig != nil {
+		r := C.fsd_nccl_comm_init_rank_nonblocking(l.commInitRankConfig, &comm, C.int(nranks), (*C.fsdNcclUniqueId)(unsafe.Pointer(id)), C.int(rank))
+		return comm, true, l.check(fmt.Sprintf("ncclCommInitRankConfig (rank %d of %d, non-blocking)", rank, nranks), r)
+	}
 	r := C.fsd_nccl_comm_init_rank(l.commInitRank, &comm, C.int(nranks), (*C.fsdNcclUniqueId)(unsafe.Pointer(id)), C.int(rank))
-	return comm, l.check(fmt.Sprintf("ncclCommInitRank (rank %d of %d)", rank, nranks), r)
+	return comm, false, l.check(fmt.Sprintf("ncclCommInitRank (rank %d of %d)", rank, nranks), r)
 }
 
 func (l *ncclLib) allGatherOn(comm unsafe.Pointer, send, recv uint64, bytes int64, cs cu.Stream) error {
@@ -236,26 +272,26 @@ func (l *ncclLib) destroyOp(comm unsafe.Pointer, op int) error {
 	return l.check("ncclRedOpDestroy", C.fsd_nccl_red_op_destroy(l.redOpDestroy, C.int(op), comm))
 }
 
-// split is ncclCommSplit with the parent's configuration, returning the
-// new communicator, its size and this rank's place in it.
-func (l *ncclLib) split(comm unsafe.Pointer, color, key int) (unsafe.Pointer, int, int, error) {
+// split is ncclCommSplit with the parent's configuration (a NULL
+// config: a non-blocking parent makes a non-blocking child, which may
+// come back with gpu.ErrInProgress, to be polled).
+func (l *ncclLib) split(comm unsafe.Pointer, color, key int) (unsafe.Pointer, error) {
 	if l.commSplit == nil {
-		return nil, 0, 0, fmt.Errorf("cuda: %s (NCCL version code %d) has no ncclCommSplit, which sub-communicators (HSDP, an intermediate reshard_after_forward) need: use NCCL 2.18 or newer (FSDPC_NCCL names the library)", l.path, l.version)
+		return nil, fmt.Errorf("cuda: %s (NCCL version code %d) has no ncclCommSplit, which sub-communicators (HSDP, an intermediate reshard_after_forward) need: use NCCL 2.18 or newer (FSDPC_NCCL names the library)", l.path, l.version)
 	}
 	var sub unsafe.Pointer
-	if err := l.check(fmt.Sprintf("ncclCommSplit (color %d, key %d)", color, key), C.fsd_nccl_comm_split(l.commSplit, comm, C.int(color), C.int(key), &sub)); err != nil {
-		return nil, 0, 0, err
-	}
+	err := l.check(fmt.Sprintf("ncclCommSplit (color %d, key %d)", color, key), C.fsd_nccl_comm_split(l.commSplit, comm, C.int(color), C.int(key), &sub))
+	return sub, err
+}
+
+// shape is a ready communicator's size and this rank's place in it.
+func (l *ncclLib) shape(comm unsafe.Pointer) (int, int, error) {
 	var n, r C.int
-	err := l.check("ncclCommCount", C.fsd_nccl_comm_int(l.commCount, sub, &n))
+	err := l.check("ncclCommCount", C.fsd_nccl_comm_int(l.commCount, comm, &n))
 	if err == nil {
-		err = l.check("ncclCommUserRank", C.fsd_nccl_comm_int(l.commUserRank, sub, &r))
+		err = l.check("ncclCommUserRank", C.fsd_nccl_comm_int(l.commUserRank, comm, &r))
 	}
-	if err != nil {
-		l.destroy(sub)
-		return nil, 0, 0, err
-	}
-	return sub, int(n), int(r), nil
+	return int(n), int(r), err
 }
 
 func (l *ncclLib) abort(comm unsafe.Pointer) error {
@@ -267,7 +303,8 @@ func (l *ncclLib) destroy(comm unsafe.Pointer) error {
 }
 
 // asyncErrorOf is ncclCommGetAsyncError's verdict, nil where this NCCL
-// cannot tell.
+// cannot tell; gpu.ErrInProgress (wrapped) while a non-blocking call is
+// under way.
 func (l *ncclLib) asyncErrorOf(comm unsafe.Pointer) error {
 	if l.asyncError == nil {
 		return nil

@@ -5,6 +5,8 @@ package main
 import (
 	"fmt"
 
+	"time"
+
 	"github.com/fsdpc/fsdpc/cuda"
 	"github.com/fsdpc/fsdpc/executor/gpu"
 )
@@ -19,8 +21,8 @@ var native = platform{
 	uniqueID: func(lib string) ([128]byte, error) {
 		return cuda.UniqueID(lib)
 	},
-	comm: func(dev gpu.Device, lib string, id [128]byte, n, rank int) (gpu.Comm, error) {
-		return cuda.NewComm(dev.(*cuda.Device), lib, id, n, rank)
+	comm: func(dev gpu.Device, lib string, id [128]byte, n, rank int, timeout time.Duration) (gpu.Comm, error) {
+		return cuda.NewComm(dev.(*cuda.Device), lib, id, n, rank, timeout)
 	},
 	// NVML finds the GPU by its bus id: its indexes ignore
 	// CUDA_VISIBLE_DEVICES, so the ordinal could name another board.

@@ -5,6 +5,8 @@ package main
 import (
 	"errors"
 
+	"time"
+
 	"github.com/fsdpc/fsdpc/executor/gpu"
 )
 
@@ -14,7 +16,7 @@ var native = platform{
 	open:     func(int) (gpu.Device, error) { return nil, errNotBuilt },
 	count:    func() (int, error) { return 0, errNotBuilt },
 	uniqueID: func(string) ([128]byte, error) { return [128]byte{}, errNotBuilt },
-	comm: func(gpu.Device, string, [128]byte, int, int) (gpu.Comm, error) {
+	comm: func(gpu.Device, string, [128]byte, int, int, time.Duration) (gpu.Comm, error) {
 		return nil, errNotBuilt
 	},
 }

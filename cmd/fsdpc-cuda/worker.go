@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/fsdpc/fsdpc/executor"
@@ -25,7 +26,7 @@ type platform struct {
 	// (cuDeviceGetCount, after CUDA_VISIBLE_DEVICES).
 	count    func() (int, error)
 	uniqueID func(lib string) ([128]byte, error)
-	comm     func(dev gpu.Device, lib string, id [128]byte, n, rank int) (gpu.Comm, error)
+	comm     func(dev gpu.Device, lib string, id [128]byte, n, rank int, timeout time.Duration) (gpu.Comm, error)
 	// memory samples dev's memory during the run (NVML; memory.go);
 	// nil: not sampled.
 	memory func(dev gpu.Device) (gpu.MemorySampler, func() error, error)
@@ -148,7 +149,13 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	if !*virtual {
 		model = gpu.CommModel(q, figs, si)
 	}
-	opt := gpu.Options{LinkBandwidth: bw, CheckSteps: *checkSteps, StandIn: si, Graph: *graph, Model: model}
+	opt := gpu.Options{LinkBandwidth: bw, CheckSteps: *checkSteps, StandIn: si, Graph: *graph, Model: model,
+		// Once the watchdog has fired, nothing stuck keeps the process:
+		// it exits non-zero at the deadline.
+		Exit: func() {
+			fmt.Fprintf(stderr, "fsdpc-cuda: the watchdog aborted the communicators %v ago and the run has not ended: exiting\n", gpu.DefaultAbortDeadline)
+			os.Exit(1)
+		}}
 	stopMemory := sampleMemory(&opt, dev, plat, stderr)
 	defer stopMemory()
 	if !*virtual {
@@ -210,7 +217,7 @@ func join(p *schedule.Plan, planPath string, env launch.Env, dev gpu.Device, lib
 	if err != nil {
 		return nil, nil, err
 	}
-	comm, err := plat.comm(dev, lib, sess.ID, env.World, env.Rank)
+	comm, err := plat.comm(dev, lib, sess.ID, env.World, env.Rank, timeout)
 	if err != nil {
 		sess.Close()
 		return nil, nil, err

@@ -128,14 +128,16 @@ func TestBench(t *testing.T) {
 }
 
 // fabricPlatform is the worker's platform with NCCL played by a fabric
-// of CPU devices: each worker opens its own device.
+// of CPU devices, non-blocking as cuda's communicators are: each worker
+// opens its own device.
 func fabricPlatform(f *gputest.Fabric) platform {
+	f.NonBlocking()
 	return platform{
 		built:    true,
 		open:     func(int) (gpu.Device, error) { return gputest.New(gputest.WithName("cpu test device")), nil },
 		count:    func() (int, error) { return 8, nil },
 		uniqueID: func(string) ([128]byte, error) { return f.UniqueID(), nil },
-		comm: func(dev gpu.Device, _ string, id [128]byte, n, rank int) (gpu.Comm, error) {
+		comm: func(dev gpu.Device, _ string, id [128]byte, n, rank int, _ time.Duration) (gpu.Comm, error) {
 			return f.NewComm(dev.(*gputest.Device), id, n, rank)
 		},
 	}

@@ -51,6 +51,12 @@ type Options struct {
 	Memory         MemorySampler
 	MemoryInterval time.Duration
 	MemoryOff      string
+	// Exit, if not nil, is called AbortDeadline (default
+	// DefaultAbortDeadline) after the watchdog fires unless the run has
+	// ended by then (Close): the worker exits non-zero, whatever call is
+	// still stuck (watchdog.go).
+	Exit          func()
+	AbortDeadline time.Duration
 }
 
 // Backend runs a program's ranks on a Device; it implements
@@ -395,4 +401,5 @@ func (b *Backend) Close() {
 	for _, key := range b.commOrder {
 		b.comms[key].Close()
 	}
+	b.watch.disarm() // the run has ended: no process deadline
 }

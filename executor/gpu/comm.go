@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"errors"
+
 	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -38,6 +40,24 @@ type Comm interface {
 // collectives (ncclCommGetAsyncError): the watchdog polls it.
 type AsyncErrorer interface {
 	AsyncError() error
+}
+
+// ErrInProgress is what a call on a non-blocking communicator returns
+// while NCCL is still working on it (ncclInProgress): the communicator's
+// Poll says when it has finished. Split returns the new communicator with
+// it, and that one is polled.
+var ErrInProgress = errors.New("the communicator's call is in progress")
+
+// Poller is a non-blocking communicator (NCCL's config.blocking = 0): a
+// call that would wait for the peers (creation, Split, a first
+// collective's connection) returns ErrInProgress at once, and Poll
+// (ncclCommGetAsyncError) returns ErrInProgress until the call has
+// finished, then nil or its error. No call is ever inside such a
+// communicator for long, so an Abort from another goroutine is safe at
+// any time, which is NCCL's documented way to tolerate a peer that never
+// arrives. Guard polls its calls to completion.
+type Poller interface {
+	Poll() error
 }
 
 // Subgroups returns Options.Comm for the process holding world, the

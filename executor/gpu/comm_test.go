@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/executor/gpu"
 	"github.com/fsdpc/fsdpc/executor/gpu/gputest"
+	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -29,6 +31,19 @@ type rankRun struct {
 // if not nil, wraps each rank's world communicator.
 func runComm(t *testing.T, f *gputest.Fabric, p *schedule.Plan, scale int, timeout time.Duration, wrap func(rank int, c gpu.Comm) gpu.Comm) []rankRun {
 	t.Helper()
+	return runCommWith(t, f, p, scale, timeout, commHooks{wrap: wrap})
+}
+
+// commHooks change runCommWith's ranks; nil ones change nothing.
+type commHooks struct {
+	wrap func(rank int, c gpu.Comm) gpu.Comm          // the world communicator
+	dev  func(rank int, d *gputest.Device) gpu.Device // the device the backend uses
+	opt  func(rank int, o *gpu.Options)
+}
+
+// runCommWith is runComm with hooks.
+func runCommWith(t *testing.T, f *gputest.Fabric, p *schedule.Plan, scale int, timeout time.Duration, h commHooks) []rankRun {
+	t.Helper()
 	world := p.Cluster.WorldSize
 	id := f.UniqueID()
 	runs := make([]rankRun, world)
@@ -44,11 +59,19 @@ func runComm(t *testing.T, f *gputest.Fabric, p *schedule.Plan, scale int, timeo
 				return
 			}
 			var comm gpu.Comm = c
-			if wrap != nil {
-				comm = wrap(r, comm)
+			if h.wrap != nil {
+				comm = h.wrap(r, comm)
 			}
 			defer comm.Close()
-			b := gpu.New(dev, gpu.Options{Comm: gpu.Subgroups(comm), CheckSteps: 1})
+			o := gpu.Options{Comm: gpu.Subgroups(comm), CheckSteps: 1}
+			if h.opt != nil {
+				h.opt(r, &o)
+			}
+			var d gpu.Device = dev
+			if h.dev != nil {
+				d = h.dev(r, dev)
+			}
+			b := gpu.New(d, o)
 			runs[r].b = b
 			runs[r].rep, runs[r].err = executor.Run(p, b, executor.Options{Scale: scale, Steps: 2, Timeout: timeout, Local: []int{r}})
 		})
@@ -189,5 +212,175 @@ func TestCommAsyncError(t *testing.T) {
 	})
 	if err := runs[1].err; err == nil || !strings.Contains(err.Error(), "watchdog: the communicator for shard(2) reports NCCL error 6") {
 		t.Errorf("rank 1: %v, want the asynchronous error", err)
+	}
+}
+
+// stuck is a communicator whose collectives never return until released:
+// a process hung inside an enqueue, where no abort reaches. Its Splits
+// are stuck too.
+type stuck struct {
+	gpu.Comm
+	release chan struct{}
+}
+
+var errReleased = errors.New("released by the test")
+
+func (c *stuck) AllGather(gpu.Ptr, gpu.Ptr, int64, gpu.Stream) error { <-c.release; return errReleased }
+func (c *stuck) ReduceScatter(gpu.Ptr, gpu.Ptr, int64, ir.DType, schedule.ReduceOp, float64, gpu.Stream) error {
+	<-c.release
+	return errReleased
+}
+func (c *stuck) AllReduce(gpu.Ptr, int64, ir.DType, schedule.ReduceOp, float64, gpu.Stream) error {
+	<-c.release
+	return errReleased
+}
+
+func (c *stuck) Split(color, key int) (gpu.Comm, error) {
+	sub, err := c.Comm.Split(color, key)
+	if sub == nil {
+		return nil, err
+	}
+	return &stuck{Comm: sub, release: c.release}, err
+}
+
+func (c *stuck) Poll() error { return c.Comm.(gpu.Poller).Poll() }
+
+// TestCommPeerNeverArrives: one rank's process hangs inside the enqueue
+// of its first collective, so its peers wait at their first collective's
+// connection, with the world's communicator only and with HSDP's two.
+// Every communicator is non-blocking (NCCL's config.blocking = 0) and
+// guarded, as the worker makes them: each waiting peer's watchdog fires
+// (its clock started before the enqueue, which has not returned), its
+// Abort ends the polling call, and its run fails naming the collective;
+// the hung rank's abort cannot reach its call, so the process deadline
+// calls Exit. With blocking communicators the peers' Aborts are deferred
+// behind calls that never return and they hang until their deadlines
+// (issue 29, N2).
+func TestCommPeerNeverArrives(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		model        string
+		layers, r, s int
+		scale        int
+	}{
+		{"one communicator", "gpt2-124m", 2, 1, 2, 16},
+		{"HSDP, two communicators", "llama3-8b", 1, 2, 2, 64},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := plan(t, c.model, c.layers, c.r, c.s)
+			world := p.Cluster.WorldSize
+			hung := world - 1
+			f := gputest.NewFabric()
+			f.NonBlocking()
+			release := make(chan struct{})
+			var once sync.Once
+			exits := make([]atomic.Bool, world)
+			start := time.Now()
+			const timeout, deadline = 300 * time.Millisecond, time.Second
+			runs := runCommWith(t, f, p, c.scale, timeout, commHooks{wrap: func(rank int, comm gpu.Comm) gpu.Comm {
+				if rank == hung {
+					comm = &stuck{Comm: comm, release: release}
+				}
+				return gpu.Guard(comm, 20*time.Millisecond)
+			}, opt: func(rank int, o *gpu.Options) {
+				o.AbortDeadline = deadline
+				o.Exit = func() {
+					exits[rank].Store(true)
+					once.Do(func() { close(release) }) // the process would be gone
+				}
+			}})
+			for r, run := range runs {
+				if run.err == nil || !strings.Contains(run.err.Error(), "watchdog: ") || !strings.Contains(run.err.Error(), "aborted the communicators") {
+					t.Errorf("rank %d: %v, want the watchdog's failure", r, run.err)
+				}
+				if r != hung && exits[r].Load() {
+					t.Errorf("rank %d: the process deadline ended it: its abort did not free its call", r)
+				}
+			}
+			if !exits[hung].Load() {
+				t.Errorf("rank %d (hung in its enqueue): the process deadline never called Exit", hung)
+			}
+			if !strings.Contains(fmt.Sprint(runs[hung].err), "the enqueue has not returned") {
+				t.Errorf("rank %d: %v, want the watchdog to name the enqueue that did not return", hung, runs[hung].err)
+			}
+			if el := time.Since(start); el > 20*time.Second {
+				t.Errorf("took %v", el)
+			}
+		})
+	}
+}
+
+// queuedBehind is a rank's device and world communicator that, after the
+// first all-gather, put a long kernel on its stream before the next
+// Record there: compute that the collectives after it queue behind,
+// outside any collective's own events.
+type queuedBehind struct {
+	gpu.Device
+	spin    time.Duration
+	mu      sync.Mutex
+	stream  gpu.Stream // the first all-gather's; 0 until it is made
+	records int        // Records on it since
+}
+
+func (q *queuedBehind) Record(e gpu.Event, s gpu.Stream) error {
+	q.mu.Lock()
+	spin := false
+	if q.stream == s {
+		q.records++
+		spin = q.records == 2 // the first is the all-gather's own end
+	}
+	q.mu.Unlock()
+	if spin {
+		if err := q.Device.Spin(q.spin, s); err != nil {
+			return err
+		}
+	}
+	return q.Device.Record(e, s)
+}
+
+type armingComm struct {
+	gpu.Comm
+	q *queuedBehind
+}
+
+func (c *armingComm) AllGather(send, recv gpu.Ptr, bytes int64, s gpu.Stream) error {
+	c.q.mu.Lock()
+	if c.q.stream == 0 {
+		c.q.stream = s
+	}
+	c.q.mu.Unlock()
+	return c.Comm.AllGather(send, recv, bytes, s)
+}
+
+// TestCommWatchdogClockFromStart: collectives queued behind compute
+// longer than the timeout do not fire the watchdog, whose clock starts
+// when the stream reaches the collective, not at its enqueue (issue 29,
+// N10): --timeout need not cover a whole queued step. Unchecked steps,
+// so that the CPU runs ahead of the device.
+func TestCommWatchdogClockFromStart(t *testing.T) {
+	p := plan(t, "gpt2-124m", 2, 1, 2)
+	qs := make([]*queuedBehind, p.Cluster.WorldSize)
+	for r := range qs {
+		qs[r] = &queuedBehind{spin: time.Second}
+	}
+	runs := runCommWith(t, gputest.NewFabric(), p, 16, 300*time.Millisecond, commHooks{
+		wrap: func(rank int, c gpu.Comm) gpu.Comm { return &armingComm{Comm: c, q: qs[rank]} },
+		dev: func(rank int, d *gputest.Device) gpu.Device {
+			qs[rank].Device = d
+			return qs[rank]
+		},
+		opt: func(_ int, o *gpu.Options) { o.CheckSteps = 0 },
+	})
+	for r, run := range runs {
+		if run.err != nil {
+			var sb strings.Builder
+			if run.rep != nil {
+				run.rep.Write(&sb)
+			}
+			t.Errorf("rank %d: %v\n%s", r, run.err, sb.String())
+		}
+		if qs[r].records < 2 {
+			t.Errorf("rank %d: no kernel was queued before a collective", r)
+		}
 	}
 }

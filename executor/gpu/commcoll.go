@@ -13,10 +13,7 @@ import (
 // parameters where compute reads them. The watchdog (watchdog.go)
 // follows each one.
 func (b *Backend) commCollective(c Comm, r *rank, st Stream, s schedule.Stream, k *executor.Kernel, a executor.Args) error {
-	if err := b.enqueueComm(c, st, k, a); err != nil {
-		return err
-	}
-	return b.watch.watch(r, st, s, k, a.Step, commKey{k.PG, k.PGSize})
+	return b.watch.watch(r, st, s, k, a.Step, commKey{k.PG, k.PGSize}, func() error { return b.enqueueComm(c, st, k, a) })
 }
 
 func (b *Backend) enqueueComm(c Comm, st Stream, k *executor.Kernel, a executor.Args) error {

@@ -20,6 +20,14 @@ import (
 // else after waiting up to grace for them, and otherwise when the last
 // one returns (Abort then reports that the abort is deferred, so that
 // the watchdog is not held by a call that may never return).
+//
+// On a non-blocking communicator (Poller) that deferral never happens: a
+// call that returns ErrInProgress is polled to completion, and the guard
+// lets go of the communicator between polls, so Abort finds no call
+// inside for longer than one poll, aborts, and the polling call returns
+// an error. That is how a peer that never arrives (at a first
+// collective's connection, or at a Split) ends: the watchdog's Abort
+// frees the waiting caller.
 func Guard(c Comm, grace time.Duration) Comm {
 	return &guarded{c: c, grace: grace, cond: make(chan struct{})}
 }
@@ -78,36 +86,75 @@ func (g *guarded) exit() {
 func (g *guarded) Size() int { return g.c.Size() }
 func (g *guarded) Rank() int { return g.c.Rank() }
 
-func (g *guarded) AllGather(send, recv Ptr, bytes int64, s Stream) error {
-	if err := g.enter("all-gather"); err != nil {
+// call makes one call on the communicator and, where it returns
+// ErrInProgress, polls p until it has finished.
+func (g *guarded) call(name string, p Poller, f func() error) error {
+	if err := g.enter(name); err != nil {
 		return err
 	}
-	defer g.exit()
-	return g.c.AllGather(send, recv, bytes, s)
+	err := f()
+	g.exit()
+	if !errors.Is(err, ErrInProgress) {
+		return err
+	}
+	return g.poll(name, p)
+}
+
+// maxPollGap bounds the sleep between two polls of a call in progress.
+const maxPollGap = time.Millisecond
+
+// poll asks p until its call has finished, holding the communicator only
+// during each ask, so that an Abort waits for one at most; once Abort has
+// begun, enter refuses and the call ends with its error.
+func (g *guarded) poll(name string, p Poller) error {
+	if p == nil {
+		return fmt.Errorf("%s: %w, but the communicator cannot be polled", name, ErrInProgress)
+	}
+	for gap := time.Microsecond; ; gap = min(2*gap, maxPollGap) {
+		time.Sleep(gap)
+		if err := g.enter(name); err != nil {
+			return err
+		}
+		err := p.Poll()
+		g.exit()
+		if !errors.Is(err, ErrInProgress) {
+			return err
+		}
+	}
+}
+
+// poller is c's Poller, nil if it has none.
+func poller(c Comm) Poller {
+	p, _ := c.(Poller)
+	return p
+}
+
+func (g *guarded) AllGather(send, recv Ptr, bytes int64, s Stream) error {
+	return g.call("all-gather", poller(g.c), func() error { return g.c.AllGather(send, recv, bytes, s) })
 }
 
 func (g *guarded) ReduceScatter(send, recv Ptr, n int64, dt ir.DType, op schedule.ReduceOp, factor float64, s Stream) error {
-	if err := g.enter("reduce-scatter"); err != nil {
-		return err
-	}
-	defer g.exit()
-	return g.c.ReduceScatter(send, recv, n, dt, op, factor, s)
+	return g.call("reduce-scatter", poller(g.c), func() error { return g.c.ReduceScatter(send, recv, n, dt, op, factor, s) })
 }
 
 func (g *guarded) AllReduce(buf Ptr, n int64, dt ir.DType, op schedule.ReduceOp, factor float64, s Stream) error {
-	if err := g.enter("all-reduce"); err != nil {
-		return err
-	}
-	defer g.exit()
-	return g.c.AllReduce(buf, n, dt, op, factor, s)
+	return g.call("all-reduce", poller(g.c), func() error { return g.c.AllReduce(buf, n, dt, op, factor, s) })
 }
 
+// Split: a non-blocking Split returns the new communicator in progress,
+// which is polled; if the parent is aborted meanwhile, the new one is
+// aborted too, since no one else holds it.
 func (g *guarded) Split(color, key int) (Comm, error) {
 	if err := g.enter("split"); err != nil {
 		return nil, err
 	}
-	defer g.exit()
 	sub, err := g.c.Split(color, key)
+	g.exit()
+	if errors.Is(err, ErrInProgress) && sub != nil {
+		if err = g.poll("split", poller(sub)); err != nil {
+			err = errors.Join(err, sub.Abort())
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

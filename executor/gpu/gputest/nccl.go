@@ -44,6 +44,13 @@ var ErrAborted = errors.New("the communicator was aborted")
 //     goroutine is inside a call on the same communicator frees it under
 //     that call: the device records the use after free.
 //
+// NonBlocking makes later communicators non-blocking, as NCCL's
+// config.blocking = 0 does: a call that would block (Split, a first
+// collective connecting to its peers) returns gpu.ErrInProgress at once
+// and goes on in the background, and Poll reports it in progress until
+// it has ended, then its outcome. No call is ever inside such a
+// communicator for long, so Abort is safe at any time.
+//
 // Hang makes a collective never finish, to test watchdogs. A member's
 // Abort ends its own waiting collectives with ErrAborted as a sticky
 // error on its device, so that its streams drain and SyncEvent returns,
@@ -57,6 +64,16 @@ type Fabric struct {
 	// hangKind: collective number n of a kind (by name: "AllGather",
 	// "ReduceScatter", "AllReduce"), per communicator, never ends.
 	hangKind map[string]int
+	// nonBlocking: communicators made from now on are non-blocking.
+	nonBlocking bool
+}
+
+// NonBlocking makes every communicator made afterwards non-blocking (see
+// Fabric).
+func (f *Fabric) NonBlocking() {
+	f.mu.Lock()
+	f.nonBlocking = true
+	f.mu.Unlock()
 }
 
 // NewFabric makes a fabric with no communicators.
@@ -168,6 +185,7 @@ func (f *Fabric) NewComm(dev *Device, id [128]byte, n, rank int) (*Comm, error) 
 			close(g.ready)
 		}
 	}
+	nonBlocking := f.nonBlocking
 	f.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -181,7 +199,7 @@ func (f *Fabric) NewComm(dev *Device, id [128]byte, n, rank int) (*Comm, error) 
 	}
 	done := make(chan struct{})
 	close(done)
-	return &Comm{g: g, dev: dev, rank: rank, aborted: make(chan struct{}), last: done}, nil
+	return &Comm{g: g, dev: dev, rank: rank, aborted: make(chan struct{}), last: done, nonBlocking: nonBlocking}, nil
 }
 
 // Comm is one member of a fabric group; it implements gpu.Comm.
@@ -202,6 +220,50 @@ type Comm struct {
 
 	aborted chan struct{} // closed by Abort
 	abort   sync.Once
+
+	// nonBlocking: see Fabric.NonBlocking; op is the call going on in
+	// the background, nil when none.
+	nonBlocking bool
+	op          *pending
+}
+
+// pending is a non-blocking call going on in the background.
+type pending struct {
+	done chan struct{} // closed when it has ended
+	err  error         // its outcome, set before done is closed
+}
+
+// background runs f as the communicator's non-blocking call in progress
+// and returns gpu.ErrInProgress.
+func (c *Comm) background(f func() error) error {
+	op := &pending{done: make(chan struct{})}
+	c.mu.Lock()
+	c.op = op
+	c.mu.Unlock()
+	go func() {
+		op.err = f()
+		close(op.done)
+	}()
+	return gpu.ErrInProgress
+}
+
+// Poll is ncclCommGetAsyncError on a non-blocking communicator:
+// gpu.ErrInProgress while its last call goes on in the background, then
+// that call's outcome, once; nil when no call is in progress.
+func (c *Comm) Poll() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	op := c.op
+	if op == nil {
+		return nil
+	}
+	select {
+	case <-op.done:
+		c.op = nil
+		return op.err
+	default:
+		return gpu.ErrInProgress
+	}
 }
 
 var _ gpu.Comm = (*Comm)(nil)
@@ -259,6 +321,12 @@ func (c *Comm) exit(call string) {
 func (c *Comm) connect(call string) error {
 	c.enter(call)
 	defer c.exit(call)
+	return c.connectWait(call)
+}
+
+// connectWait is connect's wait, which a non-blocking communicator makes
+// in the background.
+func (c *Comm) connectWait(call string) error {
 	g := c.g
 	g.f.mu.Lock()
 	if g.firsts++; g.firsts == g.n {
@@ -380,15 +448,29 @@ func (c *Comm) collective(call, sig string, s gpu.Stream, acc []access, combine 
 	if err != nil {
 		return err
 	}
+	if seq == 0 && c.nonBlocking {
+		return c.background(func() error {
+			if err := c.connectWait(call); err != nil {
+				close(end)
+				return err
+			}
+			return c.enqueue(call, sig, s, acc, combine, seq, hang, prev, end)
+		})
+	}
 	if seq == 0 {
 		if err := c.connect(call); err != nil {
 			close(end)
 			return err
 		}
 	}
+	return c.enqueue(call, sig, s, acc, combine, seq, hang, prev, end)
+}
+
+// enqueue launches collective seq's kernel on s.
+func (c *Comm) enqueue(call, sig string, s gpu.Stream, acc []access, combine func(in [][]byte, out []byte), seq int, hang bool, prev, end chan struct{}) error {
 	g, rank, aborted := c.g, c.rank, c.aborted
 	label := fmt.Sprintf("%s #%d of rank %d of %d", call, seq, rank, g.n)
-	err = c.dev.launch(s, &kernel{kind: KindCollective, acc: acc, exec: func(d *Device, bufs [][]byte) error {
+	err := c.dev.launch(s, &kernel{kind: KindCollective, acc: acc, exec: func(d *Device, bufs [][]byte) error {
 		defer close(end)
 		d.mu.Lock()
 		if d.running == nil {
@@ -501,8 +583,33 @@ func (c *Comm) Split(color, key int) (gpu.Comm, error) {
 	if color < 0 {
 		return nil, fmt.Errorf("gputest: Split: color %d: %w", color, ErrInvalidValue)
 	}
+	if c.nonBlocking {
+		// ncclCommSplit with a NULL config: the new communicator inherits
+		// the parent's, and the caller polls it.
+		sub := &Comm{dev: c.dev, aborted: make(chan struct{}), nonBlocking: true}
+		return sub, sub.background(func() error {
+			made, err := c.splitWait(seq, color, key, sub.aborted)
+			if err != nil {
+				return err
+			}
+			sub.g, sub.rank, sub.last = made.g, made.rank, made.last
+			return nil
+		})
+	}
 	c.enter("Split")
 	defer c.exit("Split")
+	sub, err := c.splitWait(seq, color, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+// splitWait is Split number seq's meeting of the members and the new
+// communicator's making; a non-blocking Split makes them in the
+// background, where aborting the new communicator (subAborted) ends
+// them too.
+func (c *Comm) splitWait(seq, color, key int, subAborted chan struct{}) (*Comm, error) {
 	g, f := c.g, c.g.f
 	f.mu.Lock()
 	sp := g.splits[seq]
@@ -527,6 +634,8 @@ func (c *Comm) Split(color, key int) (gpu.Comm, error) {
 	case <-g.aborted:
 		return nil, fmt.Errorf("gputest: Split: %w", ErrAborted)
 	case <-c.aborted:
+		return nil, fmt.Errorf("gputest: Split: %w", ErrAborted)
+	case <-subAborted:
 		return nil, fmt.Errorf("gputest: Split: %w", ErrAborted)
 	case <-c.dev.done:
 		return nil, fmt.Errorf("gputest: Split: %w", ErrClosed)
