@@ -44,6 +44,7 @@ func TestOutputErrorsExitNonZero(t *testing.T) {
 		{"zoo", []string{"zoo"}},
 		{"plan", []string{"plan", "-o", filepath.Join(dir, "p2.bin"), "gpt2-124m"}},
 		{"plan -d help", []string{"plan", "-d", "help"}},
+		{"fit", []string{"fit", "-checkpointing", "full", "-max-micro-batch", "4", "-max-seq", "2048", "gpt2-124m"}},
 		{"show", []string{"show", bin}},
 		{"devices", []string{"devices"}},
 		{"sim", []string{"sim", bin}},

@@ -35,6 +35,7 @@ func init() {
 		"import":     {"import a model from another format (import hf config.json)", runImport},
 		"zoo":        {"list the built-in models", runZoo},
 		"plan":       {"compile a model into an FSDP plan (plan.bin)", runPlan},
+		"fit":        {"will it fit? the largest micro-batch and longest sequence per checkpointing mode", runFit},
 		"show":       {"print a plan.bin as canonical text or JSON", runShow},
 		"devices":    {"list the local NVIDIA GPUs (NVML)", runDevices},
 		"sim":        {"simulate a plan: step time, exposed communication, memory, Chrome trace", runSim},

@@ -128,6 +128,9 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
+	if w := budgetWarning(p, sim); w != "" {
+		fmt.Fprintln(stderr, w)
+	}
 	mt := newMetrics(p, sim, m.FLOPsPerToken(), tokens)
 	results, err := evalGates(gates, nil, &mt)
 	if err != nil {
@@ -339,4 +342,21 @@ func parseOperands(fl *flag.FlagSet, args []string, n int) (code int, ok bool) {
 		return 2, false
 	}
 	return 0, true
+}
+
+// nearBudget is the share of the memory budget above which plan warns: the
+// prediction's memory error on published runs is a few percent
+// (docs/cost-model.md, "Fidelity"), and allocator fragmentation a job
+// meets later is not in it.
+const nearBudget = 0.90
+
+// budgetWarning says when a plan reserves more than nearBudget of its
+// budget, "" otherwise.
+func budgetWarning(p *schedule.Plan, sim *schedule.Simulation) string {
+	budget := p.Cluster.MemoryBudget
+	if budget <= 0 || float64(sim.PeakReserved) <= nearBudget*float64(budget) {
+		return ""
+	}
+	return fmt.Sprintf("warning: the plan reserves %s of its %s memory budget per GPU (%.0f%%, over %.0f%%): little is left for what the prediction does not see; `fsdpc fit` shows what fits with room",
+		ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(budget), 100*float64(sim.PeakReserved)/float64(budget), nearBudget*100)
 }

@@ -163,3 +163,21 @@ func TestPlanSemantics(t *testing.T) {
 		t.Fatalf("-semantics torch-fsdp2/2.6: exit %d: %s", code, errOut)
 	}
 }
+
+// TestBudgetWarning: plan warns, on stderr, above 90% of the budget and
+// not at or below it.
+func TestBudgetWarning(t *testing.T) {
+	p := &schedule.Plan{Cluster: schedule.Cluster{MemoryBudget: 100 << 30}}
+	for _, tc := range []struct {
+		reserved int64
+		warn     bool
+	}{{50 << 30, false}, {90 << 30, false}, {90<<30 + 1<<20, true}, {100 << 30, true}} {
+		got := budgetWarning(p, &schedule.Simulation{PeakReserved: tc.reserved})
+		if (got != "") != tc.warn || tc.warn && !strings.Contains(got, "fsdpc fit") {
+			t.Errorf("reserved %d of 100 GiB: %q", tc.reserved>>20, got)
+		}
+	}
+	if budgetWarning(&schedule.Plan{}, &schedule.Simulation{PeakReserved: 1}) != "" {
+		t.Error("a plan without a budget warned")
+	}
+}
