@@ -2,9 +2,11 @@ package hf
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,4 +258,20 @@ func (c *config) optStringList(key string, n int64, allowed ...string) (out []st
 		}
 	}
 	return out, true
+}
+
+// largestSizes names the two largest sizes read, the likeliest culprits
+// when the model is beyond fsdpc's limits.
+func (c *config) largestSizes() string {
+	keys := slices.SortedFunc(maps.Keys(c.sizes), func(a, b string) int {
+		if c.sizes[a] != c.sizes[b] {
+			return cmp.Compare(c.sizes[b], c.sizes[a])
+		}
+		return strings.Compare(a, b)
+	})
+	var out []string
+	for _, k := range keys[:min(2, len(keys))] {
+		out = append(out, fmt.Sprintf("%s = %d", k, c.sizes[k]))
+	}
+	return strings.Join(out, " and ")
 }

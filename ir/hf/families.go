@@ -418,6 +418,13 @@ func readDeepSeek(c *config, m *model) {
 	m.layers = c.need("num_hidden_layers")
 	m.heads = c.need("num_attention_heads")
 	m.kvHeads = m.heads
+	// MLA projects keys and values for every head; transformers' eager
+	// attention would repeat them num_attention_heads / num_key_value_heads
+	// times more, which only works when the two are equal.
+	if kv, ok := c.optInt("num_key_value_heads"); ok && m.heads > 0 && kv != m.heads {
+		c.errorf("num_key_value_heads = %d differs from num_attention_heads (%d): multi-head latent attention has keys and values for every head", kv, m.heads)
+	}
+	c.raw("head_dim") // the rotary embedding's width only
 	// q_lora_rank null (V2-Lite) means a plain q_proj.
 	if r, ok := c.optInt("q_lora_rank"); ok {
 		m.qLoraRank = r

@@ -87,6 +87,7 @@ func ConvertWith(file string, configJSON []byte, opt Options) ([]byte, error) {
 	}
 	m := &model{modelType: typ, family: fam}
 	fam.read(c, m)
+	vetKeys(c, m)
 	if err := c.err(); err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func ConvertWith(file string, configJSON []byte, opt Options) ([]byte, error) {
 		if ir.ExceedsLimits(err) {
 			// Sizes the config may hold but fsdpc cannot plan: the
 			// config's doing, said in the model's terms.
-			return nil, fmt.Errorf("%s: the model is beyond fsdpc's limits (docs/model-format.md, Limits):\n%v", file, err)
+			return nil, fmt.Errorf("%s: the model is beyond fsdpc's limits (docs/model-format.md, Limits); its largest sizes are %s:\n%v", file, c.largestSizes(), err)
 		}
 		return nil, fmt.Errorf("%s: internal error: the imported model does not load (please report):\n%v", file, err)
 	}

@@ -2,6 +2,7 @@ package hf
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"math"
 	"os"
@@ -203,6 +204,70 @@ var published = []struct {
 			"model.layers.3.mlp.gate.weight":                     {256, 7168},
 		},
 		absent: []string{"model.layers.3.mlp.gate_proj.weight", "model.layers.61.self_attn.o_proj.weight", "model.layers.3.mlp.gate.e_score_correction_bias"}},
+	// gpt-oss-20b: 2·201088·2880 + 24·(attention 2880·4096 + 4096 + 2·(2880·512 + 512) + 4096·2880 + 2880
+	// + 64 sinks; router 32·2880 + 32; experts 32·(2880·5760 + 5760 + 2880·2880 + 2880); 2·2880) + 2880;
+	// "21B parameters", 20.91B total in OpenAI's gpt-oss model card (arXiv:2508.10925, Table 1).
+	{fixture: "gpt-oss-20b", params: 20_914_757_184, rounded: 20.91e9, precision: 0.005e9,
+		shapes: map[string][]int64{
+			"model.layers.0.self_attn.sinks":               {64},
+			"model.layers.0.self_attn.q_proj.bias":         {4096},
+			"model.layers.0.self_attn.o_proj.bias":         {2880},
+			"model.layers.0.mlp.router.weight":             {32, 2880},
+			"model.layers.0.mlp.router.bias":               {32},
+			"model.layers.0.mlp.experts.gate_up_proj":      {32, 2880, 5760},
+			"model.layers.0.mlp.experts.gate_up_proj_bias": {32, 5760},
+			"model.layers.23.mlp.experts.down_proj":        {32, 2880, 2880},
+			"model.layers.23.mlp.experts.down_proj_bias":   {32, 2880},
+		},
+		absent: []string{"model.layers.0.mlp.gate.weight", "model.layers.0.mlp.experts.0.gate_proj.weight"}},
+	// gpt-oss-120b: the same with 36 layers of 128 experts; 116.83B total (the model card).
+	{fixture: "gpt-oss-120b", params: 116_829_156_672, rounded: 116.83e9, precision: 0.005e9,
+		shapes: map[string][]int64{"model.layers.35.mlp.experts.gate_up_proj": {128, 2880, 5760}}},
+	// Qwen3-30B-A3B: 2·151936·2048 + 48·(2048·4096 + 2·2048·512 + 4096·2048 + 2·128 + 128·2048
+	// + 128·3·2048·768 + 2·2048) + 2048; "30.5B in total" (Qwen/Qwen3-30B-A3B's model card).
+	{fixture: "qwen3-30b-a3b", params: 30_532_122_624, rounded: 30.5e9, precision: 0.05e9,
+		shapes: map[string][]int64{
+			"model.layers.0.self_attn.q_proj.weight":  {4096, 2048},
+			"model.layers.0.self_attn.q_norm.weight":  {128},
+			"model.layers.0.mlp.gate.weight":          {128, 2048},
+			"model.layers.0.mlp.experts.gate_up_proj": {128, 1536, 2048},
+			"model.layers.47.mlp.experts.down_proj":   {128, 2048, 768},
+		},
+		absent: []string{"model.layers.0.mlp.gate_proj.weight"}},
+	// Llama 4 Scout, text model: 2·202048·5120 + 48·(5120·5120 + 2·5120·1024 + 5120·5120 + 16·3·5120·8192
+	// + 16·5120 + 3·5120·8192 + 2·5120) + 5120; the published "109B total" adds the vision encoder.
+	{fixture: "llama-4-scout-17b-16e-text", params: 107_769_861_120,
+		shapes: map[string][]int64{
+			"model.layers.0.feed_forward.router.weight":                   {16, 5120},
+			"model.layers.0.feed_forward.experts.gate_up_proj":            {16, 5120, 16384},
+			"model.layers.0.feed_forward.experts.down_proj":               {16, 8192, 5120},
+			"model.layers.47.feed_forward.shared_expert.down_proj.weight": {5120, 8192},
+		},
+		absent: []string{"model.layers.0.feed_forward.gate_proj.weight", "model.layers.3.self_attn.qk_norm.weight"}},
+	// Llama 4 Maverick, text model: MoE on the odd layers (interleave_moe_layer_step 2, 128 experts),
+	// dense MLPs 16384 wide on the even ones: 2·202048·5120 + 24·(attention + 128·3·5120·8192 + 128·5120
+	// + 3·5120·8192 + 2·5120) + 24·(attention + 3·5120·16384 + 2·5120) + 5120; "400B total parameters".
+	{fixture: "llama-4-maverick-17b-128e-text", params: 400_711_848_960, rounded: 400e9, precision: 1e9,
+		shapes: map[string][]int64{
+			"model.layers.0.feed_forward.gate_proj.weight":     {16384, 5120},
+			"model.layers.1.feed_forward.experts.gate_up_proj": {128, 5120, 16384},
+			"model.layers.46.feed_forward.down_proj.weight":    {5120, 16384},
+			"model.layers.47.feed_forward.router.weight":       {128, 5120},
+		},
+		absent: []string{"model.layers.0.feed_forward.router.weight", "model.layers.1.feed_forward.gate_proj.weight"}},
+	// SmolLM3-3B: 128256·2048 (tied) + 36·(2·2048² + 2·2048·512 + 3·2048·11008 + 2·2048) + 2048;
+	// "3B", 3.08B on HuggingFaceTB/SmolLM3-3B.
+	{fixture: "smollm3-3b", params: 3_075_098_624, tied: "lm_head.weight", rounded: 3.08e9, precision: 0.005e9,
+		shapes: map[string][]int64{"model.layers.0.self_attn.k_proj.weight": {512, 2048}}},
+	// Granite 3.3 8B: 49159·4096 (tied) + 40·(2·4096² + 2·4096·1024 + 3·4096·12800 + 2·4096) + 4096;
+	// "8B", 8.17B on ibm-granite/granite-3.3-8b-instruct. The multipliers scale activations only.
+	{fixture: "granite-3.3-8b-instruct", params: 8_170_864_640, tied: "lm_head.weight", rounded: 8.17e9, precision: 0.005e9,
+		shapes: map[string][]int64{"model.layers.39.mlp.up_proj.weight": {12800, 4096}}},
+	// Olmo 3 7B: 2·100278·4096 + 32·(4·4096² + 2·4096 (q/k norms) + 3·4096·11008 + 2·4096) + 4096;
+	// "7B", 7.30B (allenai/Olmo-3-1025-7B).
+	{fixture: "olmo-3-7b", params: 7_298_011_136, rounded: 7.3e9, precision: 0.05e9,
+		shapes: map[string][]int64{"model.layers.0.self_attn.q_norm.weight": {4096}, "model.layers.0.post_feedforward_layernorm.weight": {4096}},
+		absent: []string{"model.layers.0.input_layernorm.weight"}},
 }
 
 func convertFixture(t *testing.T, fixture string) ([]byte, *ir.Model) {
@@ -407,6 +472,21 @@ func TestErrors(t *testing.T) {
 	}{
 		{"unsupported model_type", `{"model_type": "bert", "hidden_size": 768}`, Options{},
 			[]string{`cfg.json: model_type "bert" is not supported`, "deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, gpt2, gpt_oss, granite, llama, llama4_text, mistral, mixtral, olmo2, olmo3, phi3, qwen2, qwen3, qwen3_moe, smollm3"}},
+		{"qwen3_moe relabelled qwen3", strings.Replace(string(mustRead(t, "qwen3-30b-a3b")), `"model_type": "qwen3_moe"`, `"model_type": "qwen3"`, 1), Options{},
+			[]string{"num_experts = 128 is not a field of Qwen3Config, so transformers' qwen3 model ignores it", "it shapes the model in qwen3_moe: if the checkpoint is one of those, set model_type to match",
+				"moe_intermediate_size = 768 is not a field of Qwen3Config", "decoder_sparse_step = 1 is not a field"}},
+		{"experts in a llama", strings.Replace(llama, `"model_type": "llama"`, `"model_type": "llama", "num_local_experts": 8`, 1), Options{},
+			[]string{"num_local_experts = 8 is not a field of LlamaConfig", "gpt_oss, llama4_text, mixtral"}},
+		{"deepseek_v2 mlp_bias", strings.Replace(string(mustRead(t, "deepseek-v2-lite")), `"model_type"`, `"mlp_bias": true, "model_type"`, 1), Options{},
+			[]string{"mlp_bias = true is not supported for deepseek_v2"}},
+		{"deepseek kv heads", strings.Replace(string(mustRead(t, "deepseek-v2-lite")), `"num_key_value_heads": 16`, `"num_key_value_heads": 4`, 1), Options{},
+			[]string{"num_key_value_heads = 4 differs from num_attention_heads (16)"}},
+		{"llama4 moe_layers past the layers", strings.Replace(string(mustRead(t, "llama-4-maverick-17b-128e-text")), `"moe_layers": [`, `"moe_layers": [48, `, 1), Options{},
+			[]string{"moe_layers holds 48, which is not a layer index (0 to 47)"}},
+		{"layer_types of the wrong length", strings.Replace(string(mustRead(t, "olmo-3-7b")), `"layer_types": [`, `"layer_types": ["full_attention", `, 1), Options{},
+			[]string{"layer_types has 33 entries; it needs one per layer (32)"}},
+		{"a size at the bound", strings.Replace(string(mustRead(t, "gemma-2-2b")), `"head_dim": 256`, `"head_dim": 16777216`, 1), Options{},
+			[]string{"the model is beyond fsdpc's limits", "its largest sizes are head_dim = 16777216 and vocab_size = 256000"}},
 		{"multimodal gemma3", `{"model_type": "gemma3", "text_config": {}}`, Options{},
 			[]string{"multimodal Gemma 3", `model_type "gemma3_text"`, "supported: deepseek_v2"}},
 		{"deepseek moe_layer_freq", `{"model_type": "deepseek_v3", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 2,
@@ -585,6 +665,96 @@ func TestRegistrationOrder(t *testing.T) {
 				t.Errorf("%s: %s comes before the parameter listed before it", fixture, name)
 			}
 			last = i
+		}
+	}
+}
+
+// TestEveryClassFieldHandled: each field of each family's config class,
+// set to a value that asks for something, is read, known to change
+// nothing, or refused naming it for another reason: never "does not
+// model", which would mean the importer forgot it.
+func TestEveryClassFieldHandled(t *testing.T) {
+	fixture := map[string]string{"llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "mixtral": "mixtral-8x7b-v0.1",
+		"qwen2": "qwen2.5-7b", "gemma": "gemma-7b", "gpt2": "gpt2", "phi3": "phi-3-mini-4k-instruct", "olmo2": "olmo-2-1124-7b",
+		"qwen3": "qwen3-8b", "gemma2": "gemma-2-9b", "gemma3_text": "gemma-3-1b-pt", "deepseek_v2": "deepseek-v2-lite",
+		"deepseek_v3": "deepseek-v3", "gpt_oss": "gpt-oss-20b", "qwen3_moe": "qwen3-30b-a3b", "llama4_text": "llama-4-scout-17b-16e-text",
+		"smollm3": "smollm3-3b", "granite": "granite-3.3-8b-instruct", "olmo3": "olmo-3-7b"}
+	for typ, fields := range classFields {
+		if _, ok := families[typ]; !ok {
+			t.Errorf("classFields lists %s, which is not a family", typ)
+		}
+		src := mustRead(t, fixture[typ])
+		for _, k := range fields {
+			for _, v := range []string{"7", "true"} {
+				var cfg map[string]any
+				if err := json.Unmarshal(src, &cfg); err != nil {
+					t.Fatal(err)
+				}
+				cfg[k] = json.RawMessage(v)
+				b, err := json.Marshal(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := Convert("cfg.json", b); err != nil && strings.Contains(err.Error(), "does not model") {
+					t.Errorf("%s with %s = %s: %v", typ, k, v, err)
+				}
+			}
+		}
+	}
+	for typ := range families {
+		if _, ok := classFields[typ]; !ok {
+			t.Errorf("family %s has no classFields", typ)
+		}
+	}
+}
+
+// TestIgnoredKeysNoted: a key the family's class does not define, and no
+// family models, is named in the header as ignored, not silently dropped.
+func TestIgnoredKeysNoted(t *testing.T) {
+	src := strings.Replace(string(mustRead(t, "meta-llama-3-8b")), `"model_type": "llama"`, `"model_type": "llama", "my_flag": 3`, 1)
+	out, err := Convert("cfg.json", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(string(out)), " "), "ignored, as transformers' LlamaConfig ignores keys that are not its # fields: my_flag") {
+		t.Errorf("my_flag not noted:\n%s", out)
+	}
+	// A field no family models would stop the import: the check is live.
+	delete(inertKeys, "initializer_range")
+	defer func() { inertKeys["initializer_range"] = true }()
+	if _, err := Convert("cfg.json", mustRead(t, "meta-llama-3-8b")); err == nil || !strings.Contains(err.Error(), "initializer_range = 0.02 is a field of LlamaConfig that fsdpc does not model") {
+		t.Errorf("an unmodelled field: %v", err)
+	}
+}
+
+// TestQwen3MoESparseLayers: decoder_sparse_step and mlp_only_layers make
+// dense layers among the MoE ones, as Qwen3MoeDecoderLayer decides.
+func TestQwen3MoESparseLayers(t *testing.T) {
+	src := strings.NewReplacer(`"decoder_sparse_step": 1`, `"decoder_sparse_step": 2`, `"mlp_only_layers": []`, `"mlp_only_layers": [1, 2]`).
+		Replace(string(mustRead(t, "qwen3-30b-a3b")))
+	out, err := Convert("cfg.json", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ir.Load("x.toml", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MoE where (i+1) is even and i is not 1: layers 3, 5, … 47 (23);
+	// the other 25 are dense MLPs intermediate_size wide.
+	const h, v = 2048, 151936
+	attn := int64(h*4096 + 2*h*512 + 4096*h + 2*128 + 2*h)
+	want := int64(2*v*h+h) + 23*(attn+128*h+128*3*h*768) + 25*(attn+3*h*6144)
+	if got := m.Stats().Params; got != want {
+		t.Errorf("params = %d, want %d", got, want)
+	}
+	kinds := map[string]ir.Kind{}
+	for _, mod := range m.Modules {
+		kinds[mod.Name] = mod.Kind
+	}
+	for name, want := range map[string]ir.Kind{"model.layers.0.mlp": ir.KindMLP, "model.layers.1.mlp": ir.KindMLP, "model.layers.3.mlp": ir.KindMoE, "model.layers.4.mlp": ir.KindMLP, "model.layers.47.mlp": ir.KindMoE} {
+		if kinds[name] != want {
+			t.Errorf("%s is %v, want %v", name, kinds[name], want)
 		}
 	}
 }

@@ -42,6 +42,7 @@ func readMoE(c *config, m *model) {
 		// counted from 1 (Llama4TextConfig.__post_init__).
 		m.layerMoE = make([]bool, m.layers)
 		if list, ok := c.optIntList("moe_layers", m.layers); ok {
+			c.raw("interleave_moe_layer_step") // moe_layers wins
 			for _, i := range list {
 				m.layerMoE[i] = true
 			}
@@ -93,6 +94,8 @@ func readWindows(c *config, m *model) {
 	case "qwen2", "qwen3", "qwen3_moe", "smollm3":
 		on, _ = c.optBool("use_sliding_window")
 		c.raw("max_window_layers")
+		c.raw("no_rope_layers") // SmolLM3: which layers skip RoPE (element-wise)
+		c.raw("no_rope_layer_interval")
 	case "llama4_text":
 		// Chunked attention on the RoPE layers: a window of its own.
 		c.raw("no_rope_layers")
@@ -115,6 +118,12 @@ func readWindows(c *config, m *model) {
 		m.windowNote = fmt.Sprintf("sliding_window = %d on the %d of %d layers layer_types marks sliding_attention", w, sliding, m.layers)
 	case m.modelType == "gpt_oss" || m.modelType == "gemma2":
 		m.windowNote = fmt.Sprintf("sliding_window = %d on every other layer (%d of %d)", w, every(2), m.layers)
+	case m.modelType == "gemma3_text":
+		p := int64(6)
+		if n, ok := c.optInt("sliding_window_pattern"); ok {
+			p = n
+		}
+		m.windowNote = fmt.Sprintf("sliding_window = %d on %d of %d layers (all but every sliding_window_pattern-th)", w, every(p), m.layers)
 	case m.modelType == "olmo3":
 		m.windowNote = fmt.Sprintf("sliding_window = %d on three layers of every four (%d of %d)", w, every(4), m.layers)
 	default:
