@@ -270,6 +270,11 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 			reg = b.register
 		}
 		l.register(id, reg)
+		out := md.output
+		if out.path == "" {
+			out = b.output
+		}
+		l.output(id, out, inh)
 	default:
 		leaf := len(md.children) == 0
 		if leaf && len(md.params) == 0 && !explicitCost {
@@ -285,6 +290,7 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 			l.expand(c, id, inh)
 		}
 		l.register(id, md.register)
+		l.output(id, md.output, inh)
 	}
 	if md.tiedTo != "" {
 		l.tieWeight(id, md)
@@ -297,6 +303,25 @@ func (l *lowerer) blockKey(md *moduleDecl) string {
 		return childPath(md.path, "blocks")
 	}
 	return childPath(md.path, "block")
+}
+
+// output records whether a container returns a tensor of its own. A
+// compute module always does, and the children of one only hold
+// parameters, so the key is refused on both.
+func (l *lowerer) output(id ModuleID, out outputDecl, inh inherited) {
+	if out.path == "" {
+		return
+	}
+	mod := &l.m.Modules[id]
+	if mod.Compute || inh.inCompute {
+		what := "is a node of the dataflow graph (explicit costs or a parameter-only leaf) and computes its own output"
+		if !mod.Compute {
+			what = "sits inside a compute module, whose children only hold parameters"
+		}
+		l.d.errorf(out.path, "module %s %s; output applies to containers", displayModule(mod.Name), what)
+		return
+	}
+	mod.OwnOutput = out.own
 }
 
 // register gives a container its children in registration order: reg must

@@ -91,6 +91,14 @@ type Module struct {
 	InputsRequireGrad bool
 	// OutputRequiresGrad is true when the module's output carries a gradient.
 	OutputRequiresGrad bool
+	// OwnOutput marks a container whose forward returns a tensor it
+	// computes from its children's outputs (torchtitan's TransformerBlock
+	// returns h + feed_forward(ffn_norm(h))), the model's `output = "own"`;
+	// otherwise a container returns its children's tensors unchanged
+	// (nn.Sequential, a Transformer returning output(h)). FSDP2 registers
+	// each unit's pre-backward hook on the tensors its forward returns, so
+	// this decides which unit's hook backward reaches first.
+	OwnOutput bool
 
 	// Checkpoint marks an activation-checkpoint region: its activations are
 	// dropped after forward and recomputed in backward.

@@ -17,6 +17,7 @@ type blockDecl struct {
 	modules  []*moduleDecl
 	params   []*paramDecl
 	register registration
+	output   outputDecl
 	used     bool
 }
 
@@ -45,6 +46,16 @@ type moduleDecl struct {
 	// register is the order the implementation registers the children in
 	// (its __init__), when that differs from the order they run in.
 	register registration
+	// output says whether the module's forward returns its children's
+	// tensors unchanged or computes its own (a residual add).
+	output outputDecl
+}
+
+// outputDecl is an `output = "own" | "child"` key; path is empty when the
+// key is absent.
+type outputDecl struct {
+	own  bool
+	path string
 }
 
 // registration is a `register = [names]` key: the children of a container
@@ -128,7 +139,7 @@ const (
 )
 
 var moduleKeys = []string{"name", "kind", "repeat", "block", "blocks", "module", "param", "inputs",
-	"requires_grad", "dtype", "tied_to", "flops_fwd", "flops_bwd", "activation_bytes", "checkpoint", "register"}
+	"requires_grad", "dtype", "tied_to", "flops_fwd", "flops_bwd", "activation_bytes", "checkpoint", "register", "output"}
 
 var paramKeys = []string{"name", "shape", "dtype", "requires_grad", "tied_to"}
 
@@ -295,6 +306,7 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 	md.requiresGrad, _ = t.boolean("requires_grad")
 	md.checkpoint, _ = t.boolean("checkpoint")
 	md.register = t.registration()
+	md.output = t.outputKey()
 	if dt, ok := t.dtype("dtype"); ok {
 		md.dtype = dt
 	}
@@ -332,6 +344,8 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 		d.keyErrorf(t.at("block"), "module %q has both block and [[module]] children; use one", md.name)
 	case md.spec != nil && (t.has("module") || md.block != ""):
 		d.keyErrorf(t.at("kind"), "module %q of kind %s cannot declare child modules: its kind makes them", md.name, kindName)
+	case md.spec != nil && md.output.path != "":
+		d.keyErrorf(t.at("output"), "module %q of kind %s computes its own output; output applies to containers (modules without a kind)", md.name, kindName)
 	case md.spec != nil && md.register.path != "":
 		d.keyErrorf(t.at("register"), "module %q of kind %s cannot set register: its kind registers its children in the order of the implementation it stands for", md.name, kindName)
 	case md.tiedTo != "" && md.spec == nil:
@@ -460,8 +474,8 @@ func (d *decoder) blocks(root *tbl) map[string]*blockDecl {
 			d.keyErrorf(path, "block %v", err)
 			continue
 		}
-		t := d.table(path, bt.m[name], "["+path+"]", "module", "param", "register")
-		b := &blockDecl{path: path, name: name, modules: d.moduleList(t, 1), params: d.paramList(t), register: t.registration()}
+		t := d.table(path, bt.m[name], "["+path+"]", "module", "param", "register", "output")
+		b := &blockDecl{path: path, name: name, modules: d.moduleList(t, 1), params: d.paramList(t), register: t.registration(), output: t.outputKey()}
 		if len(b.modules) == 0 && len(b.params) == 0 {
 			d.keyErrorf(path, "block %q is empty: give it [[block.%s.module]] or [[block.%s.param]] entries", name, name, name)
 		}
@@ -484,4 +498,14 @@ func (t *tbl) registration() registration {
 		return registration{names: names, path: t.at("register")}
 	}
 	return registration{}
+}
+
+// outputKey reads an optional output key: "own" when the module's forward
+// returns a tensor it computes from its children's (h + ffn(norm(h))),
+// "child" when it returns their tensors unchanged (nn.Sequential).
+func (t *tbl) outputKey() outputDecl {
+	if s, ok := t.enum("output", "own", "child"); ok {
+		return outputDecl{own: s == "own", path: t.at("output")}
+	}
+	return outputDecl{}
 }

@@ -134,6 +134,7 @@ type emitter struct {
 
 	first, last []int    // forward spans per group
 	hookOrder   [2][]int // groups with hooks in forward and backward hook order (nextGroups)
+	outDepth    []int    // per group, the depth of the module making its output tensor (outputDepths)
 	// Groups by the forward position of their last and first module
 	// (groupsEndingAt, groupsStartingAt).
 	endingAt, startingAt map[int][]int
@@ -176,6 +177,7 @@ func newEmitter(s *state) *emitter {
 	e.mistargeted = map[int]bool{}
 	e.hostGradSet = make([]bool, n)
 	e.first, e.last = s.forwardSpans()
+	e.outDepth = e.outputDepths()
 	e.buildSegments()
 	return e
 }
@@ -671,17 +673,19 @@ func (e *emitter) nextGroups(g, k int, forward bool) []int {
 	return out
 }
 
-// hookBefore orders hooks: by position, then outer units before inner ones.
+// hookBefore orders hooks by position. At one position, pre-forwards run
+// outer units first, and pre-backwards in the order preBackwardFirst gives.
 func (e *emitter) hookBefore(a, b int, forward bool) bool {
-	key := func(h int) (int, int) {
-		if forward {
-			return e.first[h], -e.span(h)
+	if forward {
+		if e.first[a] != e.first[b] {
+			return e.first[a] < e.first[b]
 		}
-		return -e.last[h], -e.span(h)
+		return e.span(a) > e.span(b)
 	}
-	pa, sa := key(a)
-	pb, sb := key(b)
-	return pa < pb || pa == pb && sa < sb
+	if e.last[a] != e.last[b] {
+		return e.last[a] > e.last[b]
+	}
+	return e.preBackwardFirst(a, b)
 }
 
 // unshard issues the copy-in and all-gather of group g, unless its

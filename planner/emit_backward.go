@@ -3,6 +3,7 @@ package planner
 import (
 	"sort"
 
+	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -95,14 +96,64 @@ func (e *emitter) dropPending() {
 	}
 }
 
-// groupsEndingAt lists the groups whose last forward module is at pos, inner
-// first: their pre-backward hooks fire when backward reaches it, in the
-// order their post-forwards registered them on the shared output tensor
-// (autograd runs a tensor's hooks in registration order).
+// groupsEndingAt lists the groups whose last forward module is at pos, in
+// the order their pre-backward hooks fire when backward reaches it
+// (preBackwardFirst).
 func (e *emitter) groupsEndingAt(pos int) []int {
 	e.indexSpans()
 	out := append([]int(nil), e.endingAt[pos]...)
-	sort.SliceStable(out, func(i, j int) bool { return e.encloses(out[j], out[i]) })
+	sort.SliceStable(out, func(i, j int) bool { return e.preBackwardFirst(out[i], out[j]) })
+	return out
+}
+
+// preBackwardFirst orders the pre-backward hooks of two groups whose last
+// forward module is the same. FSDP2's post-forward registers a unit's hook
+// on the tensors its forward returns (_register_pre_backward_hook). A unit
+// whose module returns a tensor of its own (output = "own": h + ffn(h))
+// has it computed after the inner unit's output, so backward reaches it,
+// and fires its hook, first; units returning one shared tensor fire in the
+// order their post-forwards registered on it, inner first (autograd runs a
+// tensor's hooks in registration order).
+func (e *emitter) preBackwardFirst(a, b int) bool {
+	if da, db := e.outDepth[a], e.outDepth[b]; da != db {
+		return da < db
+	}
+	return e.encloses(b, a)
+}
+
+// outputDepths gives, per group, the depth in the module tree of the
+// module that makes the group's output tensor: the outermost container
+// returning its own tensor on the path from the unit's module down to its
+// last compute module, or that compute module when every container on the
+// way returns its child's tensor unchanged. A shallower maker computes its
+// tensor later in forward.
+func (e *emitter) outputDepths() []int {
+	m := e.m
+	out := make([]int, len(e.p.Groups))
+	for g := range out {
+		if e.last[g] < 0 {
+			continue
+		}
+		roots := map[ir.ModuleID]bool{}
+		for _, r := range e.s.units[g].modules {
+			roots[r] = true
+		}
+		c := m.Forward[e.last[g]]
+		maker := c
+		for a := c; ; a = m.Modules[a].Parent {
+			if a != c && m.Modules[a].OwnOutput {
+				maker = a
+			}
+			// The unit's own module closes the walk: containers above it
+			// are outside the unit.
+			if roots[a] || m.Modules[a].Parent == ir.NoModule {
+				break
+			}
+		}
+		for a := maker; a != ir.NoModule; a = m.Modules[a].Parent {
+			out[g]++
+		}
+	}
 	return out
 }
 

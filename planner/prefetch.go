@@ -29,6 +29,7 @@ func PrefetchTargets(m *ir.Model, p *schedule.Plan) (forward, backward [][]int, 
 	}
 	e := &emitter{s: s, m: m, p: p}
 	e.first, e.last = s.forwardSpans()
+	e.outDepth = e.outputDepths()
 	forward = make([][]int, len(p.Groups))
 	backward = make([][]int, len(p.Groups))
 	for g, grp := range p.Groups {

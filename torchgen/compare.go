@@ -7,15 +7,17 @@ import (
 )
 
 // Compare checks every rank's record against the plan: each group's
-// parameters in FSDP2's order with their padded shard sizes, and the
+// parameters in FSDP2's order with their padded shard sizes, the
 // collectives of each kind in issue order (size in bytes, reduce op, group
-// size). It returns one line per mismatch; none means FSDP2 did what the
-// plan says.
+// size), and the order in which the groups unshard (prefetches included),
+// copy out and reshard (compareOrder). It returns one line per mismatch;
+// none means FSDP2 did what the plan says.
 func Compare(p *schedule.Plan, recs []Record) []string {
 	var bad []string
 	for r, rec := range recs {
 		bad = append(bad, compareLayouts(p, r, rec)...)
 		bad = append(bad, compareCollectives(p, r, rec)...)
+		bad = append(bad, compareOrder(p, r, rec)...)
 	}
 	return bad
 }

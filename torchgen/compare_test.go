@@ -30,6 +30,9 @@ func recordOf(p *schedule.Plan) Record {
 			r.Collectives = append(r.Collectives, c)
 		}
 	}
+	for _, e := range planOrder(p) {
+		r.Events = append(r.Events, Event{Ev: e.ev, Group: e.group, Phase: e.phase, Micro: e.micro})
+	}
 	return r
 }
 
@@ -67,6 +70,21 @@ func TestCompareNamesEveryMismatch(t *testing.T) {
 		}, "reduce op premul_sum"},
 		{"missing collective", func(r *Record) { r.Collectives = r.Collectives[1:] }, "issued"},
 		{"no root group", func(r *Record) { r.Layouts[0].Params = nil }, "made no parameter group"},
+		// The first backward copy-outs swapped, as when the pre-backward
+		// hooks of two groups fire in the other order.
+		{"event order", func(r *Record) {
+			for i := range r.Events {
+				if r.Events[i].Phase == "backward" && r.Events[i].Ev == "copy-out" {
+					j := i + 1
+					for r.Events[j].Ev != "copy-out" {
+						j++
+					}
+					r.Events[i], r.Events[j] = r.Events[j], r.Events[i]
+					return
+				}
+			}
+		}, "FSDP2's is copy-out of"},
+		{"missing event", func(r *Record) { r.Events = r.Events[:len(r.Events)-1] }, "FSDP2's group events end after"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

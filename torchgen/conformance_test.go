@@ -89,6 +89,8 @@ hidden = 12
 type confCase struct {
 	name                              string
 	train, cluster, policy, emb, head string
+	// block adds keys to [block.decoder] (output = "own").
+	block string
 	// mismatch, when set, is a deliberate difference listed in
 	// docs/semantics.md: the run must report it.
 	mismatch string
@@ -144,6 +146,9 @@ type confRun struct {
 
 func decoderRun(c confCase) (confRun, error) {
 	src := fmt.Sprintf(decoderModel, c.train, c.cluster, c.policy, c.emb, c.head)
+	if c.block != "" {
+		src = strings.Replace(src, "[block.decoder]\n", "[block.decoder]\n"+c.block+"\n", 1)
+	}
 	if strings.Contains(c.policy, "units = [") {
 		src = strings.Replace(src, "units = \"blocks\"\n", "", 1)
 	}
@@ -179,6 +184,12 @@ func TestConformance(t *testing.T) {
 		}
 		runs = append(runs, confRun{name: "zoo/" + c.model, plan: p, spec: s, mismatch: c.mismatch})
 	}
+	runConformance(t, py, runs)
+}
+
+// runConformance runs the cases under real FSDP2, batched by world size,
+// and compares each with its plan.
+func runConformance(t *testing.T, py Python, runs []confRun) {
 	byWorld := map[int][]int{}
 	var worlds []int
 	for i, r := range runs {

@@ -37,6 +37,9 @@ class Node(nn.Module):
         self.exec_order = spec.get("exec", [])
         self.ext = spec.get("ext", [])
         self.outs = spec.get("outs", [])
+        # A container whose forward returns a tensor of its own (a block's
+        # h + ffn(h)) rather than its children's tensors unchanged.
+        self.own_output = spec.get("own_output", False)
         for child in spec.get("children", []):
             self.add_module(child["name"], Node(child, owners, self.fqn + "." if self.fqn else ""))
         for p in spec.get("params", []):
@@ -65,8 +68,11 @@ class Node(nn.Module):
         # used by its own forward code, between its children; here they join
         # its outputs, so they get a gradient as in the real model.
         own = [(p.to(torch.float32) * 1e-3).sum() for p in self.parameters(recurse=False)]
-        if own:
-            return tuple(env[o] + sum(own) for o in self.outs)
+        if own or self.own_output:
+            # New tensors, made by this module: FSDP2 hooks its pre-backward
+            # on them, apart from the children's.
+            extra = sum(own) if own else 0.0
+            return tuple(env[o] + extra for o in self.outs)
         return tuple(env[o] for o in self.outs)
 
 
@@ -163,6 +169,75 @@ def patch_collectives():
         if hasattr(dist, name):
             setattr(dist, name, reduce_scatter)
     dist.all_reduce = all_reduce
+
+
+EVENTS = []  # FSDP2's parameter-group events on this rank, in order
+MICRO = [0]
+GROUP_INDEX = {}  # id(FSDPParamGroup) -> the spec's group index
+PREFETCHING = [0]
+
+
+def patch_param_groups():
+    """Records, in order, what each FSDP2 parameter group does: its
+    pre-forward, pre-backward and post-backward hooks, and each unshard
+    that issues an all-gather (a prefetch when another group's hook issues
+    it), copy-out and reshard that takes effect (FSDP2 calls them also
+    when they are no-ops)."""
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+    from torch.distributed.fsdp._fully_shard._fsdp_common import TrainingState
+
+    def event(pg, kind, **kw):
+        if id(pg) in GROUP_INDEX:
+            EVENTS.append(dict(ev=kind, group=GROUP_INDEX[id(pg)], phase=PHASE[0], micro=MICRO[0], **kw))
+
+    orig = {n: getattr(FSDPParamGroup, n) for n in ("unshard", "wait_for_unshard", "reshard", "pre_forward", "pre_backward", "post_backward")}
+    prefetch = FSDPParamGroup._prefetch_unshard
+
+    def unshard(self, *a, **kw):
+        issues = self._all_gather_result is None and not self.is_unsharded
+        out = orig["unshard"](self, *a, **kw)
+        if issues and self._all_gather_result is not None:
+            event(self, "unshard", prefetch=PREFETCHING[0] > 0)
+        return out
+
+    def wait_for_unshard(self, *a, **kw):
+        pending = self._all_gather_result is not None
+        out = orig["wait_for_unshard"](self, *a, **kw)
+        if pending:
+            event(self, "copy-out")
+        return out
+
+    def reshard(self, *a, **kw):
+        held = self.is_unsharded
+        out = orig["reshard"](self, *a, **kw)
+        if held and not self.is_unsharded:
+            event(self, "reshard")
+        return out
+
+    def pre_forward(self, *a, **kw):
+        if self._training_state != TrainingState.FORWARD:
+            event(self, "pre-forward")
+        return orig["pre_forward"](self, *a, **kw)
+
+    def pre_backward(self, *a, **kw):
+        if self._training_state != TrainingState.PRE_BACKWARD:
+            event(self, "pre-backward")
+        return orig["pre_backward"](self, *a, **kw)
+
+    def post_backward(self, *a, **kw):
+        event(self, "post-backward")
+        return orig["post_backward"](self, *a, **kw)
+
+    def prefetch_unshard(target, pass_type):
+        PREFETCHING[0] += 1
+        try:
+            return prefetch(target, pass_type)
+        finally:
+            PREFETCHING[0] -= 1
+
+    FSDPParamGroup.unshard, FSDPParamGroup.wait_for_unshard, FSDPParamGroup.reshard = unshard, wait_for_unshard, reshard
+    FSDPParamGroup.pre_forward, FSDPParamGroup.pre_backward, FSDPParamGroup.post_backward = pre_forward, pre_backward, post_backward
+    FSDPParamGroup._prefetch_unshard = staticmethod(prefetch_unshard)
 
 
 SPEC = None  # fsdpc emit torch puts the spec here
@@ -313,9 +388,16 @@ def run_spec(spec, out_dir, rank):
     model = Node(spec["model"], make_owners(spec["model"], gen))
     check_model(model, spec)
     shard_by_plan(model, spec, mesh)
+    GROUP_INDEX.clear()
+    for gi, g in enumerate(spec["groups"]):
+        state = _get_module_fsdp_state(model.get_submodule(g["modules"][0]) if g["modules"][0] else model)
+        if state is not None and state._fsdp_param_group is not None:
+            GROUP_INDEX[id(state._fsdp_param_group)] = gi
     RECORD.clear()  # only the step's collectives (a mesh may issue its own)
+    EVENTS.clear()
     micro = spec["grad_accum"]
     for i in range(micro):
+        MICRO[0] = i
         last = i == micro - 1
         if spec["accumulate_unsharded"]:
             model.set_requires_gradient_sync(last)
@@ -324,7 +406,7 @@ def run_spec(spec, out_dir, rank):
         PHASE[0] = "backward"
         sum(o.sum() for o in outs).backward()
     dist.barrier()
-    record = {"torch": torch.__version__, "layouts": layouts(model, spec), "collectives": list(RECORD)}
+    record = {"torch": torch.__version__, "layouts": layouts(model, spec), "collectives": list(RECORD), "events": list(EVENTS)}
     if spec.get("checkpoint"):
         record["checkpoint"] = save_checkpoint(model, spec, out_dir, rank)
     json.dump(record, open(os.path.join(out_dir, "rank%d.json" % rank), "w"))
@@ -337,6 +419,7 @@ def main(args):
     LOG[0] = open(os.path.join(args[1], "rank%d.log" % rank), "w")
     dist.init_process_group("gloo")
     patch_collectives()
+    patch_param_groups()
     for i in range(0, len(args), 2):
         run_spec(json.load(open(args[i])), args[i + 1], rank)
     dist.destroy_process_group()

@@ -47,6 +47,8 @@ type Record struct {
 	Torch       string       `json:"torch"`
 	Layouts     []Layout     `json:"layouts"`
 	Collectives []Collective `json:"collectives"`
+	// Events are what each parameter group did, in order (Event).
+	Events []Event `json:"events"`
 	// Checkpoint is DCP's metadata, on rank 0 of a spec with Checkpoint.
 	Checkpoint *DCPMetadata `json:"checkpoint"`
 }

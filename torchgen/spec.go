@@ -53,13 +53,16 @@ type Spec struct {
 // the loss sums). A compute module's Ext are its inputs; none means it
 // reads the batch (token ids, positions).
 type Node struct {
-	Name     string      `json:"name"`
-	Compute  bool        `json:"compute,omitempty"`
-	Children []Node      `json:"children,omitempty"`
-	Exec     []string    `json:"exec,omitempty"`
-	Ext      []string    `json:"ext,omitempty"`
-	Outs     []string    `json:"outs,omitempty"`
-	Params   []ParamSpec `json:"params,omitempty"`
+	Name     string   `json:"name"`
+	Compute  bool     `json:"compute,omitempty"`
+	Children []Node   `json:"children,omitempty"`
+	Exec     []string `json:"exec,omitempty"`
+	Ext      []string `json:"ext,omitempty"`
+	Outs     []string `json:"outs,omitempty"`
+	// OwnOutput: forward returns tensors of its own made from Outs (the
+	// model's output = "own"); otherwise Outs' tensors themselves.
+	OwnOutput bool        `json:"own_output,omitempty"`
+	Params    []ParamSpec `json:"params,omitempty"`
 }
 
 // ParamSpec is one parameter; Tied names the tensor it shares.
@@ -110,6 +113,9 @@ func Build(m *ir.Model, p *schedule.Plan) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkOwnParamsOutput(m, p); err != nil {
+		return nil, err
+	}
 	s.Model = root
 	if n := m.Policy.ReduceScatterBuffers; n > 1 {
 		s.ReduceScatterBuffers = n
@@ -139,6 +145,61 @@ func Build(m *ir.Model, p *schedule.Plan) (*Spec, error) {
 		s.Groups = append(s.Groups, gs)
 	}
 	return s, nil
+}
+
+// checkOwnParamsOutput refuses what the mirror cannot run as the plan
+// assumes: the mirror adds a container's own parameters to what it
+// returns (they get their gradient that way), which makes its output a
+// tensor of its own; where the model says output = "child" and a unit's
+// output runs through such a container at a module where another unit
+// ends too, the pre-backward order would differ from the plan's.
+func checkOwnParamsOutput(m *ir.Model, p *schedule.Plan) error {
+	pos := make(map[ir.ModuleID]int, len(m.Forward))
+	for i, id := range m.Forward {
+		pos[id] = i
+	}
+	type end struct{ unit, last ir.ModuleID }
+	var ends []end
+	count := map[ir.ModuleID]int{}
+	for _, g := range p.Groups {
+		e := end{last: ir.NoModule}
+		for _, name := range g.Modules {
+			id, err := m.ModuleByName(name)
+			if err != nil {
+				return fmt.Errorf("group %s: %w", g.Label(), err)
+			}
+			for _, c := range m.Forward {
+				if within(m, c, id) && (e.last == ir.NoModule || pos[c] > pos[e.last]) {
+					e = end{unit: id, last: c}
+				}
+			}
+		}
+		if e.last != ir.NoModule {
+			ends = append(ends, e)
+			count[e.last]++
+		}
+	}
+	for _, e := range ends {
+		if count[e.last] < 2 {
+			continue
+		}
+		for a := m.Modules[e.last].Parent; a != ir.NoModule && within(m, a, e.unit); a = m.Modules[a].Parent {
+			if mod := &m.Modules[a]; !mod.OwnOutput && len(mod.Params) > 0 {
+				return fmt.Errorf("module %q has parameters of its own and returns its child's tensor (output = \"child\"), where units end together: the torch mirror adds its parameters to its output, which would make that tensor its own; set output = \"own\" or move the parameters into a child", mod.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// within reports whether module a is anc or inside it.
+func within(m *ir.Model, a, anc ir.ModuleID) bool {
+	for ; a != ir.NoModule; a = m.Modules[a].Parent {
+		if a == anc {
+			return true
+		}
+	}
+	return false
 }
 
 // divideSettings recovers the FSDPModule settings that make FSDP2 choose
@@ -175,7 +236,8 @@ func divideSettings(pol schedule.GroupPolicy, shard, replicate int) (factor floa
 
 func node(m *ir.Model, id ir.ModuleID, df *dataflow) Node {
 	mod := &m.Modules[id]
-	n := Node{Name: mod.Name[strings.LastIndexByte(mod.Name, '.')+1:], Compute: mod.Compute, Ext: df.ext[id], Outs: df.outs[id]}
+	n := Node{Name: mod.Name[strings.LastIndexByte(mod.Name, '.')+1:], Compute: mod.Compute, Ext: df.ext[id], Outs: df.outs[id],
+		OwnOutput: mod.OwnOutput}
 	for _, c := range m.RegisteredChildren(id) {
 		n.Children = append(n.Children, node(m, c, df))
 	}

@@ -2,7 +2,11 @@ package torchgen
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/planner"
 )
 
 // Build hands apply_plan the settings that make FSDP2 do what the plan
@@ -41,5 +45,34 @@ func TestBuildGroupSettings(t *testing.T) {
 				t.Errorf("divide factor %v force sum %v, want %v %v", g.DivideFactor, g.ForceSum, tt.factor, tt.force)
 			}
 		})
+	}
+}
+
+// The mirror adds a container's own parameters to its outputs, so a block
+// with parameters of its own that says it returns its child's tensor
+// cannot be mirrored where its inner unit ends with it; with output =
+// "own", or with no unit ending there, it can.
+func TestBuildRefusesUnmirrorableChildOutput(t *testing.T) {
+	src := func(block string) string {
+		s := strings.Replace(fmt.Sprintf(decoderModel, "", "world_size = 2", nestedUnits, "", ""), "units = \"blocks\"\n", "", 1)
+		s = strings.Replace(s, "[block.decoder]\n", "[block.decoder]\n"+block+"\n", 1)
+		return strings.Replace(s, "[[block.decoder.module]]\n", "[[block.decoder.param]]\nname = \"scale\"\nshape = [8]\n[[block.decoder.module]]\n", 1)
+	}
+	for _, c := range []struct{ block, want string }{
+		{`output = "child"`, `module "layers.0" has parameters of its own and returns its child's tensor`},
+		{`output = "own"`, ""},
+	} {
+		m, err := ir.Load("m.toml", []byte(src(c.block)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := planner.Plan(m, planner.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Build(m, p)
+		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s: Build: %v, want %q", c.block, err, c.want)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func runTorch(planPath, modelArg, python string, timeout time.Duration, stdout, 
 		fmt.Fprintf(stdout, "FSDP2 differs from the plan in %d places\n", len(bad))
 		return 1
 	}
-	fmt.Fprintln(stdout, "FSDP2 matches the plan: every group's parameter order and shard sizes, every collective's size, reduce op and group")
+	fmt.Fprintln(stdout, "FSDP2 matches the plan: every group's parameter order and shard sizes, every collective's size, reduce op and group, and the order of every group's unshards, prefetches, copy-outs and reshards")
 	if spec.Checkpoint != "" {
 		fmt.Fprintf(stdout, "DCP's checkpoint matches the plan's layout: %d entries, their sizes, dtypes, chunks and writers (docs/checkpoint.md)\n", len(layout.Tensors))
 	}
