@@ -87,6 +87,11 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	for _, fit := range fits {
+		if len(fit.AtBound) > 0 {
+			return reportErr(stderr, fmt.Errorf("%s: %s at the edge of the physical range; no profile written (fit fewer parameters, e.g. -fit max_efficiency)", fit.GPU, strings.Join(fit.AtBound, "; ")))
+		}
+	}
+	for _, fit := range fits {
 		var b bytes.Buffer
 		if err := calibrate.WriteProfile(&b, fit, strings.Join(fl.Args(), ", ")); err != nil {
 			return reportErr(stderr, err)

@@ -89,3 +89,18 @@ func TestCalibrateBadInput(t *testing.T) {
 		t.Errorf("a failed calibration left files behind: %v", entries)
 	}
 }
+
+// TestCalibrateRefusesUnphysicalFit: the default three-parameter fit
+// pushes a parameter to the edge of its physical range on the calibration
+// set (the runs disagree with the model elsewhere): calibrate says so and
+// -o writes no profile.
+func TestCalibrateRefusesUnphysicalFit(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI("calibrate", "-o", dir, "../../calibrate/published-runs.csv")
+	if code != 1 || !strings.Contains(errOut, "no profile written") || !strings.Contains(out, "at the edge of its physical range") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("wrote %d files", len(entries))
+	}
+}
