@@ -36,6 +36,12 @@ func FindPython(path string) (Python, error) {
 	if root == "" {
 		root = DefaultRoot
 	}
+	// The root reaches mount(8) and chroot(8) as an argument: absolute, it
+	// cannot be read as an option.
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return Python{}, fmt.Errorf("FSDPC_TORCH_ROOT: %w", err)
+	}
 	if _, err := os.Stat(filepath.Join(root, ".fsdpc-torch-ready")); err != nil {
 		return Python{}, fmt.Errorf("no PyTorch found: run `bash .ci/install-torch` (as root; builds Debian forky's python3-torch 2.14 under %s), or pass --python PATH naming a python3 with torch and FSDP2", root)
 	}
@@ -141,15 +147,7 @@ func LaunchAll(py Python, specs []*Spec, timeout time.Duration) ([][]Record, err
 		if h := os.Getenv("FSDPC_TORCH_TEST_HANG"); h != "" {
 			env = append(env, "FSDPC_TORCH_TEST_HANG="+h) // tests: rank:N stops before its Nth collective
 		}
-		args := harnessArgs
-		var cmd *exec.Cmd
-		if py.Root != "" {
-			cmd = exec.Command("chroot", append([]string{py.Root, "env"}, append(env, append([]string{"python3"}, args...)...)...)...)
-		} else {
-			cmd = exec.Command(py.Path, args...)
-			cmd.Env = append(os.Environ(), env...)
-		}
-		cmd.SysProcAttr = rankAttr()
+		cmd := py.pythonCommand(env, harnessArgs)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -245,38 +243,96 @@ func tail(s string, n int) string {
 	return "  " + strings.Join(keep, "\n  ")
 }
 
-// workdir makes a scratch directory the harness can see, and for a chroot
-// binds /proc, /dev and /dev/shm into it; cleanup undoes exactly what it did.
+// workdir makes a scratch directory the harness can see; cleanup removes
+// it. The directory holds a lock for as long as this process lives, so a
+// run killed outright (SIGKILL, a timeout's kill) leaves a directory the
+// next run finds unlocked and removes. A chroot's /proc, /dev and /dev/shm
+// are not bound here: each process started in the root binds them in a
+// mount namespace of its own (pythonCommand), so they vanish with it.
 func (py Python) workdir() (inside, host string, cleanup func(), err error) {
-	if py.Root == "" {
-		d, err := os.MkdirTemp("", "fsdpc-torch-")
-		if err != nil {
-			return "", "", nil, err
-		}
-		return d, d, func() { os.RemoveAll(d) }, nil
+	parent := os.TempDir()
+	if py.Root != "" {
+		parent = filepath.Join(py.Root, "tmp")
 	}
-	tmp := filepath.Join(py.Root, "tmp")
-	d, err := os.MkdirTemp(tmp, "fsdpc-torch-")
+	removeStaleScratch(parent)
+	d, release, err := lockedScratch(parent)
 	if err != nil {
 		return "", "", nil, err
 	}
-	var mounted []string
 	undo := func() {
-		for i := len(mounted) - 1; i >= 0; i-- {
-			_ = exec.Command("umount", mounted[i]).Run()
-		}
 		os.RemoveAll(d)
+		release()
 	}
-	for _, m := range []string{"/proc", "/dev", "/dev/shm"} {
-		target := filepath.Join(py.Root, m)
-		if exec.Command("mountpoint", "-q", target).Run() == nil {
-			continue // already bound (another run, or by hand): leave it
-		}
-		if out, err := exec.Command("mount", "--bind", m, target).CombinedOutput(); err != nil {
-			undo()
-			return "", "", nil, fmt.Errorf("bind %s into %s: %v: %s", m, py.Root, err, out)
-		}
-		mounted = append(mounted, target)
+	if py.Root == "" {
+		return d, d, undo, nil
 	}
 	return "/tmp/" + filepath.Base(d), d, undo, nil
+}
+
+// scratchPrefix names the scratch directories workdir makes.
+const scratchPrefix = "fsdpc-torch-"
+
+// removeStaleScratch removes the scratch directories in parent whose run
+// is gone: their lock can be taken. A directory still being set up, or
+// one a live run holds, is left alone.
+func removeStaleScratch(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), scratchPrefix) {
+			continue
+		}
+		d := filepath.Join(parent, e.Name())
+		if release, ok := tryLock(filepath.Join(d, scratchLock)); ok {
+			os.RemoveAll(d)
+			release()
+		}
+	}
+}
+
+// scratchLock is the file in a scratch directory its run holds locked.
+const scratchLock = ".fsdpc-lock"
+
+// lockedScratch makes a scratch directory in parent and takes its lock.
+// A directory whose lock another run's sweep took first (it is being
+// removed) is abandoned for a fresh one.
+func lockedScratch(parent string) (dir string, release func(), err error) {
+	for try := 0; try < 10; try++ {
+		d, err := os.MkdirTemp(parent, scratchPrefix)
+		if err != nil {
+			return "", nil, err
+		}
+		if release, ok := createLocked(filepath.Join(d, scratchLock)); ok {
+			return d, release, nil
+		}
+	}
+	return "", nil, fmt.Errorf("cannot lock a scratch directory in %s", parent)
+}
+
+// pythonCommand starts python3 with args: directly, or inside the chroot.
+// In the chroot, envArgs go to env(1) (NAME=value pairs, or options such as
+// -C DIR); for a python3 on this machine they are added to its environment.
+//
+// A chroot rank runs in a private mount namespace (CLONE_NEWNS, see
+// rankAttr) in which a shell binds the host's /proc, /dev and /dev/shm
+// into the root and then becomes chroot, env and python3 (each execs the
+// next, in one process). The mounts belong to that namespace: they are
+// never seen on the host, two runs do not share (or unmount) each other's,
+// and they vanish when the process ends however it ends. The root reaches
+// the shell as an argument, never as part of its script.
+func (py Python) pythonCommand(envArgs, args []string) *exec.Cmd {
+	if py.Root == "" {
+		cmd := exec.Command(py.Path, args...)
+		cmd.Env = append(os.Environ(), envArgs...)
+		cmd.SysProcAttr = rankAttr(false)
+		return cmd
+	}
+	const bind = `mount --bind /proc "$1/proc" && mount --bind /dev "$1/dev" && mount --bind /dev/shm "$1/dev/shm" && exec chroot "$@"`
+	argv := append([]string{"-c", bind, "sh", py.Root, "env"}, envArgs...)
+	argv = append(append(argv, "python3"), args...)
+	cmd := exec.Command("/bin/sh", argv...)
+	cmd.SysProcAttr = rankAttr(true)
+	return cmd
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -47,16 +46,13 @@ func (py Python) RunScript(s Script) ([]byte, error) {
 		}
 	}
 	env := append([]string{"PYTHONPATH=" + inside, "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1", "USE_LIBUV=0"}, s.Env...)
-	var cmd *exec.Cmd
 	if py.Root != "" {
-		args := append([]string{py.Root, "env", "-C", inside, "PATH=/usr/bin:/bin"}, env...)
-		cmd = exec.Command("chroot", append(append(args, "python3"), s.Args...)...)
-	} else {
-		cmd = exec.Command(py.Path, s.Args...)
-		cmd.Dir = host
-		cmd.Env = append(os.Environ(), env...)
+		env = append([]string{"-C", inside, "PATH=/usr/bin:/bin"}, env...)
 	}
-	cmd.SysProcAttr = rankAttr()
+	cmd := py.pythonCommand(env, s.Args)
+	if py.Root == "" {
+		cmd.Dir = host
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
