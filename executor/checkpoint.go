@@ -14,8 +14,6 @@ import (
 	"strings"
 
 	"github.com/fsdpc/fsdpc/checkpoint"
-	"github.com/fsdpc/fsdpc/internal/atomicfile"
-	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -162,13 +160,11 @@ func (ref *reference) final(l *checkpoint.Layout, layouts []*GroupLayout) *Final
 	return f
 }
 
-// saveCheckpoint writes every rank's chunks and the metadata into dir.
-func (d *driver) saveCheckpoint(dir string, l *checkpoint.Layout, steps int) error {
+// saveCheckpoint writes every rank's chunks and the metadata as a new
+// checkpoint of dir (ckptdir.go) and returns its directory.
+func (d *driver) saveCheckpoint(dir string, l *checkpoint.Layout, steps int) (string, error) {
 	if len(d.local) != l.World() {
-		return fmt.Errorf("checkpoint: this process runs %d of %d ranks; a checkpoint needs every rank", len(d.local), l.World())
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return "", fmt.Errorf("checkpoint: this process runs %d of %d ranks; a checkpoint needs every rank", len(d.local), l.World())
 	}
 	idx := paramIndex(d.layouts)
 	// Every rank's persistent sharded parameters and optimizer states.
@@ -183,7 +179,7 @@ func (d *driver) saveCheckpoint(dir string, l *checkpoint.Layout, steps int) err
 			}
 			data, err := d.b.Download(r, d.mems[r][bi])
 			if err != nil {
-				return fmt.Errorf("checkpoint: rank %d, buffer %s: %w", r, b.Name, err)
+				return "", fmt.Errorf("checkpoint: rank %d, buffer %s: %w", r, b.Name, err)
 			}
 			if b.Kind == schedule.BufShardedParams {
 				params[r][b.Group] = data
@@ -217,7 +213,7 @@ func (d *driver) saveCheckpoint(dir string, l *checkpoint.Layout, steps int) err
 				pl.forShard(int64(k), func(so, _, n int64) { data = append(data, region[so*es:(so+n)*es]...) })
 			}
 			if int64(len(data)) != c.Numel()*es {
-				return fmt.Errorf("checkpoint: %s chunk %d: %d bytes on rank %d, the layout says %d", t.FQN, k, len(data), r, c.Numel()*es)
+				return "", fmt.Errorf("checkpoint: %s chunk %d: %d bytes on rank %d, the layout says %d", t.FQN, k, len(data), r, c.Numel()*es)
 			}
 			e.Chunks = append(e.Chunks, ckptChunk{Index: k, Rank: r, Offsets: c.Offsets, Lengths: c.Lengths,
 				File: checkpoint.FileName(r), Offset: int64(len(files[r])), Bytes: int64(len(data))})
@@ -225,23 +221,19 @@ func (d *driver) saveCheckpoint(dir string, l *checkpoint.Layout, steps int) err
 		}
 		meta.Entries = append(meta.Entries, e)
 	}
+	var out []ckptFileData
 	for r, data := range files {
 		sum := sha256.Sum256(data)
 		name := checkpoint.FileName(r)
-		if err := atomicfile.Write(filepath.Join(dir, name), data); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
+		out = append(out, ckptFileData{name, data})
 		meta.Files = append(meta.Files, ckptFile{Name: name, Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
 	}
 	js, err := json.MarshalIndent(meta, "", " ")
 	if err != nil {
-		return err
+		return "", err
 	}
 	// The metadata last: a directory without it is no checkpoint.
-	if err := atomicfile.Write(filepath.Join(dir, MetadataName), append(js, '\n')); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	return nil
+	return commitCheckpoint(dir, steps, append(out, ckptFileData{MetadataName, append(js, '\n')}))
 }
 
 // Restored is every rank's state rebuilt from a checkpoint under a plan,
@@ -259,6 +251,12 @@ type Restored struct {
 	// Reads and Bytes count what the load read.
 	Reads int
 	Bytes int64
+	// Dir is the checkpoint's directory, From its layout as saved, Files
+	// and FileBytes its data files.
+	Dir       string
+	From      *checkpoint.Layout
+	Files     int
+	FileBytes int64
 }
 
 // LoadCheckpoint reads a checkpoint directory under plan p, scaled as a
@@ -268,18 +266,20 @@ type Restored struct {
 // every file's presence, size and SHA-256), and an error names the file
 // and the entries concerned; on an error nothing is returned.
 func LoadCheckpoint(dir string, p *schedule.Plan, scale int) (*Restored, error) {
+	root, dir, err := openCheckpoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	metaPath := filepath.Join(dir, MetadataName)
-	// The metadata of a model of 10⁵ entries on 10⁴ ranks is far below
-	// this bound; a larger file is not fsdpc's.
-	const metaLimit = 1 << 30
-	raw, err := inputfile.ReadFile(metaPath, "a checkpoint's metadata", metaLimit)
+	raw, err := readIn(root, MetadataName, metaPath, "a checkpoint's metadata", metaLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: missing: %s is not a complete checkpoint", metaPath, dir)
 	} else if err != nil {
 		return nil, err
 	}
 	var meta ckptMeta
-	if len(raw) > metaLimit {
+	if int64(len(raw)) > metaLimit {
 		return nil, fmt.Errorf("%s: larger than %s, not an fsdpc checkpoint's metadata", metaPath, ir.FormatBytes(metaLimit))
 	}
 	if err := json.Unmarshal(raw, &meta); err != nil {
@@ -304,11 +304,11 @@ func LoadCheckpoint(dir string, p *schedule.Plan, scale int) (*Restored, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	data, err := meta.readFiles(dir, old, chunks)
+	data, err := meta.readFiles(root, dir, old, chunks)
 	if err != nil {
 		return nil, err
 	}
-	res := &Restored{Plan: q, Step: meta.Step, layouts: layouts, layout: nl, opt: opt,
+	res := &Restored{Plan: q, Step: meta.Step, layouts: layouts, layout: nl, opt: opt, Dir: dir, From: old, Files: len(data),
 		Params: make([][][]byte, len(layouts)), States: make([][][]byte, len(layouts))}
 	for gi, gl := range layouts {
 		res.Params[gi] = make([][]byte, nl.World())
@@ -319,6 +319,9 @@ func LoadCheckpoint(dir string, p *schedule.Plan, scale int) (*Restored, error) 
 				res.States[gi][r] = make([]byte, gl.GradShardNumel*int64(opt.states)*4)
 			}
 		}
+	}
+	for _, b := range data {
+		res.FileBytes += int64(len(b))
 	}
 	idx := paramIndex(layouts)
 	for r := range nl.World() {
@@ -385,54 +388,98 @@ func copyBox(es int64, offs, lens []int64, src []byte, srcOff, srcLen []int64, d
 	}
 }
 
+// Bounds on what a checkpoint's metadata may describe, checked before
+// anything is allocated from it. fsdpc's world sizes stop at 2²⁴ ranks
+// (ir: maxWorldSize); a tensor has at most maxCkptDims dimensions and
+// 2⁶² bytes; and the writer table (a slot per entry and shard index)
+// stays within maxWriterSlots: 10⁴ entries over 1,600 ranks, 128 MiB.
+const (
+	maxCkptWorld   = 1 << 24
+	maxCkptDims    = 16
+	maxCkptBytes   = 1 << 62
+	maxWriterSlots = 1 << 24
+	// The metadata of a model of 10⁵ entries on 10⁴ ranks is far below
+	// this bound; a larger file is not fsdpc's.
+	metaLimit = 1 << 30
+)
+
 // layout rebuilds the saved checkpoint's layout from the metadata, and
 // each entry's chunks by shard index, checking that they are the chunks
-// the layout rules give and lie inside their files.
+// the layout rules give and lie inside their files. Every number is
+// bounded before it sizes an allocation or an index.
 func (m *ckptMeta) layout() (*checkpoint.Layout, [][]ckptChunk, error) {
 	R, S, G := m.Mesh[0], m.Mesh[1], m.Mesh[2]
-	if R < 1 || S < 1 || G < 1 {
-		return nil, nil, fmt.Errorf("bad mesh %v", m.Mesh)
+	if R < 1 || S < 1 || G < 1 || R > maxCkptWorld || S > maxCkptWorld || G > maxCkptWorld || R*S > maxCkptWorld {
+		return nil, nil, fmt.Errorf("bad mesh %v: each of replicate, shard and GPUs per node from 1 to %d, and replicate × shard at most %d ranks", m.Mesh, maxCkptWorld, maxCkptWorld)
+	}
+	if len(m.Files) != R*S {
+		return nil, nil, fmt.Errorf("%d files listed for a mesh of %d ranks: every rank writes one", len(m.Files), R*S)
 	}
 	l := &checkpoint.Layout{Model: m.Model, Optimizer: m.Optimizer, Replicate: R, Shard: S, GPUsPerNode: G}
 	sizes := map[string]int64{}
 	for _, f := range m.Files {
+		if _, dup := sizes[f.Name]; dup {
+			return nil, nil, fmt.Errorf("file %q listed twice", f.Name)
+		}
+		if f.Bytes < 0 {
+			return nil, nil, fmt.Errorf("file %q of %d bytes", f.Name, f.Bytes)
+		}
 		sizes[f.Name] = f.Bytes
 	}
 	var chunks [][]ckptChunk
+	slots := 0
 	for _, e := range m.Entries {
 		dt, ok := ir.ParseDType(e.DType)
 		if !ok {
 			return nil, nil, fmt.Errorf("%s: unknown dtype %q", e.FQN, e.DType)
+		}
+		if err := boundShape(e.Shape, dt.Size()); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", e.FQN, err)
 		}
 		t := checkpoint.Tensor{FQN: e.FQN, Param: e.Param, State: e.State, Shape: e.Shape, DType: dt, ShardDim: e.ShardDim, ChunkRows: e.ChunkRows}
 		if t.ShardDim >= len(t.Shape) || t.ShardDim < -1 || t.ShardDim >= 0 && t.ChunkRows != ceilDiv(t.Shape[t.ShardDim], int64(S)) {
 			return nil, nil, fmt.Errorf("%s: shard dimension %d with %d rows per rank does not fit shape %v over %d ranks", e.FQN, e.ShardDim, e.ChunkRows, e.Shape, S)
 		}
 		n := t.Chunks(S)
+		if slots += n; slots > maxWriterSlots {
+			return nil, nil, fmt.Errorf("%d entries over %d ranks: more than %d chunks, not a checkpoint fsdpc writes", len(m.Entries), S, maxWriterSlots)
+		}
+		// The chunks with elements are the first full ones, each of which
+		// the metadata must list: only they are kept.
+		full := 1
+		switch {
+		case t.Numel() == 0:
+			full = 0
+		case t.ShardDim >= 0:
+			full = int(ceilDiv(t.Shape[t.ShardDim], t.ChunkRows))
+		}
+		if len(e.Chunks) < full {
+			return nil, nil, fmt.Errorf("%s: %d chunks listed, the layout has %d with elements", e.FQN, len(e.Chunks), full)
+		}
 		w := make([]int, n)
-		cs := make([]ckptChunk, n)
+		cs := make([]ckptChunk, full)
 		for k := range w {
 			w[k] = -1
 		}
 		for _, c := range e.Chunks {
-			if c.Index < 0 || c.Index >= n || w[c.Index] >= 0 {
-				return nil, nil, fmt.Errorf("%s: chunk index %d out of range or repeated", e.FQN, c.Index)
+			if c.Index < 0 || c.Index >= full || w[c.Index] >= 0 {
+				return nil, nil, fmt.Errorf("%s: chunk index %d out of range, empty or repeated", e.FQN, c.Index)
 			}
 			want := t.Chunk(c.Index)
 			if !slices.Equal(c.Offsets, want.Offsets) || !slices.Equal(c.Lengths, want.Lengths) || c.Bytes != want.Numel()*dt.Size() {
 				return nil, nil, fmt.Errorf("%s: chunk %d at %v+%v (%d bytes) is not the layout's %v+%v", e.FQN, c.Index, c.Offsets, c.Lengths, c.Bytes, want.Offsets, want.Lengths)
 			}
 			size, ok := sizes[c.File]
-			if !ok || c.Offset < 0 || c.Offset+c.Bytes > size {
-				return nil, nil, fmt.Errorf("%s: chunk %d at bytes [%d, %d) of %s, which the metadata lists with %d bytes", e.FQN, c.Index, c.Offset, c.Offset+c.Bytes, c.File, size)
+			if !ok || c.Offset < 0 || c.Offset > size-c.Bytes {
+				return nil, nil, fmt.Errorf("%s: chunk %d at byte %d, %d bytes, of %s, which the metadata lists with %d bytes", e.FQN, c.Index, c.Offset, c.Bytes, c.File, size)
 			}
 			if c.Rank < 0 || c.Rank >= R*S {
 				return nil, nil, fmt.Errorf("%s: chunk %d written by rank %d of %d", e.FQN, c.Index, c.Rank, R*S)
 			}
 			w[c.Index], cs[c.Index] = c.Rank, c
 		}
-		for k := range w {
-			if w[k] < 0 && (t.ShardDim < 0 || t.Chunk(k).Numel() > 0) {
+		for k := range full {
+			if w[k] < 0 {
 				return nil, nil, fmt.Errorf("%s: chunk %d is in no file", e.FQN, k)
 			}
 		}
@@ -443,9 +490,29 @@ func (m *ckptMeta) layout() (*checkpoint.Layout, [][]ckptChunk, error) {
 	return l, chunks, nil
 }
 
+// boundShape refuses a shape a checkpoint cannot hold: a negative
+// dimension, more than maxCkptDims, or more than maxCkptBytes in all
+// (checked without overflow).
+func boundShape(shape []int64, es int64) error {
+	if len(shape) > maxCkptDims {
+		return fmt.Errorf("%d dimensions, more than %d", len(shape), maxCkptDims)
+	}
+	n := es
+	for _, d := range shape {
+		if d < 0 {
+			return fmt.Errorf("shape %v has a negative dimension", shape)
+		}
+		if d > 0 && n > maxCkptBytes/d {
+			return fmt.Errorf("shape %v holds more than 2^62 bytes", shape)
+		}
+		n *= d
+	}
+	return nil
+}
+
 // readFiles reads every data file, checking its size and SHA-256 against
 // the metadata; an error names the file and the entries it holds.
-func (m *ckptMeta) readFiles(dir string, l *checkpoint.Layout, chunks [][]ckptChunk) (map[string][]byte, error) {
+func (m *ckptMeta) readFiles(root *os.Root, dir string, l *checkpoint.Layout, chunks [][]ckptChunk) (map[string][]byte, error) {
 	holds := func(file string) string {
 		var names []string
 		for ti, cs := range chunks {
@@ -468,7 +535,7 @@ func (m *ckptMeta) readFiles(dir string, l *checkpoint.Layout, chunks [][]ckptCh
 	past := func(file string, end int64) string {
 		for ti, cs := range chunks {
 			for _, c := range cs {
-				if c.File == file && c.Offset+c.Bytes > end {
+				if c.File == file && c.Offset > end-c.Bytes {
 					return fmt.Sprintf("%s (chunk %d, bytes [%d, %d))", l.Tensors[ti].FQN, c.Index, c.Offset, c.Offset+c.Bytes)
 				}
 			}
@@ -481,7 +548,7 @@ func (m *ckptMeta) readFiles(dir string, l *checkpoint.Layout, chunks [][]ckptCh
 			return nil, fmt.Errorf("%s: bad file name %q", filepath.Join(dir, MetadataName), f.Name)
 		}
 		path := filepath.Join(dir, f.Name)
-		b, err := inputfile.ReadFile(path, "a checkpoint data file", max(f.Bytes, 0))
+		b, err := readIn(root, f.Name, path, "a checkpoint data file", f.Bytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: missing; it holds %s", path, holds(f.Name))
 		} else if err != nil {

@@ -112,8 +112,7 @@ func TestCheckpointCheckFails(t *testing.T) {
 // and return nothing.
 func TestCheckpointBadDirs(t *testing.T) {
 	p := zooPlan(t, "gpt2-124m", append(world(4), shrink, layers(1))...)
-	src := t.TempDir()
-	mustRun(t, p, Options{Steps: 1, Checkpoint: src})
+	src := mustRun(t, p, Options{Steps: 1, Checkpoint: t.TempDir()}).Saved
 	other := zooPlan(t, "llama3-8b", append(world(4), shrink, layers(1))...)
 	tests := []struct {
 		name   string
@@ -134,7 +133,7 @@ func TestCheckpointBadDirs(t *testing.T) {
 			b[7] ^= 0xff
 			os.WriteFile(f, b, 0o644)
 		}, p, []string{"__0_0.distcp: its SHA-256 differs", "model.transformer.wte.weight"}},
-		{"no metadata", func(dir string) { os.Remove(filepath.Join(dir, MetadataName)) }, p, []string{"metadata.json: missing"}},
+		{"no metadata", func(dir string) { os.Remove(filepath.Join(dir, MetadataName)) }, p, []string{"no checkpoint: neither latest nor metadata.json"}},
 		{"a FIFO for a file", func(dir string) {
 			f := filepath.Join(dir, "__3_0.distcp")
 			os.Remove(f)

@@ -47,6 +47,9 @@ type Report struct {
 	// Final is the reference's state after the last step, when the run
 	// saved a checkpoint (Options.Checkpoint).
 	Final *Final
+	// Saved is the directory the run's checkpoint was saved to (a step-N
+	// directory of Options.Checkpoint).
+	Saved string
 }
 
 // PoolReport compares one pool's measured peak with the prediction.

@@ -259,9 +259,11 @@ func Run(p *schedule.Plan, b Backend, opts Options) (*Report, error) {
 		return rep, fails
 	}
 	if ckpt != nil {
-		if err := d.saveCheckpoint(opts.Checkpoint, ckpt, opts.Steps); err != nil {
+		saved, err := d.saveCheckpoint(opts.Checkpoint, ckpt, opts.Steps)
+		if err != nil {
 			return rep, err
 		}
+		rep.Saved = saved
 		rep.Final = ref.final(ckpt, layouts)
 	}
 	return rep, nil

@@ -140,8 +140,33 @@ out = 101
 	if code != 0 || !strings.Contains(out, "loaded under "+new+" (12 ranks, mesh 1×12)") || !strings.Contains(out, "equal the reference") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	if _, err := os.Stat(filepath.Join(ck, "__7_0.distcp")); err != nil {
+	if _, err := os.Stat(filepath.Join(ck, "step-2", "__7_0.distcp")); err != nil {
 		t.Error(err)
+	}
+	// verify loads it under either plan, and refuses what does not load.
+	for _, plan := range []string{old, new} {
+		code, out, errOut := runCLI("checkpoint", "verify", plan, ck)
+		if code != 0 || !strings.Contains(out, filepath.Join(ck, "step-2")+": step 2 of small, 8 ranks (mesh 1×8), 8 files") || !strings.Contains(out, "loads under "+plan) {
+			t.Errorf("verify under %s: exit %d\n%s%s", plan, code, out, errOut)
+		}
+	}
+	if code, _, errOut := runCLI("checkpoint", "verify", "gpt2-124m", ck); code != 1 || !strings.Contains(errOut, "not in the old checkpoint") {
+		t.Errorf("verify under another model: exit %d\n%s", code, errOut)
+	}
+	os.WriteFile(filepath.Join(ck, "step-2", "__3_0.distcp"), []byte("x"), 0o644)
+	if code, _, errOut := runCLI("checkpoint", "verify", old, ck); code != 1 || !strings.Contains(errOut, "__3_0.distcp: 1 bytes") {
+		t.Errorf("verify of a clobbered file: exit %d\n%s", code, errOut)
+	}
+	for _, bad := range [][]string{{"checkpoint", "verify", old}, {"checkpoint", "verify", "--scale", "0", old, ck}} {
+		if code, _, _ := runCLI(bad...); code != 2 {
+			t.Errorf("fsdpc %s: exit %d, want 2", strings.Join(bad, " "), code)
+		}
+	}
+	// A --checkpoint that cannot be a directory is refused before the run.
+	file := filepath.Join(dir, "afile")
+	os.WriteFile(file, nil, 0o644)
+	if code, out, errOut := runCLI("run", "--checkpoint", file, old); code != 1 || strings.Contains(out, "steps") || !strings.Contains(errOut, "--checkpoint "+file) {
+		t.Errorf("--checkpoint naming a file: exit %d\n%s%s", code, out, errOut)
 	}
 	code, _, errOut = runCLI("run", "--checkpoint", filepath.Join(dir, "other"), "--load-under", "gpt2-124m", old)
 	if code != 1 || !strings.Contains(errOut, "model.transformer.wte.weight: not in the old checkpoint") {

@@ -83,10 +83,11 @@ func TestOutputNeverAnInput(t *testing.T) {
 	csv := copyFile("../../calibrate/published-runs.csv", "runs.csv")
 	link(csv, "a100-80gb.profile.toml")
 	modelLink, binLink, configLink := link(model, "m-link.toml"), link(bin, "plan-link.bin"), link(config, "config-link.json")
-	// run --checkpoint DIR writes DIR/__N_0.distcp and DIR/metadata.json.
+	// run --checkpoint DIR writes a new directory of DIR and replaces
+	// DIR/latest, its only file that may exist.
 	ckpt := filepath.Join(dir, "ckpt")
 	os.Mkdir(ckpt, 0o755)
-	link(bin, "ckpt/__3_0.distcp")
+	link(bin, "ckpt/latest")
 	inputs := map[string][]byte{}
 	for _, p := range []string{model, bin, config, csv} {
 		inputs[p], _ = os.ReadFile(p)

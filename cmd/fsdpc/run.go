@@ -93,15 +93,14 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *ckptDir != "" {
-		// The files the checkpoint will write, none of them an input.
-		outs := []string{executor.MetadataName}
-		for r := range p.Cluster.WorldSize {
-			outs = append(outs, checkpoint.FileName(r))
+		// The save writes a new directory of DIR and replaces only the
+		// pointer, which must not be an input; checked, and DIR made,
+		// before the run, so a bad DIR costs no run.
+		if err := atomicfile.NotAnInput(filepath.Join(*ckptDir, executor.LatestName), fl.Arg(0), *loadUnder); err != nil {
+			return reportErr(stderr, fmt.Errorf("fsdpc run: --checkpoint: %w", err))
 		}
-		for _, name := range outs {
-			if err := atomicfile.NotAnInput(filepath.Join(*ckptDir, name), fl.Arg(0), *loadUnder); err != nil {
-				return reportErr(stderr, fmt.Errorf("fsdpc run: --checkpoint: %w", err))
-			}
+		if err := executor.PrepareCheckpointDir(*ckptDir); err != nil {
+			return reportErr(stderr, fmt.Errorf("fsdpc run: --checkpoint %s: %w", *ckptDir, err))
 		}
 	}
 	opts := executor.Options{Scale: *scale, Steps: *steps, Ranks: *ranks, Timeout: *timeout, Checkpoint: *ckptDir}
@@ -119,7 +118,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, fmt.Errorf("fsdpc run %s: %w", fl.Arg(0), err))
 	}
 	if *ckptDir != "" {
-		fmt.Fprintf(stdout, "\ncheckpoint saved to %s (docs/checkpoint.md)\n", *ckptDir)
+		fmt.Fprintf(stdout, "\ncheckpoint saved to %s, %s names it (docs/checkpoint.md)\n", rep.Saved, filepath.Join(*ckptDir, executor.LatestName))
 	}
 	if under != nil {
 		res, err := executor.LoadCheckpoint(*ckptDir, under, *scale)
