@@ -91,23 +91,57 @@ func matchSeg(seg, part string) bool {
 	return ok
 }
 
+// matchSegs matches a pattern with "**" segments against a name's
+// segments by simulating the pattern as an automaton: the set of pattern
+// positions reached after each name segment, where "**" stays put on a
+// segment and is also skipped for free. Each name segment is compared
+// with each pattern segment at most once, so a match costs
+// O(len(pat)·len(name)) segment comparisons; the backtracking it replaces
+// was exponential in the number of "**" (six of them in a 14 KB model's
+// units took 17.8 s to plan).
 func matchSegs(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for i := 0; i <= len(name); i++ {
-				if matchSegs(pat[1:], name[i:]) {
-					return true
-				}
+	cur := make([]bool, len(pat)+1)
+	next := make([]bool, len(pat)+1)
+	cur[0] = true
+	skipStars(pat, cur)
+	for _, part := range name {
+		clear(next)
+		any := false
+		for i, on := range cur[:len(pat)] {
+			if !on {
+				continue
 			}
+			if pat[i] == "**" {
+				next[i], any = true, true
+			} else if countSeg(); matchSeg(pat[i], part) {
+				next[i+1], any = true, true
+			}
+		}
+		if !any {
 			return false
 		}
-		if len(name) == 0 {
-			return false
-		}
-		if !matchSeg(pat[0], name[0]) {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
+		skipStars(pat, next)
+		cur, next = next, cur
 	}
-	return len(name) == 0
+	return cur[len(pat)]
+}
+
+// skipStars adds, to a set of pattern positions, the positions past each
+// "**" reached: "**" matches zero segments too.
+func skipStars(pat []string, on []bool) {
+	for i, seg := range pat {
+		if on[i] && seg == "**" {
+			on[i+1] = true
+		}
+	}
+}
+
+// segSteps counts segment comparisons in matchSegs when set (tests only:
+// the fuzzer bounds a match's steps).
+var segSteps *int
+
+func countSeg() {
+	if segSteps != nil {
+		*segSteps++
+	}
 }
