@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -310,12 +311,15 @@ func WriteFit(w io.Writer, f *Fit) {
 }
 
 // WriteProfile writes the fitted constants as a hardware profile file.
+// source names the inputs for the first comment line; the caller quotes
+// file names in it (safetext.TOML), and it is escaped to stay on the line.
 func WriteProfile(w io.Writer, f *Fit, source string) error {
-	fmt.Fprintf(w, "# fsdpc hardware profile for %s, fitted by `fsdpc calibrate` to %d measured runs of %s\n", f.GPU, len(f.Residuals), source)
+	fmt.Fprintf(w, "# fsdpc hardware profile for %s, fitted by `fsdpc calibrate` to %d measured runs of %s\n",
+		safetext.TOMLComment(f.GPU), len(f.Residuals), safetext.TOMLComment(source))
 	fmt.Fprintf(w, "# (throughput MAPE %.1f%% before, %.1f%% after). Name it in [cluster] as profile = \"<this file>\".\n", f.Before, f.After)
 	var gpus []string
 	for _, g := range strings.Split(f.GPU, "+") {
-		gpus = append(gpus, fmt.Sprintf("%q", g))
+		gpus = append(gpus, safetext.TOML(g))
 	}
 	fmt.Fprintf(w, "[profile]\ngpus = [%s]\n", strings.Join(gpus, ", "))
 	cal := f.Cal

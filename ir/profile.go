@@ -11,6 +11,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/fsdpc/fsdpc/internal/inputfile"
+	"github.com/fsdpc/fsdpc/internal/safetext"
 )
 
 // ProfileValue is one constant of a hardware profile: a cost-model
@@ -43,7 +44,7 @@ func (d *decoder) readProfile(t *tbl, preset string) []ProfileValue {
 		path = filepath.Join(filepath.Dir(d.file), path)
 	}
 	fail := func(format string, args ...any) []ProfileValue {
-		d.errorf(at, "profile %s: %s", path, fmt.Sprintf(format, args...))
+		d.errorf(at, "profile %s: %s", safetext.Term(path), fmt.Sprintf(format, args...))
 		return nil
 	}
 	text, err := inputfile.ReadFile(path, "a profile", maxProfileSize)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/ir"
 )
 
@@ -28,7 +29,19 @@ type textWriter struct {
 	p *Plan
 }
 
-func (t *textWriter) f(format string, args ...any) { fmt.Fprintf(t.b, format, args...) }
+// f prints a line (or part of one). Every string argument is the plan's
+// data: Escape'd, so that even a plan that skipped the reader's checks
+// cannot add a line or reach the terminal with an escape sequence.
+func (t *textWriter) f(format string, args ...any) { fmt.Fprintf(t.b, format, escapeArgs(args)...) }
+
+func escapeArgs(args []any) []any {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = safetext.Escape(s)
+		}
+	}
+	return args
+}
 
 func (t *textWriter) header() {
 	p := t.p
@@ -218,7 +231,7 @@ func (t *textWriter) program() {
 			blocks = append(blocks, opBlock{phase: o.Phase, micro: o.Micro})
 		}
 		b := &blocks[len(blocks)-1]
-		b.lines = append(b.lines, fmt.Sprintf("  %-14s %s\n", o.Stream, t.opText(o)))
+		b.lines = append(b.lines, fmt.Sprintf("  %-14s %s\n", o.Stream, safetext.Escape(t.opText(o))))
 	}
 	previous := map[Phase]*opBlock{}
 	for i := range blocks {

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/fsdpc/fsdpc/calibrate"
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/internal/inputfile"
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/ir"
 )
 
@@ -34,6 +36,9 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	if fl.NArg() == 0 {
 		fl.Usage()
 		return 2
+	}
+	if err := atomicfile.CheckDir(*out); *out != "" && err != nil {
+		return reportErr(stderr, err) // before the fit, which is the work
 	}
 	set := &calibrate.Set{}
 	for _, arg := range fl.Args() {
@@ -86,6 +91,9 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	if *out == "" {
 		return 0
 	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return reportErr(stderr, err)
+	}
 	for _, fit := range fits {
 		if len(fit.AtBound) > 0 {
 			return reportErr(stderr, fmt.Errorf("%s: %s at the edge of the physical range; no profile written (fit fewer parameters, e.g. -fit max_efficiency)", fit.GPU, strings.Join(fit.AtBound, "; ")))
@@ -93,7 +101,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, fit := range fits {
 		var b bytes.Buffer
-		if err := calibrate.WriteProfile(&b, fit, strings.Join(fl.Args(), ", ")); err != nil {
+		if err := calibrate.WriteProfile(&b, fit, quotedList(fl.Args())); err != nil {
 			return reportErr(stderr, err)
 		}
 		path := profilePath(fit)
@@ -132,4 +140,14 @@ func addMeasured(set *calibrate.Set, arg string) error {
 	set.Runs = append(set.Runs, more.Runs...)
 	set.Skipped = append(set.Skipped, more.Skipped...)
 	return nil
+}
+
+// quotedList names the inputs in a profile's comment: each a TOML string,
+// so a file name cannot end the comment line and add a constant.
+func quotedList(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = safetext.TOML(a)
+	}
+	return strings.Join(q, ", ")
 }

@@ -32,6 +32,16 @@ func (c *checkedWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// flush flushes w if it holds bytes back (safetext.Writer keeps a UTF-8
+// sequence a write cut short).
+func (c *checkedWriter) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.w.(interface{ Flush() error }); ok && c.err == nil {
+		c.err = f.Flush()
+	}
+}
+
 // Err is the first write error, or nil.
 func (c *checkedWriter) Err() error {
 	c.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/schedule"
 	"github.com/fsdpc/fsdpc/torchgen"
 )
@@ -52,11 +53,11 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	}
 	inputs := append([]string{*model}, fl.Args()...)
 	for _, o := range []string{*out, *titan} {
-		if err := atomicfile.NotAnInput(o, inputs...); o != "" && err != nil {
+		if err := checkOutput(o, inputs...); o != "" && err != nil {
 			return reportErr(stderr, err)
 		}
 	}
-	if *out != "" && *out == *titan {
+	if *out != "" && *titan != "" && atomicfile.Same(*out, *titan) {
 		fmt.Fprintln(stderr, "fsdpc emit torch: -o and --torchtitan name the same file")
 		return 2
 	}
@@ -73,7 +74,7 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
 		return 2
 	}
-	source := *model
+	source := safetext.Python(*model)
 	if *scale > 1 {
 		source += fmt.Sprintf(" scaled down %d×", *scale)
 	}
@@ -87,7 +88,7 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
 			return 1
 		}
-		source = fl.Arg(0) + " and " + *model
+		source = safetext.Python(fl.Arg(0)) + " and " + safetext.Python(*model)
 		titanText = torchgen.Torchtitan(p, fl.Arg(0))
 	}
 	py, err := torchgen.Emit(spec, source)

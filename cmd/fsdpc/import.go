@@ -99,7 +99,7 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if err := atomicfile.NotAnInput(*out, pos[0]); err != nil {
+	if err := checkOutput(*out, pos[0]); err != nil {
 		return reportErr(stderr, err)
 	}
 	if err := writeOutput(*out, text, pos); err != nil {
@@ -173,6 +173,16 @@ func readConfig(path string) (src []byte, name string, err error) {
 // symlink or another spelling of an input's path is that input). Every
 // command's outputs go through it, naming their inputs, so none can
 // overwrite what it read.
+// checkOutput is what writeOutput will require of an output path, checked
+// before a command does its work: a usable name (atomicfile.Check) that
+// is none of the inputs.
+func checkOutput(path string, inputs ...string) error {
+	if err := atomicfile.Check(path); err != nil {
+		return err
+	}
+	return atomicfile.NotAnInput(path, inputs...)
+}
+
 func writeOutput(path string, data []byte, inputs []string) error {
 	if err := atomicfile.NotAnInput(path, inputs...); err != nil {
 		return err

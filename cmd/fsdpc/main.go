@@ -4,11 +4,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"sort"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -55,10 +57,16 @@ func init() {
 // run runs the command args name and returns the exit code. Every write
 // to stdout and stderr is checked: when one fails (a full disk, a closed
 // file), the exit code says so even if the command finished, because its
-// output is incomplete.
+// output is incomplete. Both are terminal-safe (safetext.Writer): no
+// string a command prints, from a plan, a model or a file name, reaches
+// them with a control character or escape sequence, and an argument with
+// one is printed quoted.
 func run(args []string, stdout, stderr io.Writer) int {
-	out, errOut := &checkedWriter{w: stdout}, &checkedWriter{w: stderr}
+	out := &checkedWriter{w: &safetext.Writer{W: stdout, Quote: args}}
+	errOut := &checkedWriter{w: &safetext.Writer{W: stderr, Quote: args}}
 	code := dispatch(args, out, errOut)
+	out.flush()
+	errOut.flush()
 	trouble := 1
 	if len(args) > 0 && troubleCode[args[0]] != 0 {
 		trouble = troubleCode[args[0]]
@@ -130,8 +138,36 @@ func usage(w io.Writer) {
 }
 
 // reportErr prints an error, one problem a line, and returns exit code 1.
+// A file name in it with a line break or control character (one the
+// command derived, which stderr's writer does not know) is printed quoted.
 func reportErr(stderr io.Writer, err error) int {
 	msg := strings.TrimRight(err.Error(), "\n")
+	for _, p := range errorPaths(err, nil) {
+		if !safetext.Printable(p) {
+			msg = strings.ReplaceAll(msg, p, safetext.Term(p))
+		}
+	}
 	fmt.Fprintln(stderr, msg)
 	return 1
+}
+
+// errorPaths are the file names of the os errors in err's tree.
+func errorPaths(err error, paths []string) []string {
+	switch e := err.(type) {
+	case *fs.PathError:
+		paths = append(paths, e.Path)
+	case *os.LinkError:
+		paths = append(paths, e.Old, e.New)
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if e := u.Unwrap(); e != nil {
+			paths = errorPaths(e, paths)
+		}
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			paths = errorPaths(e, paths)
+		}
+	}
+	return paths
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -77,7 +76,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	if err := atomicfile.NotAnInput(*out, fl.Arg(0)); err != nil {
+	if err := checkOutput(*out, fl.Arg(0)); err != nil {
 		return reportErr(stderr, err)
 	}
 	for _, w := range m.Warnings {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/report"
 )
 
@@ -27,7 +26,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// Refused before the work, as when writing.
-	if err := atomicfile.NotAnInput(*out, fl.Args()...); err != nil {
+	if err := checkOutput(*out, fl.Args()...); err != nil {
 		return reportErr(stderr, err)
 	}
 	var inputs []report.Input

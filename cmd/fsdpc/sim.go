@@ -7,7 +7,6 @@ import (
 	"io"
 	"sort"
 
-	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -31,7 +30,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseOperands(fl, args, 1); !ok {
 		return code
 	}
-	if err := atomicfile.NotAnInput(*trace, fl.Arg(0)); *trace != "" && err != nil {
+	if err := checkOutput(*trace, fl.Arg(0)); *trace != "" && err != nil {
 		return reportErr(stderr, err) // before the summary, which would read as success
 	}
 	gates, err := parseGates(failIf, false)

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/fsdpc/fsdpc/internal/safetext"
 )
 
 // Write replaces path with data: a temporary file in the same directory
@@ -15,7 +18,7 @@ import (
 // node, FIFO, socket or symlink would replace it with a plain file (as
 // root, -o /dev/null would destroy /dev/null).
 func Write(path string, data []byte) (err error) {
-	if err := replaceable(path); err != nil {
+	if err := Check(path); err != nil {
 		return err
 	}
 	dir, base := filepath.Split(path)
@@ -76,6 +79,90 @@ func Write(path string, data []byte) (err error) {
 // block there to signal a process in the middle of a Write.
 var TestHookBeforeRename func(tmp string)
 
+// maxName is the longest output file name Write can replace: the
+// temporary file beside it is "." + name + ".tmp" and up to 10 digits, and
+// Linux and macOS file systems allow 255 bytes in a name.
+const maxName = 255 - len("..tmp") - 10
+
+// Check is what Write requires of an output path, checked before a command
+// does its work so that an unusable name fails at once and clearly: not
+// empty, a name short enough for Write's temporary file, in a directory
+// that exists, and not an existing directory, link or non-regular file.
+func Check(path string) error {
+	if path == "" {
+		return fmt.Errorf("the output file name is empty")
+	}
+	base := filepath.Base(path)
+	if len(base) > maxName {
+		return fmt.Errorf("output file name %s is %d bytes long; the limit is %d (a file system allows 255, and fsdpc writes a temporary file beside it)",
+			safetext.Term(path), len(base), maxName)
+	}
+	if strings.HasSuffix(path, "/") {
+		return fmt.Errorf("output %s names a directory, not a file", safetext.Term(path))
+	}
+	if dir := filepath.Dir(path); dir != "." {
+		if st, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("output %s: its directory: %w", safetext.Term(path), err)
+		} else if !st.IsDir() {
+			return fmt.Errorf("output %s: %s is not a directory", safetext.Term(path), safetext.Term(dir))
+		}
+	}
+	return replaceable(path)
+}
+
+// CheckDir is Check for an output directory a command will create (with
+// os.MkdirAll) or write files into: not empty, and either an existing
+// directory fsdpc can create files in, or a path whose nearest existing
+// ancestor is a directory.
+func CheckDir(dir string) error {
+	if dir == "" {
+		return fmt.Errorf("the output directory name is empty")
+	}
+	st, err := os.Stat(dir)
+	if err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("output directory %s is not a directory", safetext.Term(dir))
+		}
+		f, err := os.CreateTemp(dir, ".fsdpc-check*")
+		if err != nil {
+			return fmt.Errorf("output directory %s: %w", safetext.Term(dir), err)
+		}
+		f.Close()
+		return os.Remove(f.Name())
+	}
+	for up := filepath.Dir(filepath.Clean(dir)); ; up = filepath.Dir(up) {
+		if st, err := os.Stat(up); err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("output directory %s: %s is not a directory", safetext.Term(dir), safetext.Term(up))
+			}
+			return nil
+		}
+		if up == "." || up == "/" || up == filepath.Dir(up) {
+			return nil
+		}
+	}
+}
+
+// Same reports whether two output paths name one file: the same file when
+// both exist (a hard link, a symlinked directory, "./x" and "x"), or, when
+// one does not exist yet, the same name in the same directory.
+func Same(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(sa, sb)
+	}
+	if filepath.Base(a) != filepath.Base(b) {
+		return false
+	}
+	da, errA := os.Stat(filepath.Dir(a))
+	db, errB := os.Stat(filepath.Dir(b))
+	if errA == nil && errB == nil {
+		return os.SameFile(da, db)
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
+}
+
 // replaceable refuses an existing path that is not a regular file.
 func replaceable(path string) error {
 	st, err := os.Lstat(path)
@@ -83,11 +170,11 @@ func replaceable(path string) error {
 	case err != nil:
 		return nil // a new file (or an error the create will report)
 	case st.IsDir():
-		return fmt.Errorf("%s is a directory", path)
+		return fmt.Errorf("%s is a directory", safetext.Term(path))
 	case st.Mode()&os.ModeSymlink != 0:
-		return fmt.Errorf("%s is a symbolic link: fsdpc replaces only regular files (write to the link's target instead)", path)
+		return fmt.Errorf("%s is a symbolic link: fsdpc replaces only regular files (write to the link's target instead)", safetext.Term(path))
 	case !st.Mode().IsRegular():
-		return fmt.Errorf("%s is not a regular file (%s): fsdpc replaces only regular files", path, st.Mode().Type())
+		return fmt.Errorf("%s is not a regular file (%s): fsdpc replaces only regular files", safetext.Term(path), st.Mode().Type())
 	}
 	return nil
 }
@@ -101,7 +188,7 @@ func NotAnInput(out string, inputs ...string) error {
 	}
 	for _, in := range inputs {
 		if ist, err := os.Stat(in); err == nil && os.SameFile(ost, ist) {
-			return fmt.Errorf("output %s is the input %s: choose another output file", out, in)
+			return fmt.Errorf("output %s is the input %s: choose another output file", safetext.Term(out), safetext.Term(in))
 		}
 	}
 	return nil

@@ -86,3 +86,57 @@ func TestWritesReleaseSignals(t *testing.T) {
 		t.Errorf("after the writes: %d active, registered %v", temps.active, temps.names)
 	}
 }
+
+// TestCheckAndSame: output names Write cannot use fail up front, with a
+// message that says why; Same sees one file through another name.
+func TestCheckAndSame(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"", "empty"},
+		{filepath.Join(dir, strings.Repeat("a", 250)), "bytes long; the limit is 240"},
+		{dir + "/", "names a directory"},
+		{dir, "is a directory"},
+		{filepath.Join(dir, "no", "x"), "its directory"},
+		{filepath.Join(file, "x"), "is not a directory"},
+		{filepath.Join(dir, "x\n\x1b[2J"), ""},
+	} {
+		err := Check(tc.path)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("Check(%q) = %v, want %q", tc.path, err, tc.want)
+		}
+	}
+	if err := Check(filepath.Join(dir, strings.Repeat("a", 240))); err != nil {
+		t.Errorf("a 240-byte name: %v", err)
+	}
+	link := filepath.Join(dir, "hard")
+	if err := os.Link(file, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{file, link, true},
+		{file, dir + "/./f", true},
+		{filepath.Join(dir, "new"), filepath.Join(dir, "sub", "..", "new"), true},
+		{filepath.Join(dir, "new"), filepath.Join(dir, "new2"), false},
+		{file, filepath.Join(dir, "new"), false},
+	} {
+		if got := Same(tc.a, tc.b); got != tc.same {
+			t.Errorf("Same(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+	}
+	if err := CheckDir(file); err == nil {
+		t.Error("CheckDir accepts a file")
+	}
+	if err := CheckDir(filepath.Join(dir, "new", "deeper")); err != nil {
+		t.Errorf("CheckDir of a directory to create: %v", err)
+	}
+	if err := CheckDir(dir); err != nil {
+		t.Errorf("CheckDir of a directory: %v", err)
+	}
+}

@@ -16,8 +16,15 @@ func Markdown(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch c {
-		case '\\', '`', '*', '_', '[', ']', '<', '>', '!', '#', '|', '~', '&', '{', '}':
+		case '\\', '`', '*', '[', ']', '<', '>', '!', '#', '|', '~', '&', '{', '}':
 			b.WriteByte('\\')
+		case '_':
+			// Between two letters or digits (tok_embeddings) '_' can
+			// neither open nor close emphasis; escaping it there only
+			// clutters the source.
+			if i == 0 || i == len(s)-1 || !alnum(s[i-1]) || !alnum(s[i+1]) {
+				b.WriteByte('\\')
+			}
 		case ':':
 			if strings.HasPrefix(s[i:], "://") {
 				b.WriteByte('\\')
@@ -60,3 +67,5 @@ func MarkdownCode(s string) string {
 	}
 	return fence + pad + s + pad + fence
 }
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }

@@ -129,7 +129,8 @@ func TestMarkdown(t *testing.T) {
 			t.Errorf("Markdown(%q) = %q is not printable", s, m)
 		}
 		for i := 0; i < len(m); i++ {
-			if !strings.ContainsRune("`*_[]<>!#|~&{}@", rune(m[i])) {
+			if !strings.ContainsRune("`*_[]<>!#|~&{}@", rune(m[i])) ||
+				m[i] == '_' && i > 0 && i+1 < len(m) && alnum(m[i-1]) && alnum(m[i+1]) {
 				continue
 			}
 			if n := backslashesBefore(m, i); n%2 == 0 {

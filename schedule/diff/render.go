@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/fsdpc/fsdpc/internal/safetext"
 )
 
 // Text renders the difference for a terminal: a summary that fits one
@@ -40,12 +42,29 @@ type textOut struct {
 	color bool
 }
 
-func (t *textOut) line(format string, args ...any) { fmt.Fprintf(t.w, format+"\n", args...) }
+// line prints a line. String arguments come from plans and file names:
+// they are Escape'd, so none adds a line or an escape sequence; painted
+// ones were escaped before paint coloured them.
+func (t *textOut) line(format string, args ...any) {
+	for i, a := range args {
+		switch a := a.(type) {
+		case string:
+			args[i] = safetext.Escape(a)
+		case painted:
+			args[i] = string(a)
+		}
+	}
+	fmt.Fprintf(t.w, format+"\n", args...)
+}
+
+// painted is text paint escaped and coloured.
+type painted string
 
 // paint colours "old → new" pairs when colour is on.
-func (t *textOut) paint(s string) string {
+func (t *textOut) paint(s string) painted {
+	s = safetext.Escape(s)
 	if !t.color {
-		return s
+		return painted(s)
 	}
 	if i := strings.Index(s, " → "); i >= 0 {
 		// Colour the word before and after the arrow.
@@ -55,9 +74,9 @@ func (t *textOut) paint(s string) string {
 			end = len(s) - i - len(" → ")
 		}
 		end += i + len(" → ")
-		return s[:start] + "\x1b[31m" + s[start:i] + "\x1b[0m → \x1b[32m" + s[i+len(" → "):end] + "\x1b[0m" + s[end:]
+		return painted(s[:start] + "\x1b[31m" + s[start:i] + "\x1b[0m → \x1b[32m" + s[i+len(" → "):end] + "\x1b[0m" + s[end:])
 	}
-	return s
+	return painted(s)
 }
 
 type summaryLine struct{ label, text string }
@@ -296,7 +315,7 @@ func details(r *Result, section func(name string, lines []string)) {
 // Markdown renders the difference for a pull-request comment: a summary
 // table, then the details in a collapsed section.
 func Markdown(w io.Writer, r *Result) {
-	fmt.Fprintf(w, "### fsdpc plan diff: `%s` → `%s`\n\n", r.Old.Name, r.New.Name)
+	fmt.Fprintf(w, "### fsdpc plan diff: %s → %s\n\n", safetext.MarkdownCode(r.Old.Name), safetext.MarkdownCode(r.New.Name))
 	if r.Identical {
 		fmt.Fprintln(w, "No differences.")
 		return
@@ -321,7 +340,10 @@ func Markdown(w io.Writer, r *Result) {
 	fmt.Fprintln(w, "</details>")
 }
 
-func mdEscape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+// mdEscape makes a line of the diff literal Markdown: its names and values
+// come from plans, and the comment must not gain a heading, link, image,
+// mention or table cell from them.
+func mdEscape(s string) string { return safetext.Markdown(s) }
 
 // Schema names the JSON form every fsdpc command writes (docs/json.md).
 const Schema = "fsdpc/v1"

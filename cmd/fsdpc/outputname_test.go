@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOutputNamesUpFront: an output name no write could use fails before
+// the work with a message saying why, and two outputs naming one file
+// (through ./, or a hard link) are refused.
+func TestOutputNamesUpFront(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("a", 250)+".bin")
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	os.WriteFile(filepath.Join(dir, "x.py"), nil, 0o644)
+	os.Link(filepath.Join(dir, "x.py"), filepath.Join(dir, "hard.toml"))
+	plan := filepath.Join(dir, "p.bin")
+	if code, _, errOut := runCLI("plan", "-o", plan, "gpt2-124m"); code != 0 {
+		t.Fatal(errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"plan", "-o", "", "gpt2-124m"}, 1, "the output file name is empty"},
+		{[]string{"plan", "-o", long, "gpt2-124m"}, 1, "the limit is 240"},
+		{[]string{"report", "-o", long, plan}, 1, "the limit is 240"},
+		{[]string{"sim", "-trace", filepath.Join(dir, "no", "t.json"), plan}, 1, "its directory"},
+		{[]string{"calibrate", "-o", file, "../../calibrate/published-runs.csv"}, 1, "is not a directory"},
+		{[]string{"emit", "torch", "--model", "gpt2-124m", plan, "-o", filepath.Join(dir, "y.py"), "--torchtitan", dir + "/./y.py"}, 2, "the same file"},
+		{[]string{"emit", "torch", "--model", "gpt2-124m", plan, "-o", filepath.Join(dir, "x.py"), "--torchtitan", filepath.Join(dir, "hard.toml")}, 2, "the same file"},
+	} {
+		code, stdout, stderr := runCLI(tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "rename") {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+		if strings.Contains(stdout, "predicted") || strings.Contains(stdout, "runs,") {
+			t.Errorf("%q: did the work before refusing its output:\n%s", tc.args, stdout)
+		}
+	}
+}
