@@ -86,6 +86,9 @@ func load(file string, src []byte, override func(*Model), repeats map[string]int
 	if _, err := toml.Decode(string(text), &raw); err != nil {
 		return syntaxErr(err)
 	}
+	if pos, msg := checkTOML10(string(text)); msg != "" {
+		return fail("TOML 1.0: "+msg, pos)
+	}
 
 	d := &decoder{file: file, locs: locate(string(text))}
 	m = &Model{File: file, src: src, repeats: repeats}

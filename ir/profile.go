@@ -58,6 +58,9 @@ func (d *decoder) readProfile(t *tbl, preset string) []ProfileValue {
 	if _, err := toml.Decode(string(text), &raw); err != nil {
 		return fail("%v", err)
 	}
+	if pos, msg := checkTOML10(string(text)); msg != "" {
+		return fail("line %d, column %d: TOML 1.0: %s", pos.Line, pos.Col, msg)
+	}
 	prof, ok := raw["profile"].(map[string]any)
 	if !ok || len(raw) != 1 {
 		return fail("a profile file holds one [profile] table (fsdpc calibrate -o writes them)")
