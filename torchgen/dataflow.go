@@ -17,6 +17,16 @@ type dataflow struct {
 // a module that reads a later sibling's output cannot run that way and is
 // refused, naming both.
 func mirror(m *ir.Model) (Node, error) {
+	for _, mod := range m.Modules[1:] {
+		if err := torchName("module", mod.Name); err != nil {
+			return Node{}, err
+		}
+	}
+	for _, p := range m.Params {
+		if err := torchName("parameter", p.Name); err != nil {
+			return Node{}, err
+		}
+	}
 	df, err := flowOf(m)
 	if err != nil {
 		return Node{}, err

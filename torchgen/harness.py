@@ -32,21 +32,29 @@ class Node(nn.Module):
 
     def __init__(self, spec, owners, prefix=""):
         super().__init__()
-        self.fqn = prefix + spec["name"] if spec["name"] else ""
-        self.compute = spec.get("compute", False)
-        self.exec_order = spec.get("exec", [])
-        self.ext = spec.get("ext", [])
-        self.outs = spec.get("outs", [])
-        # A container whose forward returns a tensor of its own (a block's
-        # h + ffn(h)) rather than its children's tensors unchanged.
-        self.own_output = spec.get("own_output", False)
+        # The node's bookkeeping is one entry of its __dict__ under a key no
+        # child or parameter can be named (model names have no dots): as
+        # attributes, a child named "compute" or "outs" would clash with it.
+        fqn = prefix + spec["name"] if spec["name"] else ""
+        self.__dict__["fsdpc.node"] = {
+            "fqn": fqn,
+            "compute": spec.get("compute", False),
+            "exec": spec.get("exec", []),
+            "ext": spec.get("ext", []),
+            "outs": spec.get("outs", []),
+            # A container whose forward returns a tensor of its own (a
+            # block's h + ffn(h)) rather than its children's tensors
+            # unchanged.
+            "own_output": spec.get("own_output", False),
+        }
         for child in spec.get("children", []):
-            self.add_module(child["name"], Node(child, owners, self.fqn + "." if self.fqn else ""))
+            self.add_module(child["name"], Node(child, owners, fqn + "." if fqn else ""))
         for p in spec.get("params", []):
             self.register_parameter(p["name"], owners[p.get("tied") or p["fqn"]])
 
     def forward(self, *args):
-        if self.compute:
+        me = self.__dict__["fsdpc.node"]
+        if me["compute"]:
             # What the module reads (the batch when it reads no module), and
             # every parameter of it (its own and its parameter-only
             # children's), so each gets a gradient.
@@ -56,24 +64,25 @@ class Node(nn.Module):
             for p in self.parameters():
                 x = x + (p.to(torch.float32) * 1e-3).sum()
             return x
-        env = dict(zip(self.ext, args))
-        for name in self.exec_order:
-            child = getattr(self, name)
-            res = child(*[env[s] for s in child.ext])
-            if child.compute:
-                env[child.fqn] = res
+        env = dict(zip(me["ext"], args))
+        for name in me["exec"]:
+            child = self._modules[name]
+            cm = child.__dict__["fsdpc.node"]
+            res = child(*[env[s] for s in cm["ext"]])
+            if cm["compute"]:
+                env[cm["fqn"]] = res
             else:
-                env.update(zip(child.outs, res))
+                env.update(zip(cm["outs"], res))
         # A container's own parameters (ViT's cls_token and pos_embed) are
         # used by its own forward code, between its children; here they join
         # its outputs, so they get a gradient as in the real model.
         own = [(p.to(torch.float32) * 1e-3).sum() for p in self.parameters(recurse=False)]
-        if own or self.own_output:
+        if own or me["own_output"]:
             # New tensors, made by this module: FSDP2 hooks its pre-backward
             # on them, apart from the children's.
             extra = sum(own) if own else 0.0
-            return tuple(env[o] + extra for o in self.outs)
-        return tuple(env[o] for o in self.outs)
+            return tuple(env[o] + extra for o in me["outs"])
+        return tuple(env[o] for o in me["outs"])
 
 
 def make_owners(spec, gen):
