@@ -471,9 +471,15 @@ func readDeepSeek(c *config, m *model) {
 		if m.firstDense >= m.layers {
 			m.experts = 0
 		}
+	} else if c.has("n_routed_experts") {
+		// mistyped: reported
+	} else if _, present := c.fields["n_routed_experts"]; present {
+		// transformers 5 builds the MoE layers whatever it says, and with
+		// no expert count cannot build them at all.
+		c.errorf("n_routed_experts is null; transformers' %s builds MoE layers after first_k_dense_replace and needs the expert count", m.modelType)
 	} else {
-		m.firstDense = m.layers
-		m.assume("n_routed_experts is not set: every layer has a dense MLP")
+		n := map[string]int64{"deepseek_v2": 64, "deepseek_v3": 256}[m.modelType]
+		c.errorf("n_routed_experts is missing; transformers' %s would build %d experts per MoE layer (its default): give the count", m.family.class, n)
 	}
 	_, act, gated := activation(c, m)
 	if gated != "swiglu" && act != "" { // "": already reported

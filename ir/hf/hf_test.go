@@ -477,6 +477,12 @@ func TestErrors(t *testing.T) {
 				"moe_intermediate_size = 768 is not a field of Qwen3Config", "decoder_sparse_step = 1 is not a field"}},
 		{"experts in a llama", strings.Replace(llama, `"model_type": "llama"`, `"model_type": "llama", "num_local_experts": 8`, 1), Options{},
 			[]string{"num_local_experts = 8 is not a field of LlamaConfig", "gpt_oss, llama4_text, mixtral"}},
+		{"gpt2 alias", strings.Replace(string(mustRead(t, "gpt2")), `"n_embd": 768,`, `"n_embd": 768, "hidden_size": 1024,`, 1), Options{},
+			[]string{"hidden_size is GPT2Config's other name for n_embd, which transformers reads in its place; write n_embd"}},
+		{"mixtral alias", strings.Replace(string(mustRead(t, "mixtral-8x7b-v0.1")), `"num_local_experts": 8,`, `"num_experts": 8,`, 1), Options{},
+			[]string{"num_local_experts is missing"}},
+		{"deepseek without experts", strings.Replace(string(mustRead(t, "deepseek-v2-lite")), `"n_routed_experts": 64,`, "", 1), Options{},
+			[]string{"n_routed_experts is missing; transformers' DeepseekV2Config would build 64 experts"}},
 		{"deepseek_v2 mlp_bias", strings.Replace(string(mustRead(t, "deepseek-v2-lite")), `"model_type"`, `"mlp_bias": true, "model_type"`, 1), Options{},
 			[]string{"mlp_bias = true is not supported for deepseek_v2"}},
 		{"deepseek kv heads", strings.Replace(string(mustRead(t, "deepseek-v2-lite")), `"num_key_value_heads": 16`, `"num_key_value_heads": 4`, 1), Options{},
@@ -756,5 +762,30 @@ func TestQwen3MoESparseLayers(t *testing.T) {
 		if kinds[name] != want {
 			t.Errorf("%s is %v, want %v", name, kinds[name], want)
 		}
+	}
+}
+
+// TestBidirectionalGemma: use_bidirectional_attention makes Gemma's
+// attention non-causal, which changes its cost, not its parameters.
+func TestBidirectionalGemma(t *testing.T) {
+	src := mustRead(t, "gemma-2b")
+	causal, err := Convert("cfg.json", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bi, err := Convert("cfg.json", bytes.Replace(src, []byte(`"model_type"`), []byte(`"use_bidirectional_attention": true, "model_type"`), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ir.Load("a.toml", causal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ir.Load("b.toml", bi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(bi, []byte("causal = false")) || a.Stats().Params != b.Stats().Params || b.Modules[0].Cost.FlopsFwd <= a.Modules[0].Cost.FlopsFwd {
+		t.Errorf("bidirectional: params %d vs %d, forward FLOPs %g vs %g", b.Stats().Params, a.Stats().Params, b.Modules[0].Cost.FlopsFwd, a.Modules[0].Cost.FlopsFwd)
 	}
 }

@@ -38,6 +38,17 @@ var classFields = map[string][]string{
 	"olmo3":       {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_act", "max_position_embeddings", "initializer_range", "use_cache", "pad_token_id", "bos_token_id", "eos_token_id", "tie_word_embeddings", "rope_parameters", "attention_bias", "attention_dropout", "rms_norm_eps", "sliding_window", "layer_types"},
 }
 
+// aliases are the attribute_map entries of the config classes: transformers
+// reads the alias as the field it names. The importer reads the fields
+// only, so an alias in a config is refused, naming the field to write.
+var aliases = map[string]map[string]string{
+	"mixtral":     {"num_experts": "num_local_experts"},
+	"gpt_oss":     {"num_experts": "num_local_experts"},
+	"qwen3_moe":   {"num_local_experts": "num_experts"},
+	"deepseek_v3": {"num_local_experts": "n_routed_experts"},
+	"gpt2":        {"hidden_size": "n_embd", "max_position_embeddings": "n_positions", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer"},
+}
+
 // inertKeys change no parameter shape and no matrix multiply: identifiers,
 // numerics (eps, initialisation), RoPE's frequencies, dropout rates,
 // routing arithmetic, scalar multipliers and soft-caps (element-wise),
@@ -106,6 +117,8 @@ func vetKeys(c *config, m *model) {
 			continue
 		}
 		switch {
+		case aliases[m.modelType][k] != "":
+			c.errorf("%s is %s's other name for %s, which transformers reads in its place; write %s", k, class, aliases[m.modelType][k], aliases[m.modelType][k])
 		case fields[k]:
 			c.errorf("%s = %s is a field of %s that fsdpc does not model; it may change the model's parameters or compute, so the import stops (please report it)", k, clean(short(strings.Join(strings.Fields(string(c.fields[k])), " "))), class)
 		case elsewhereKeys[k]:
