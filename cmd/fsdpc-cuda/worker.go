@@ -92,6 +92,11 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string, pl
 	if err != nil {
 		return fail(err)
 	}
+	// The launcher proves the plan, but a worker may be started by
+	// torchrun or Slurm with any file: it runs none fsdpc verify refuses.
+	if _, err := schedule.Prove(p); err != nil {
+		return fail(fmt.Errorf("%s: refusing to run a plan that fsdpc verify refuses: %w", planPath, err))
+	}
 	if err := atomicfile.NotAnInput(*trace, planPath); *trace != "" && err != nil {
 		return fail(fmt.Errorf("--trace: %w", err)) // before the run, not after
 	}

@@ -86,8 +86,25 @@ func TestWorkerRehearsal(t *testing.T) {
 	}
 }
 
+// unprovenPlanFile is gpt2-124m's plan with a memory budget it cannot
+// fit: schedule.Prove refuses it.
+func unprovenPlanFile(t *testing.T) string {
+	t.Helper()
+	p, err := schedule.ReadFile(planFile(t, "gpt2-124m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cluster.MemoryBudget = 1 << 20
+	path := filepath.Join(t.TempDir(), "unproven.bin")
+	if err := schedule.WriteFile(path, p); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestWorkerErrors(t *testing.T) {
 	bin := planFile(t, "gpt2-124m")
+	unproven := unprovenPlanFile(t)
 	cases := []struct {
 		name string
 		plat platform
@@ -104,6 +121,7 @@ func TestWorkerErrors(t *testing.T) {
 		{"no plan", cpu, nil, []string{"--virtual"}, 2, "usage"},
 		{"a trace over the plan", cpu, nil, []string{"--virtual", "--trace=" + bin, bin}, 1, "is the input"},
 		{"a missing plan", cpu, nil, []string{"--virtual", filepath.Join(t.TempDir(), "none.bin")}, 1, "none.bin"},
+		{"a plan fsdpc verify refuses", cpu, nil, []string{"--virtual", unproven}, 1, "refusing to run a plan that fsdpc verify refuses: the plan reserves"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
