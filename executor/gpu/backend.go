@@ -98,6 +98,7 @@ type rank struct {
 	events               []Event   // the plan's events
 	checkEv              Event     // the data check's synchronisation
 	uploadEv             Event     // after an Upload: the other streams wait for it
+	drainEv              [5]Event  // Drain's, one per stream, made at its first Drain
 	pools                [5]pool
 }
 
@@ -353,7 +354,13 @@ func (b *Backend) Drain() error {
 			continue
 		}
 		for s, st := range r.streams {
-			ev, err := b.dev.NewEvent()
+			// One event per stream for every Drain: a run drains once,
+			// but a backend drained again must not leak events.
+			var err error
+			if r.drainEv[s] == 0 {
+				r.drainEv[s], err = b.dev.NewEvent()
+			}
+			ev := r.drainEv[s]
 			if err == nil {
 				err = b.dev.Record(ev, st)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,5 +337,62 @@ func TestGraphReplay(t *testing.T) {
 	defer dev2.Close()
 	if _, _, err := rehearse(t, p, 64, 2, gpu.Options{CheckSteps: 1, Graph: true}, dev2); err == nil || !strings.Contains(err.Error(), "needs at least 3 steps") {
 		t.Errorf("two steps: %v", err)
+	}
+}
+
+// eventCounter counts NewEvent calls.
+type eventCounter struct {
+	gpu.Device
+	events atomic.Int64
+}
+
+func (d *eventCounter) NewEvent() (gpu.Event, error) {
+	d.events.Add(1)
+	return d.Device.NewEvent()
+}
+
+// TestDrainReusesEvents: a second Drain makes no event: its events are
+// made once per stream (issue 29, N10: Drain made one per stream per
+// call, never freed).
+func TestDrainReusesEvents(t *testing.T) {
+	fake := gputest.New()
+	defer fake.Close()
+	dev := &eventCounter{Device: fake}
+	_, b, err := rehearse(t, plan(t, "gpt2-124m", 1, 1, 2), 64, 2, gpu.Options{CheckSteps: 1}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dev.events.Load()
+	if err := b.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if n := dev.events.Load() - before; n != 0 {
+		t.Errorf("a second Drain made %d events", n)
+	}
+}
+
+// TestUnmeasuredSteps: the steps between the data check and the measured
+// step, which carry no per-op events, are timed as a whole and reported
+// beside the measured step (issue 29, N4).
+func TestUnmeasuredSteps(t *testing.T) {
+	fake := gputest.New()
+	defer fake.Close()
+	_, b, err := rehearse(t, plan(t, "gpt2-124m", 1, 1, 2), 64, 5, gpu.Options{CheckSteps: 1}, fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := b.Measurement()
+	if m.UnmeasuredSteps != 3 || !(m.Unmeasured > 0) {
+		t.Fatalf("unmeasured: %d steps, %v s a step; want steps 1–3 timed", m.UnmeasuredSteps, m.Unmeasured)
+	}
+	// Each step's work is the same: the mean is of the order of the
+	// measured step (not a timing check; a factor of 10 either way).
+	if r := m.Unmeasured / m.Measured.StepTime; r < 0.1 || r > 10 {
+		t.Errorf("unmeasured %.3f ms a step against the measured %.3f ms", m.Unmeasured*1e3, m.Measured.StepTime*1e3)
+	}
+	var sb strings.Builder
+	m.Write(&sb)
+	if !strings.Contains(sb.String(), "steps 1–3, no events") {
+		t.Errorf("the report lacks the unmeasured steps:\n%s", sb.String())
 	}
 }

@@ -75,6 +75,7 @@ func (b *Backend) enter(r *rank, step int) bool {
 			b.enters[step] = time.Now()
 		}
 		b.enterMu.Unlock()
+		b.meas.enterStep(r, step)
 		if b.graph.on {
 			b.boundary(step)
 		}

@@ -27,10 +27,20 @@ type measurer struct {
 	t0, t1 [][]float64
 	used0  int64 // device memory in use when the backend opened
 	used   int64 // and at the end
+
+	// The steps without timing events: marks[s] is recorded on the
+	// first local rank's compute stream when its CPU enters step s, for
+	// s from free (the first unchecked step) to step, so that the
+	// steps free … step−1, which carry no per-op events, are timed as a
+	// whole on the device clock beside the measured one (issue 29, N4:
+	// the measured step's two records per op may slow it).
+	free, markRank int
+	marks          map[int]Event
+	unmeasured     float64 // seconds a step, mean of free … step−1; 0 if none
 }
 
 func newMeasurer(b *Backend, local []int, step int) (*measurer, error) {
-	m := &measurer{b: b, step: step}
+	m := &measurer{b: b, step: step, free: b.opt.CheckSteps, markRank: local[0], marks: map[int]Event{}}
 	n := len(b.plan.Ops)
 	m.starts = make([][]Event, b.t.World())
 	m.ends = make([][]Event, b.t.World())
@@ -61,6 +71,22 @@ func (m *measurer) event(list []Event, op int) (Event, error) {
 		list[op] = ev + 1 // 0 means none
 	}
 	return list[op] - 1, nil
+}
+
+// enterStep marks the first local rank's entry into step (Backend.enter).
+func (m *measurer) enterStep(r *rank, step int) {
+	if r.rank != m.markRank || step < m.free || step > m.step || m.step-m.free < 1 {
+		return
+	}
+	ev, err := m.b.dev.NewEvent()
+	if err == nil {
+		err = m.b.dev.Record(ev, r.streams[schedule.StreamCompute])
+	}
+	if err != nil {
+		m.b.must(r.rank, schedule.StreamCompute, -1, err)
+		return
+	}
+	m.marks[step] = ev
 }
 
 func (m *measurer) begin(r *rank, s schedule.Stream, op, step int) {
@@ -106,6 +132,15 @@ func (m *measurer) collect() error {
 				return fmt.Errorf("rank %d, %s: %w", r, m.b.describe(op), err)
 			}
 			m.t0[r][op], m.t1[r][op] = a.Seconds(), z.Seconds()
+		}
+	}
+	if a, ok := m.marks[m.free]; ok {
+		if z, ok := m.marks[m.step]; ok {
+			d, err := m.b.dev.Elapsed(a, z)
+			if err != nil {
+				return fmt.Errorf("the unmeasured steps: %w", err)
+			}
+			m.unmeasured = d.Seconds() / float64(m.step-m.free)
 		}
 	}
 	if free, total, err := m.b.dev.MemInfo(); err == nil {
@@ -156,6 +191,12 @@ type Measurement struct {
 	// PredictionErr says why Predicted is empty: the simulator could not
 	// settle the plan on the backend's model.
 	PredictionErr error
+	// Unmeasured is the mean device time of the steps between the data
+	// check and the measured step, which carry no timing events, from
+	// one event at each step's entry on the compute stream; 0 when there
+	// are none (fewer than CheckSteps+2 steps, or --graph).
+	Unmeasured      float64
+	UnmeasuredSteps int
 	// Collectives per kind: count, bytes (one rank's output), time, and
 	// the bus bandwidth nccl-tests reports.
 	Collectives []CollectiveFigures
@@ -198,7 +239,10 @@ type CollectiveFigures struct {
 // only meaningful after a Drain without failures.
 func (b *Backend) Measurement() *Measurement {
 	m := b.meas
-	out := &Measurement{Device: b.dev.Name(), Step: m.step}
+	out := &Measurement{Device: b.dev.Name(), Step: m.step, Unmeasured: m.unmeasured}
+	if m.unmeasured > 0 {
+		out.UnmeasuredSteps = m.step - m.free
+	}
 	out.CheckedGathers, out.CheckedCollectives, out.CheckedBytes = b.Checked()
 	if sim, err := schedule.Simulate(b.plan, b.mdl); err != nil {
 		out.PredictionErr = err
@@ -333,6 +377,9 @@ func (x *Measurement) Write(w io.Writer) {
 	}
 	ms := func(s float64) string { return fmt.Sprintf("%.3f ms", s*1e3) }
 	row("step time", x.Measured.StepTime, x.Predicted.StepTime, ms)
+	if x.UnmeasuredSteps > 0 {
+		row(fmt.Sprintf("  steps %d–%d, no events", x.Step-x.UnmeasuredSteps, x.Step-1), x.Unmeasured, x.Predicted.StepTime, ms)
+	}
 	row("compute", x.Measured.ComputeTime, x.Predicted.ComputeTime, ms)
 	row("exposed communication", x.Measured.ExposedComm, x.Predicted.ExposedComm, ms)
 	row(fmt.Sprintf("device memory (%d rank(s))", x.Ranks), float64(x.Measured.PeakMemory), float64(x.Predicted.PeakMemory), func(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) })
