@@ -68,6 +68,9 @@ type Backend struct {
 	plan *schedule.Plan
 	mdl  *schedule.Model
 
+	// calls counts the device calls (dev is it): the measured step's
+	// calls per op price its issue (measure.go).
+	calls *CountingDevice
 	ranks []*rank // by rank; nil for ranks of other processes
 	comms map[commKey]Comm
 	// commOrder is comms' keys in the order Open made them.
@@ -104,7 +107,8 @@ type rank struct {
 
 // New makes a backend on dev.
 func New(dev Device, opt Options) *Backend {
-	return &Backend{dev: dev, opt: opt}
+	c := Counting(dev)
+	return &Backend{dev: c, calls: c, opt: opt}
 }
 
 // Name is the backend's name in reports.
@@ -346,6 +350,9 @@ func (b *Backend) Download(rk int, m executor.Mem) ([]byte, error) {
 
 // Drain waits for every local stream, then reads the measurements.
 func (b *Backend) Drain() error {
+	if !b.graph.on { // with --graph, replays follow the measured step
+		b.meas.callsEnd = b.calls.Calls()
+	}
 	if err := b.finishGraph(); err != nil {
 		b.Abort(failure(-1, err))
 	}

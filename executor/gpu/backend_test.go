@@ -390,8 +390,17 @@ func TestUnmeasuredSteps(t *testing.T) {
 	if r := m.Unmeasured / m.Measured.StepTime; r < 0.1 || r > 10 {
 		t.Errorf("unmeasured %.3f ms a step against the measured %.3f ms", m.Unmeasured*1e3, m.Measured.StepTime*1e3)
 	}
+	// The measured step's device calls price its issue: more than one per
+	// op (the measured step records two timing events per op; 1.85 here),
+	// and a prediction that charges them.
+	if m.CallsPerOp <= 1 || !(m.PredictedIssued > m.Predicted.StepTime) {
+		t.Errorf("%.2f calls per op, step predicted at %v s issuing them against %v s issuing one", m.CallsPerOp, m.PredictedIssued, m.Predicted.StepTime)
+	}
 	var sb strings.Builder
 	m.Write(&sb)
+	if !strings.Contains(sb.String(), "issue at ") {
+		t.Errorf("the report lacks the issue-priced prediction:\n%s", sb.String())
+	}
 	if !strings.Contains(sb.String(), "steps 1–3, no events") {
 		t.Errorf("the report lacks the unmeasured steps:\n%s", sb.String())
 	}

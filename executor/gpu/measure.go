@@ -37,6 +37,11 @@ type measurer struct {
 	free, markRank int
 	marks          map[int]Event
 	unmeasured     float64 // seconds a step, mean of free … step−1; 0 if none
+
+	// callsAt is the device calls made when the first local rank entered
+	// the measured step, callsEnd when Drain began: the measured step's
+	// calls, timing records included, every local rank's.
+	callsAt, callsEnd int64
 }
 
 func newMeasurer(b *Backend, local []int, step int) (*measurer, error) {
@@ -75,6 +80,9 @@ func (m *measurer) event(list []Event, op int) (Event, error) {
 
 // enterStep marks the first local rank's entry into step (Backend.enter).
 func (m *measurer) enterStep(r *rank, step int) {
+	if r.rank == m.markRank && step == m.step {
+		m.callsAt = m.b.calls.Calls()
+	}
 	if r.rank != m.markRank || step < m.free || step > m.step || m.step-m.free < 1 {
 		return
 	}
@@ -191,6 +199,12 @@ type Measurement struct {
 	// PredictionErr says why Predicted is empty: the simulator could not
 	// settle the plan on the backend's model.
 	PredictionErr error
+	// CallsPerOp is the device calls the measured step made per plan op
+	// and rank (its timing records included); PredictedIssued the
+	// simulator's step time when each op's issue costs that many calls,
+	// not one (issue 29, N4: the model charged one issue per op).
+	CallsPerOp      float64
+	PredictedIssued float64
 	// Unmeasured is the mean device time of the steps between the data
 	// check and the measured step, which carry no timing events, from
 	// one event at each step's entry on the compute stream; 0 when there
@@ -242,6 +256,21 @@ func (b *Backend) Measurement() *Measurement {
 	out := &Measurement{Device: b.dev.Name(), Step: m.step, Unmeasured: m.unmeasured}
 	if m.unmeasured > 0 {
 		out.UnmeasuredSteps = m.step - m.free
+	}
+	locals := 0
+	for _, r := range b.ranks {
+		if r != nil {
+			locals++
+		}
+	}
+	if n := len(b.plan.Ops) * locals; n > 0 && m.callsEnd > m.callsAt && m.callsAt > 0 {
+		out.CallsPerOp = float64(m.callsEnd-m.callsAt) / float64(n)
+		issued := *b.mdl
+		issued.Cal.IssueKernel *= out.CallsPerOp
+		issued.Cal.IssueOther *= out.CallsPerOp
+		if sim, err := schedule.Simulate(b.plan, &issued); err == nil {
+			out.PredictedIssued = sim.Prediction().StepTime
+		}
 	}
 	out.CheckedGathers, out.CheckedCollectives, out.CheckedBytes = b.Checked()
 	if sim, err := schedule.Simulate(b.plan, b.mdl); err != nil {
@@ -377,6 +406,9 @@ func (x *Measurement) Write(w io.Writer) {
 	}
 	ms := func(s float64) string { return fmt.Sprintf("%.3f ms", s*1e3) }
 	row("step time", x.Measured.StepTime, x.Predicted.StepTime, ms)
+	if x.PredictedIssued > 0 {
+		row(fmt.Sprintf("  issue at %.2f calls/op", x.CallsPerOp), x.Measured.StepTime, x.PredictedIssued, ms)
+	}
 	if x.UnmeasuredSteps > 0 {
 		row(fmt.Sprintf("  steps %d–%d, no events", x.Step-x.UnmeasuredSteps, x.Step-1), x.Unmeasured, x.Predicted.StepTime, ms)
 	}
