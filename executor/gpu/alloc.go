@@ -63,3 +63,45 @@ func (b *Backend) release(r *rank, m *mem) {
 	pl.stats.Live -= m.bytes
 	pl.free[m.bytes] = append(pl.free[m.bytes], m)
 }
+
+// exactSizeReserved is what the pools above reserve for one rank of p,
+// outside the host pool: the persistent buffers, and the plan's
+// allocations and frees replayed in
+// program order, each allocation served by a freed block of exactly its
+// size or else reserving a new one. The plan frees every block it
+// allocates within a step, so one step's replay is every step's. It is
+// the backend's own policy, the like-for-like model of
+// Measurement.AllocatorReserved; the simulator's prediction models
+// PyTorch's caching allocator instead (rounding, splitting, 2 MiB
+// segments), which reserves differently (issue 29, N5).
+func exactSizeReserved(p *schedule.Plan) int64 {
+	free := map[[2]int64]int{} // (pool, bytes): freed blocks
+	var reserved int64
+	// The persistent buffers (parameters, gradients, optimizer state)
+	// are allocated once, at set-up, and never freed.
+	for i := range p.Buffers {
+		if buf := &p.Buffers[i]; buf.Persistent && buf.Pool != schedule.PoolHost {
+			reserved += buf.Bytes
+		}
+	}
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		if (o.Kind != schedule.OpAlloc && o.Kind != schedule.OpFree) || o.Buffer < 0 || o.Buffer >= len(p.Buffers) {
+			continue
+		}
+		buf := &p.Buffers[o.Buffer]
+		if buf.Pool == schedule.PoolHost {
+			continue
+		}
+		key := [2]int64{int64(buf.Pool), buf.Bytes}
+		switch {
+		case o.Kind == schedule.OpFree:
+			free[key]++
+		case free[key] > 0:
+			free[key]--
+		default:
+			reserved += buf.Bytes
+		}
+	}
+	return reserved
+}

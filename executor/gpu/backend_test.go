@@ -405,3 +405,25 @@ func TestUnmeasuredSteps(t *testing.T) {
 		t.Errorf("the report lacks the unmeasured steps:\n%s", sb.String())
 	}
 }
+
+// TestAllocatorLikeForLike: the backend's pools reserve exactly what the
+// model of their own policy says, on every rehearsal configuration and
+// scale, where the simulator's caching-allocator prediction differs by
+// a ratio that moves with the scale (issue 29, N5).
+func TestAllocatorLikeForLike(t *testing.T) {
+	for _, c := range rehearsalCases[:3] {
+		t.Run(c.String(), func(t *testing.T) {
+			fake := gputest.New()
+			defer fake.Close()
+			_, b, err := rehearse(t, plan(t, c.model, c.layers, c.r, c.s, c.extra...), c.scale, 2, gpu.Options{CheckSteps: 1}, fake)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := b.Measurement()
+			if m.AllocatorModel == 0 || m.AllocatorReserved != m.AllocatorModel {
+				t.Errorf("the pools reserved %d bytes, their policy's model %d", m.AllocatorReserved, m.AllocatorModel)
+			}
+			t.Logf("reserved %d bytes; against the simulator's caching allocator %.3f×", m.AllocatorReserved, float64(m.AllocatorReserved)/float64(m.Predicted.PeakMemory))
+		})
+	}
+}

@@ -224,6 +224,12 @@ type Measurement struct {
 	// AllocatorReserved is the device blocks the caching allocator holds
 	// at the end, over every local rank: what the prediction models.
 	AllocatorReserved int64
+	// AllocatorModel is what the backend's pools, which reuse a freed
+	// block only for an allocation of exactly its size, reserve for this
+	// plan, over every local rank (exactSizeReserved): the like-for-like
+	// prediction of AllocatorReserved. Predicted.PeakMemory models
+	// PyTorch's caching allocator, another policy.
+	AllocatorModel int64
 	// Memory is the device memory sampled during the run
 	// (Options.Memory); nil when there was no sampler, and MemoryOff
 	// (Options.MemoryOff) then says why.
@@ -319,10 +325,12 @@ func (b *Backend) Measurement() *Measurement {
 	// rank's reserved memory.
 	out.Measured.PeakMemory = m.used - m.used0
 	out.Predicted.PeakMemory *= int64(out.Ranks)
+	perRank := exactSizeReserved(b.plan)
 	for _, r := range b.ranks {
 		if r == nil {
 			continue
 		}
+		out.AllocatorModel += perRank
 		for p := range r.pools {
 			if schedule.Pool(p) != schedule.PoolHost {
 				out.AllocatorReserved += r.pools[p].stats.Reserved

@@ -170,6 +170,9 @@ func (x *Measurement) writeMemory(w io.Writer, row func(name string, got, want f
 	mib := func(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) }
 	pred := float64(x.Predicted.PeakMemory)
 	row("allocator reserved", float64(x.AllocatorReserved), pred, mib)
+	if x.AllocatorModel > 0 {
+		row("  its exact-size policy", float64(x.AllocatorReserved), float64(x.AllocatorModel), mib)
+	}
 	f := x.Memory
 	if f == nil {
 		why := x.MemoryOff
