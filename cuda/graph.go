@@ -58,7 +58,12 @@ func (d *Device) EndCapture(s gpu.Stream) (gpu.Graph, error) {
 		var exec C.CUgraphExec
 		// cuGraphInstantiateWithFlags has one signature from CUDA 11.4
 		// on, where cuGraphInstantiate changed its between 11 and 12.
-		if err := check(C.cuGraphInstantiateWithFlags(&exec, g, 0)); err != nil {
+		// Capture copies each kernel's stream priority into its node
+		// (CUDA 11.7); without USE_NODE_PRIORITY a replay runs every
+		// node at the launch stream's priority, and the plan's
+		// high-priority communication streams lose theirs (issue 29,
+		// N10).
+		if err := check(C.cuGraphInstantiateWithFlags(&exec, g, C.CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)); err != nil {
 			return fmt.Errorf("cuda: cuGraphInstantiateWithFlags of stream %d's capture: %w", s, err)
 		}
 		st.graphs = append(st.graphs, graphExec{exec})

@@ -396,8 +396,21 @@ func TestUnmeasuredSteps(t *testing.T) {
 	if m.CallsPerOp <= 1 || !(m.PredictedIssued > m.Predicted.StepTime) {
 		t.Errorf("%.2f calls per op, step predicted at %v s issuing them against %v s issuing one", m.CallsPerOp, m.PredictedIssued, m.Predicted.StepTime)
 	}
+	// Exposed communication per collective kind, measured and predicted,
+	// within each kind's own time.
+	if len(m.Collectives) == 0 {
+		t.Fatal("no collectives measured")
+	}
+	for _, c := range m.Collectives {
+		if c.Exposed < 0 || c.Exposed > c.Time+1e-9 || c.PredExposed < 0 || c.PredExposed > c.Predicted+1e-9 {
+			t.Errorf("%s: exposed %v of %v s measured, %v of %v predicted", c.Kind, c.Exposed, c.Time, c.PredExposed, c.Predicted)
+		}
+	}
 	var sb strings.Builder
 	m.Write(&sb)
+	if !strings.Contains(sb.String(), "  exposed") {
+		t.Errorf("the report lacks the exposed time per collective:\n%s", sb.String())
+	}
 	if !strings.Contains(sb.String(), "issue at ") {
 		t.Errorf("the report lacks the issue-priced prediction:\n%s", sb.String())
 	}

@@ -276,7 +276,9 @@ func TestCommPeerNeverArrives(t *testing.T) {
 			var once sync.Once
 			exits := make([]atomic.Bool, world)
 			start := time.Now()
-			const timeout, deadline = 300 * time.Millisecond, time.Second
+			// The deadline is long enough that a loaded machine's healthy
+			// ranks end on their own well before it.
+			const timeout, deadline = 300 * time.Millisecond, 5 * time.Second
 			runs := runCommWith(t, f, p, c.scale, timeout, commHooks{wrap: func(rank int, comm gpu.Comm) gpu.Comm {
 				if rank == hung {
 					comm = &stuck{Comm: comm, release: release}
@@ -361,9 +363,11 @@ func TestCommWatchdogClockFromStart(t *testing.T) {
 	p := plan(t, "gpt2-124m", 2, 1, 2)
 	qs := make([]*queuedBehind, p.Cluster.WorldSize)
 	for r := range qs {
-		qs[r] = &queuedBehind{spin: time.Second}
+		qs[r] = &queuedBehind{spin: 2500 * time.Millisecond}
 	}
-	runs := runCommWith(t, gputest.NewFabric(), p, 16, 300*time.Millisecond, commHooks{
+	// A second of timeout: the ranks' CPUs may drift apart on a loaded
+	// machine, and a collective waits for its peer's.
+	runs := runCommWith(t, gputest.NewFabric(), p, 16, time.Second, commHooks{
 		wrap: func(rank int, c gpu.Comm) gpu.Comm { return &armingComm{Comm: c, q: qs[rank]} },
 		dev: func(rank int, d *gputest.Device) gpu.Device {
 			qs[rank].Device = d

@@ -1,9 +1,11 @@
 package gpu
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -250,8 +252,12 @@ type CollectiveFigures struct {
 	Bytes     int64
 	Time      float64 // measured, seconds
 	Predicted float64
-	BusBW     float64 // measured bytes/s, nccl-tests' bus bandwidth
-	PredBusBW float64
+	// Exposed and PredExposed: the time within these collectives when
+	// the compute stream runs no op, measured and on the simulator's
+	// timeline of the same step (exposedWithin).
+	Exposed, PredExposed float64
+	BusBW                float64 // measured bytes/s, nccl-tests' bus bandwidth
+	PredBusBW            float64
 }
 
 // Measurement returns the measured step against the simulator's
@@ -279,7 +285,8 @@ func (b *Backend) Measurement() *Measurement {
 		}
 	}
 	out.CheckedGathers, out.CheckedCollectives, out.CheckedBytes = b.Checked()
-	if sim, err := schedule.Simulate(b.plan, b.mdl); err != nil {
+	sim, err := schedule.Simulate(b.plan, b.mdl)
+	if err != nil {
 		out.PredictionErr = err
 	} else {
 		pred := sim.Prediction()
@@ -346,6 +353,17 @@ func (b *Backend) Measurement() *Measurement {
 	if first >= 0 {
 		byKind := map[schedule.OpKind]*CollectiveFigures{}
 		var order []schedule.OpKind
+		measured := exposedWithin(b.plan, func(op int) (float64, float64, bool) {
+			a := m.t0[first][op]
+			return a, m.t1[first][op], !math.IsNaN(a)
+		})
+		var predicted map[int]float64
+		if sim != nil {
+			predicted = exposedWithin(b.plan, func(op int) (float64, float64, bool) {
+				t := sim.Ops[op]
+				return t.Start, t.End, t.End > t.Start
+			})
+		}
 		for op, a := range m.t0[first] {
 			o := &b.plan.Ops[op]
 			if math.IsNaN(a) || (o.Kind != schedule.OpAllGather && o.Kind != schedule.OpReduceScatter && o.Kind != schedule.OpAllReduce) || o.PGSize < 2 {
@@ -361,6 +379,8 @@ func (b *Backend) Measurement() *Measurement {
 			cf.Bytes += o.Bytes
 			cf.Time += m.t1[first][op] - a
 			cf.Predicted += b.mdl.OpDuration(b.plan, o)
+			cf.Exposed += measured[op]
+			cf.PredExposed += predicted[op]
 			n := float64(o.PGSize)
 			factor := (n - 1) / n // bus bandwidth: nccl-tests' PERFORMANCE.md
 			if o.Kind == schedule.OpAllReduce {
@@ -427,6 +447,7 @@ func (x *Measurement) Write(w io.Writer) {
 	for _, c := range x.Collectives {
 		row(fmt.Sprintf("%s ×%d", c.Kind, c.Count), c.Time, c.Predicted, ms)
 		row("  bus bandwidth", c.BusBW, c.PredBusBW, func(v float64) string { return fmt.Sprintf("%.1f GB/s", v/1e9) })
+		row("  exposed", c.Exposed, c.PredExposed, ms)
 	}
 	if g := x.Graph; g != nil {
 		fmt.Fprintf(w, "  CUDA graph: %d replay(s) of step %d; a replay takes %v on the device (eager step %v) and %v of CPU to launch (eager issue %v): %v of launch overhead saved per step\n",
@@ -436,4 +457,48 @@ func (x *Measurement) Write(w io.Writer) {
 		fmt.Fprintf(w, "  data check: %d parameter reads equal the reference, %d collectives equal the host's recomputation (%d bytes compared)\n",
 			x.CheckedGathers, x.CheckedCollectives, x.CheckedBytes)
 	}
+}
+
+// exposedWithin is, for every collective op of a step's timeline (span
+// gives an op's start and end, and whether it ran), the time within it
+// when the compute stream runs no op: the communication the compute does
+// not hide, per collective (issue 29, N4), on the measured timeline or
+// the simulator's alike.
+func exposedWithin(p *schedule.Plan, span func(op int) (start, end float64, ok bool)) map[int]float64 {
+	var busy [][2]float64
+	for op := range p.Ops {
+		if p.Ops[op].Stream != schedule.StreamCompute {
+			continue
+		}
+		if a, z, ok := span(op); ok && z > a {
+			busy = append(busy, [2]float64{a, z})
+		}
+	}
+	slices.SortFunc(busy, func(x, y [2]float64) int { return cmp.Compare(x[0], y[0]) })
+	merged := busy[:0]
+	for _, iv := range busy {
+		if n := len(merged); n > 0 && iv[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], iv[1])
+			continue
+		}
+		merged = append(merged, iv)
+	}
+	out := map[int]float64{}
+	for op := range p.Ops {
+		switch p.Ops[op].Kind {
+		case schedule.OpAllGather, schedule.OpReduceScatter, schedule.OpAllReduce:
+		default:
+			continue
+		}
+		a, z, ok := span(op)
+		if !ok || z <= a {
+			continue
+		}
+		covered := 0.0
+		for _, iv := range merged {
+			covered += max(0, min(z, iv[1])-max(a, iv[0]))
+		}
+		out[op] = z - a - covered
+	}
+	return out
 }
