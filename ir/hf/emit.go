@@ -425,12 +425,18 @@ func (m *model) moeFFN() []field {
 	return append(ffn, field{"names", names, ""})
 }
 
+// ownOutputLine: every decoder layer transformers has returns the residual
+// sum it makes (hidden_states = residual + hidden_states), not its MLP's
+// tensor (docs/model-format.md, Outputs).
+const ownOutputLine = `output = "own"            # returns residual + mlp(...), a tensor of its own`
+
 // block writes one decoder layer: the modules in the order data flows
 // through them, and register with the order the decoder layer registers
 // them, which is FSDP2's parameter order.
 func (m *model) block(w *writer, name string, attn, ffn []field) {
 	w.line("")
 	w.line("[block." + name + "]")
+	w.line(ownOutputLine)
 	b := "block." + name + ".module"
 	switch m.norms {
 	case "olmo2":
@@ -510,6 +516,7 @@ func (m *model) gpt2Modules(w *writer) {
 
 	w.line("")
 	w.line("[block.decoder]")
+	w.line(ownOutputLine)
 	const b = "block.decoder.module"
 	w.modules([]mod{
 		{b, m.layerNorm("ln_1")},

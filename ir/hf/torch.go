@@ -56,6 +56,9 @@ type TorchModule struct {
 	MeasuredBecause string  `json:"measured_because"`
 	// InputShape is the shape of the first tensor forward received.
 	InputShape []int64 `json:"input_shape"`
+	// OwnOutput: its first call returned a tensor it made, not one a
+	// module inside it returned (the model file's output = "own").
+	OwnOutput bool `json:"own_output"`
 }
 
 // TorchParam is one parameter as registered (named_parameters(recurse=False)).

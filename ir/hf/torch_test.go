@@ -18,10 +18,10 @@ const tinyDescription = `banner a native library printed
 {"name":"","type":"Tiny","params":[{"name":"scale","shape":[4],"dtype":"fp32","requires_grad":true}],"children":["emb","layers","head"],"calls":1,"reads":[],"forward":["emb","layers","head"],"flops_fwd":100,"flops_bwd":200,"activation_bytes":10},
 {"name":"emb","type":"Embedding","params":[{"name":"weight","shape":[10,4],"dtype":"fp32","requires_grad":false}],"children":[],"kind":{"kind":"embedding","num":10,"dim":4},"calls":1,"reads":[],"forward":[],"flops_fwd":0,"flops_bwd":0,"activation_bytes":0},
 {"name":"layers","type":"ModuleList","params":[],"children":["0","1"],"calls":0,"reads":["emb"],"forward":["0","1"],"flops_fwd":0,"flops_bwd":0,"activation_bytes":0},
-{"name":"layers.0","type":"Block","params":[],"children":["proj","gate"],"calls":1,"reads":["emb"],"forward":["gate","proj"],"flops_fwd":40,"flops_bwd":80,"activation_bytes":64},
+{"name":"layers.0","type":"Block","params":[],"children":["proj","gate"],"calls":1,"own_output":true,"reads":["emb"],"forward":["gate","proj"],"flops_fwd":40,"flops_bwd":80,"activation_bytes":64},
 {"name":"layers.0.proj","type":"Linear","params":[{"name":"weight","shape":[4,4],"dtype":"fp32","requires_grad":true}],"children":[],"kind":{"kind":"linear","in":4,"out":4,"bias":false},"calls":1,"reads":["layers.0.gate"],"forward":[],"flops_fwd":32,"flops_bwd":64,"activation_bytes":32},
 {"name":"layers.0.gate","type":"Gate","params":[{"name":"w","shape":[4],"dtype":"bf16","requires_grad":true}],"children":[],"calls":1,"reads":["emb"],"forward":[],"flops_fwd":8,"flops_bwd":16,"activation_bytes":32},
-{"name":"layers.1","type":"Block","params":[],"children":["proj","gate"],"calls":1,"reads":["layers.0"],"forward":["gate","proj"],"flops_fwd":40,"flops_bwd":80,"activation_bytes":64},
+{"name":"layers.1","type":"Block","params":[],"children":["proj","gate"],"calls":1,"own_output":true,"reads":["layers.0"],"forward":["gate","proj"],"flops_fwd":40,"flops_bwd":80,"activation_bytes":64},
 {"name":"layers.1.proj","type":"Linear","params":[{"name":"weight","shape":[4,4],"dtype":"fp32","requires_grad":true}],"children":[],"kind":{"kind":"linear","in":4,"out":4,"bias":false},"calls":1,"reads":["layers.1.gate"],"forward":[],"flops_fwd":32,"flops_bwd":64,"activation_bytes":32},
 {"name":"layers.1.gate","type":"Gate","params":[{"name":"w","shape":[4],"dtype":"bf16","requires_grad":true}],"children":[],"calls":1,"reads":["layers.0"],"forward":[],"flops_fwd":8,"flops_bwd":16,"activation_bytes":32},
 {"name":"head","type":"Linear","params":[{"name":"weight","shape":[10,4],"dtype":"fp32","requires_grad":false,"tied_to":"emb.weight"}],"children":[],"kind":{"kind":"linear","in":4,"out":9,"bias":false},"calls":1,"reads":["layers.1"],"forward":[],"flops_fwd":20,"flops_bwd":40,"activation_bytes":8}
@@ -70,6 +70,7 @@ func TestConvertTorch(t *testing.T) {
 	}
 	for _, s := range []string{
 		"repeat = 2",                  // identical blocks fold
+		`output = "own"`,              // the blocks return tensors they make
 		`register = ["proj", "gate"]`, // forward runs gate first
 		`units = ["layers.*"]`,        // each layer a unit
 		"flops_fwd = 8",               // the gate is measured
@@ -79,6 +80,11 @@ func TestConvertTorch(t *testing.T) {
 	} {
 		if !strings.Contains(text, s) {
 			t.Errorf("the file lacks %q:\n%s", s, text)
+		}
+	}
+	for _, name := range []string{"layers.0", "layers.1"} {
+		if id, err := m.ModuleByName(name); err != nil || !m.Modules[id].OwnOutput {
+			t.Errorf("%s does not return its own tensor in the file (%v)", name, err)
 		}
 	}
 	if len(res.Dropped) != 1 || !strings.HasPrefix(res.Dropped[0], "head ") {

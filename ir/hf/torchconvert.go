@@ -135,6 +135,9 @@ func (t *torchModel) compare(m *ir.Model) (*tnode, string) {
 		if !slices.Equal(got, dm.Children) {
 			return n, fmt.Sprintf("children registered %v in the file, %v in PyTorch", got, dm.Children)
 		}
+		if t.ownOutput(n) != mod.OwnOutput {
+			return n, fmt.Sprintf("output own is %v in the file, %v in PyTorch", mod.OwnOutput, t.ownOutput(n))
+		}
 	}
 	if total != len(m.Params) {
 		return t.root, fmt.Sprintf("%d parameters in the file, %d in PyTorch", len(m.Params), total)

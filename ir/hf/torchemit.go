@@ -449,12 +449,24 @@ func (t *torchModel) moduleText(w *writer, header string, n *tnode) error {
 	if reg := t.register(n); reg != nil {
 		fs = append(fs, field{"register", reg, ""})
 	}
+	if t.ownOutput(n) {
+		fs = append(fs, field{"output", "own", ownOutputNote})
+	}
 	inField()
 	w.line("")
 	w.line("[[" + header + "]]")
 	w.fields(fs)
 	t.params(w, header+".param", n)
 	return t.modulesText(w, header+".module", n.fwd, n)
+}
+
+const ownOutputNote = "forward returns a tensor it makes (a residual add), not its last child's"
+
+// ownOutput: a container, not the root (the model file's top level has no
+// output key) nor inside a compute module, whose forward returned a
+// tensor of its own.
+func (t *torchModel) ownOutput(n *tnode) bool {
+	return n.d.OwnOutput && n != t.root && !n.node && !n.inside
 }
 
 // register is the registration order where it differs from forward's.
@@ -514,6 +526,9 @@ func (t *torchModel) signature(n *tnode) string {
 	w.line(fmt.Sprintf("%v %v %s", in, has, n.d.Type))
 	if reg := t.register(n); reg != nil {
 		w.fields([]field{{"register", reg, ""}})
+	}
+	if t.ownOutput(n) {
+		w.fields([]field{{"output", "own", ownOutputNote}})
 	}
 	t.params(w, "B.param", n)
 	if err := t.modulesText(w, "B.module", n.fwd, n); err != nil {
@@ -609,6 +624,9 @@ func (t *torchModel) addBlock(n *tnode, sig string) {
 	w.line("[block." + name + "]")
 	if reg := t.register(n); reg != nil {
 		w.fields([]field{{"register", reg, ""}})
+	}
+	if t.ownOutput(n) {
+		w.fields([]field{{"output", "own", ownOutputNote}})
 	}
 	t.params(w, "block."+name+".param", n)
 	_ = t.modulesText(w, "block."+name+".module", n.fwd, n)

@@ -134,6 +134,7 @@ def _merge(modules: list[dict[str, Any]], tr: Trace, problems: list[dict[str, st
         m["flops_fwd"] = rec.flops_fwd
         m["flops_bwd"] = rec.flops_bwd
         m["activation_bytes"] = rec.activation_bytes
+        m["own_output"] = rec.own_output
         if rec.input_shape:
             m["input_shape"] = rec.input_shape
         if rec.calls > 1 and "kind" in m:

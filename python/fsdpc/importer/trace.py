@@ -16,6 +16,9 @@ from torch.utils.flop_counter import FlopCounterMode
 # Where a tensor came from: the names of the modules whose outputs it was
 # computed from, set on the tensor object itself.
 _SRC = "_fsdpc_src"
+# The first module that returned a tensor, set on the tensor: a module
+# returning a tensor no module inside it returned made it itself.
+_MADE = "_fsdpc_made_by"
 
 
 @dataclass
@@ -30,6 +33,10 @@ class Record:
     flops_fwd: int = 0
     flops_bwd: int = 0
     activation_bytes: int = 0
+    # Its first call returned a tensor it made (h + ffn(h)), not only
+    # tensors a module inside it returned: FSDP2 hooks a unit's
+    # pre-backward on what it returns.
+    own_output: bool = False
 
 
 @dataclass
@@ -165,6 +172,15 @@ def run_trace(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         if stack and stack[-1] == name:
             stack.pop()
         tracker.parents = {"Global", *stack}
+        r = record.get(name)
+        for t in _tensors(out):
+            if getattr(t, _MADE, None) is None:
+                if r is not None and r.calls == 1:
+                    r.own_output = True
+                try:
+                    setattr(t, _MADE, name)
+                except (AttributeError, RuntimeError):
+                    pass
         if id(m) in holds:
             label = frozenset((name,))
             for t in _tensors(out):
