@@ -30,7 +30,10 @@ func TestPythonPackage(t *testing.T) {
 			if err := python.WriteTo(dir); err != nil {
 				return err
 			}
-			return copyTree("tests", filepath.Join(dir, "tests"))
+			if err := copyTree("tests", filepath.Join(dir, "tests")); err != nil {
+				return err
+			}
+			return writeFixtures(filepath.Join(dir, "tests", "fixtures"))
 		},
 		Args:    []string{"-m", "unittest", "discover", "-s", "tests", "-t", ".", "-v"},
 		Timeout: 20 * time.Minute,

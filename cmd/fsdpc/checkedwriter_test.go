@@ -56,6 +56,7 @@ func TestOutputErrorsExitNonZero(t *testing.T) {
 		{"textconv", []string{"textconv", bin}},
 		{"run", []string{"run", "--scale", "64", bin}},
 		{"emit", []string{"emit", "torch", "--model", "gpt2-124m"}},
+		{"export", []string{"export", bin}},
 		{"completion", []string{"completion", "bash"}},
 		{"calibrate", []string{"calibrate", "-fit", "max_efficiency", "-gpu", "a100-80gb", "../../calibrate/published-runs.csv"}},
 	}

@@ -29,6 +29,7 @@ func TestJSONGolden(t *testing.T) {
 		{"sim", []string{"sim", bin, "-model", model, "-json"}, 0},
 		{"show", []string{"show", bin, "-json"}, 0},
 		{"inspect", []string{"inspect", model, "-json"}, 0},
+		{"export", []string{"export", bin, "-model", model}, 0},
 		{"diff", []string{"diff", model, other, "-format", "json", "-fail-if", "step>+5%", "-fail-if", "reserved>1MiB"}, exitGateFailed},
 	}
 	for _, c := range cases {

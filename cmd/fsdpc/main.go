@@ -46,6 +46,7 @@ func init() {
 		"diff":       {"compare two plans (or models) for review: exit 0 same, 1 different, 2 error", runDiff},
 		"textconv":   {"print a plan.bin as text for git diff (git's textconv driver)", runTextconv},
 		"run":        {"run a plan for real on the host and check it against an unsharded reference", runRun},
+		"export":     {"write a plan as JSON for fsdpc's Python package (apply_plan, verify_first_step)", runExport},
 		"emit":       {"emit PyTorch code: the model as an nn.Module, the plan as apply_plan (emit torch)", runEmit},
 		"completion": {"print a shell completion script (completion bash|zsh|fish)", runCompletion},
 		"calibrate":  {"fit the cost model to measured runs (CSV) and write hardware profiles", runCalibrate},
