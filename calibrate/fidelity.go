@@ -15,8 +15,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fsdpc/fsdpc/ir"
-	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -30,11 +28,28 @@ type Set struct {
 // Unsupported is a row fsdpc cannot express.
 type Unsupported = unsupported
 
-// Planned is one run with its plan (nil when the planner refused it for
-// memory: the run is predicted not to fit).
+// Planned is one run and how to get its plan. A CSV row keeps only its
+// model file and whether the planner placed it: its plan (about 1.8 MB
+// for a row of the calibration set) is made again when a prediction needs
+// it and held in a cache of bounded size (plancache.go), so a CSV of
+// thousands of rows is fitted in bounded memory. Plan, when set, is a plan
+// held for the run's life instead (a torchtitan log's one run).
 type Planned struct {
 	run
-	Plan *schedule.Plan
+	Plan   *schedule.Plan
+	src    string // the row's model file
+	placed bool   // planned from src; false: predicted not to fit
+}
+
+// fits reports whether the planner placed the run.
+func (p *Planned) fits() bool { return p.Plan != nil || p.placed }
+
+// plan is the run's plan, nil when it does not fit.
+func (p *Planned) plan() (*schedule.Plan, error) {
+	if p.Plan != nil || !p.placed {
+		return p.Plan, nil
+	}
+	return plans.get(p.id, p.src)
 }
 
 // ID is the row's row_id.
@@ -56,15 +71,14 @@ func Load(name string, r io.Reader, verbose io.Writer) (*Set, error) {
 		if verbose != nil {
 			fmt.Fprintln(verbose, src)
 		}
-		m, err := ir.Load(x.id+".toml", []byte(src))
+		p, err := planRow(x.id, src)
 		if err != nil {
-			return nil, fmt.Errorf("%s: row %s: %w", name, x.id, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		p, err := planner.Plan(m, planner.Options{})
-		if err != nil && !strings.Contains(err.Error(), "does not fit") {
-			return nil, fmt.Errorf("%s: row %s: %w", name, x.id, err)
+		if p != nil {
+			plans.put(src, p)
 		}
-		set.Runs = append(set.Runs, Planned{run: x, Plan: p})
+		set.Runs = append(set.Runs, Planned{run: x, src: src, placed: p != nil})
 	}
 	return set, nil
 }
@@ -170,17 +184,18 @@ func networkPerGPU(r run) float64 {
 
 func (p *Planned) predict(cal func(gpu string) schedule.Calibration) (Result, error) {
 	res := Result{run: p.run}
-	if p.Plan == nil {
-		return res, nil
+	plan, err := p.plan()
+	if err != nil || plan == nil {
+		return res, err
 	}
-	m := schedule.NewModel(p.Plan)
+	m := schedule.NewModel(plan)
 	if cal != nil {
 		// The calibration under test, with what the run's own plan sets
 		// over it (its attention kernel's efficiencies).
 		m.Cal = cal(p.gpu)
-		m.Cal.ApplyProfile(p.Plan.Cluster.Profile)
+		m.Cal.ApplyProfile(plan.Cluster.Profile)
 	}
-	sim, err := schedule.Simulate(p.Plan, m)
+	sim, err := schedule.Simulate(plan, m)
 	if err != nil {
 		return res, fmt.Errorf("row %s: %w", p.id, err)
 	}

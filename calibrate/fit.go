@@ -133,7 +133,7 @@ func (s *Set) Fit(gpus []string, names []string) (*Fit, error) {
 	var runs []*Planned
 	for i := range s.Runs {
 		r := &s.Runs[i]
-		if contains(gpus, r.gpu) && !r.oom && r.tokensPerGPU > 0 && r.Plan != nil {
+		if contains(gpus, r.gpu) && !r.oom && r.tokensPerGPU > 0 && r.fits() {
 			runs = append(runs, r)
 		}
 	}
