@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"flag"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/fsdpc/fsdpc/checkpoint"
 	"github.com/fsdpc/fsdpc/schedule"
-	"github.com/fsdpc/fsdpc/schedule/diff"
 )
 
 func runShow(args []string, stdout, stderr io.Writer) int {
@@ -33,12 +33,12 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, err)
 	}
 	if *asJSON {
-		doc := struct {
-			Schema  string         `json:"schema"`
-			Command string         `json:"command"`
-			Plan    *schedule.Plan `json:"plan"`
-		}{diff.Schema, "show", p}
-		if err := writeJSON(stdout, doc); err != nil {
+		bw := bufio.NewWriterSize(stdout, 1<<20)
+		err := writePlanJSON(bw, "show", p)
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil {
 			return reportErr(stderr, err)
 		}
 		return 0

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"sort"
 
+	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -63,11 +63,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, err)
 	}
 	if *trace != "" {
-		var buf bytes.Buffer
-		if err := schedule.WriteTrace(&buf, p, sim, schedule.TraceOptions{Model: model, Ranks: ranks}); err != nil {
-			return reportErr(stderr, err)
+		// Streamed into the file: the trace of a plan of millions of
+		// operations is gigabytes.
+		err := atomicfile.NotAnInput(*trace, fl.Args()...)
+		if err == nil {
+			err = atomicfile.WriteFunc(*trace, func(w io.Writer) error {
+				return schedule.WriteTrace(w, p, sim, schedule.TraceOptions{Model: model, Ranks: ranks})
+			})
 		}
-		if err := writeOutput(*trace, buf.Bytes(), fl.Args()); err != nil {
+		if err != nil {
 			return reportErr(stderr, fmt.Errorf("writing %s: %w", *trace, err))
 		}
 	}

@@ -4,7 +4,9 @@
 package atomicfile
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +20,18 @@ import (
 // node, FIFO, socket or symlink would replace it with a plain file (as
 // root, -o /dev/null would destroy /dev/null).
 func Write(path string, data []byte) (err error) {
+	return WriteFunc(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc replaces path as Write does with what write writes, streamed
+// through a buffer into the temporary file: an output far larger than
+// the memory it is made from (a trace, the JSON of a plan of millions of
+// operations) is never held whole. An error from write leaves path as it
+// was.
+func WriteFunc(path string, write func(w io.Writer) error) (err error) {
 	if err := Check(path); err != nil {
 		return err
 	}
@@ -38,7 +52,11 @@ func Write(path string, data []byte) (err error) {
 			done(tmp.Name(), func() error { return os.Remove(tmp.Name()) })
 		}
 	}()
-	if _, err = tmp.Write(data); err != nil {
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	if err = write(bw); err != nil {
+		return err
+	}
+	if err = bw.Flush(); err != nil {
 		return err
 	}
 	// CreateTemp makes the file private; fsdpc's outputs are ordinary files.
