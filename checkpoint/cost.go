@@ -148,25 +148,32 @@ func (l *Layout) Estimate(st Storage) *Estimate {
 func (rs *Reshard) Transfer(st Storage) Transfer {
 	l := rs.New
 	ranks := make([]RankCost, l.World())
+	// seen[o] is r+1 once new rank r reads old rank o's file: counting
+	// files without a map per rank.
+	seen := make([]int32, rs.Old.World())
 	for r := range ranks {
 		c := RankCost{Rank: r}
-		files := map[int]bool{}
 		node := r / rs.New.GPUsPerNode
-		for _, rd := range rs.Reads(r) {
-			if l.Tensors[rd.Tensor].State == "" {
-				c.ModelBytes += rd.Bytes
+		rs.visit(r, func(ti, oi, _, ok int, numel int64) {
+			t := &l.Tensors[ti]
+			b := numel * t.DType.Size()
+			if t.State == "" {
+				c.ModelBytes += b
 			} else {
-				c.OptimBytes += rd.Bytes
+				c.OptimBytes += b
 			}
-			if !l.Tensors[rd.Tensor].Offload {
-				c.HostCopyBytes += rd.Bytes
+			if !t.Offload {
+				c.HostCopyBytes += b
 			}
-			files[rd.OldRank] = true
-			if rd.OldRank/rs.Old.GPUsPerNode != node {
-				c.RemoteBytes += rd.Bytes
+			old := rs.Old.Writer[oi][ok]
+			if seen[old] != int32(r+1) {
+				seen[old] = int32(r + 1)
+				c.Files++
 			}
-		}
-		c.Files = len(files)
+			if old/rs.Old.GPUsPerNode != node {
+				c.RemoteBytes += b
+			}
+		})
 		ranks[r] = c
 	}
 	return l.transfer(ranks, st.ReadPerNode, st.ReadAggregate)

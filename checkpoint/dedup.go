@@ -10,32 +10,38 @@ package checkpoint
 // and gives each to the holder whose plan is smallest so far in bytes,
 // the lowest rank on a tie (Python's min over a set of small ints visits
 // them in ascending order). Chunks without elements are not written.
+//
+// Only the chunks with elements get a slot: they are the first ones of a
+// tensor (filled), so a tensor of d rows over W > d ranks has d slots, not
+// W, and a plan of 2²⁰ ranks needs no table of world × tensors. A rank past
+// every tensor's filled chunks holds nothing new and is skipped.
 func writers(l *Layout) [][]int {
 	R, S, world := l.Replicate, l.Shard, l.World()
 	w := make([][]int, len(l.Tensors))
+	widest := 0
 	for ti := range l.Tensors {
-		w[ti] = make([]int, l.Tensors[ti].Chunks(S))
+		w[ti] = make([]int, filled(&l.Tensors[ti], S))
 		for k := range w[ti] {
 			w[ti][k] = -2 // not seen yet
 		}
+		widest = max(widest, len(w[ti]))
 	}
 	size := make([]int64, world)
 	for r := range world {
 		k := r % S
+		if k >= widest && r > 0 {
+			continue // rank 0 took every replicated tensor
+		}
 		for ti := range l.Tensors {
 			t := &l.Tensors[ti]
 			kk := k
 			if t.ShardDim < 0 {
 				kk = 0
 			}
-			if w[ti][kk] != -2 {
+			if kk >= len(w[ti]) || w[ti][kk] != -2 {
 				continue
 			}
-			n := t.Chunk(kk).Numel() * t.DType.Size()
-			if t.ShardDim >= 0 && t.Chunk(kk).Numel() == 0 {
-				w[ti][kk] = -1
-				continue
-			}
+			n := t.chunkNumel(kk) * t.DType.Size()
 			// The holders: every rank for a replicated tensor, else the
 			// ranks with shard index kk, one per replicate group. They
 			// are visited in ascending order, so the first smallest wins.
@@ -59,4 +65,17 @@ func writers(l *Layout) [][]int {
 		}
 	}
 	return w
+}
+
+// filled is the number of chunks of t over shard ranks that hold elements:
+// the first ones, as chunk k holds rows [k·c, min((k+1)·c, d)).
+func filled(t *Tensor, shard int) int {
+	switch {
+	case t.Numel() == 0:
+		return 0
+	case t.ShardDim < 0:
+		return 1
+	default:
+		return int(min(int64(shard), (t.Shape[t.ShardDim]+t.ChunkRows-1)/t.ChunkRows))
+	}
 }

@@ -23,7 +23,9 @@ type Layout struct {
 	HostBandwidth float64
 	Tensors       []Tensor
 	// Writer[t][k] is the rank that writes chunk k of tensor t (k = 0 for
-	// a replicated tensor), -1 for a chunk with no elements (dedup.go).
+	// a replicated tensor). Only the chunks with elements, which are the
+	// first ones, are listed: a k past the end of Writer[t] is a chunk
+	// without elements, which nobody writes (dedup.go).
 	Writer [][]int
 }
 
@@ -87,6 +89,19 @@ func (t *Tensor) Chunks(shard int) int {
 		return 1
 	}
 	return shard
+}
+
+// chunkNumel is Chunk(k).Numel() without building the chunk.
+func (t *Tensor) chunkNumel(k int) int64 {
+	n := int64(1)
+	for d, l := range t.Shape {
+		if d == t.ShardDim {
+			start := min(int64(k)*t.ChunkRows, l)
+			l = min(t.ChunkRows, l-start)
+		}
+		n *= l
+	}
+	return n
 }
 
 // Chunk is the part of the tensor shard index k holds: rows
@@ -263,7 +278,7 @@ func (l *Layout) rankWrites() []written {
 			if r < 0 {
 				continue
 			}
-			b := t.Chunk(k).Numel() * t.DType.Size()
+			b := t.chunkNumel(k) * t.DType.Size()
 			w := &out[r]
 			if t.State == "" {
 				w.model += b

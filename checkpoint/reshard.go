@@ -100,6 +100,8 @@ type Reshard struct {
 	Old, New *Layout
 	// oldIndex maps a new tensor index to the old one.
 	oldIndex []int
+	// filled is each new tensor's number of chunks with elements.
+	filled []int
 }
 
 // OldTensor is the old layout's index of new tensor i.
@@ -112,7 +114,11 @@ func Plan(old, new *Layout) (*Reshard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reshard{Old: old, New: new, oldIndex: oldIndex}, nil
+	rs := &Reshard{Old: old, New: new, oldIndex: oldIndex, filled: make([]int, len(new.Tensors))}
+	for ti := range new.Tensors {
+		rs.filled[ti] = filled(&new.Tensors[ti], new.Shard)
+	}
+	return rs, nil
 }
 
 // Reads are the reads new rank r performs, in state-dict order, as DCP's
@@ -122,41 +128,75 @@ func Plan(old, new *Layout) (*Reshard, error) {
 // rank that wrote the saved chunk. Every replica of an HSDP plan reads its
 // own copy.
 func (rs *Reshard) Reads(r int) []Read {
-	old, new := rs.Old, rs.New
 	var out []Read
+	rs.visit(r, func(ti, oi, k, ok int, numel int64) {
+		nt := &rs.New.Tensors[ti]
+		offs, lens, _ := intersect(nt.Chunk(k), rs.Old.Tensors[oi].Chunk(ok))
+		out = append(out, Read{Tensor: ti, OldRank: rs.Old.Writer[oi][ok], OldK: ok,
+			Offsets: offs, Lengths: lens, Bytes: numel * nt.DType.Size()})
+	})
+	return out
+}
+
+// visit calls f for each read new rank r performs, in Reads' order: new
+// tensor ti (its chunk k), old tensor oi's chunk ok, and the elements
+// read; it builds no boxes, so the estimates of a plan of 2²⁰ ranks, each
+// reading every step count, allocate nothing per read.
+func (rs *Reshard) visit(r int, f func(ti, oi, k, ok int, numel int64)) {
+	old, new := rs.Old, rs.New
 	k := r % new.Shard
 	for ti := range new.Tensors {
 		nt := &new.Tensors[ti]
-		want := nt.Chunk(k)
+		kk := k
 		if nt.ShardDim < 0 {
-			want = nt.Chunk(0)
-		} else if want.Numel() == 0 {
-			continue
+			kk = 0
+		}
+		if kk >= rs.filled[ti] {
+			continue // a chunk without elements
 		}
 		oi := rs.oldIndex[ti]
 		ot := &old.Tensors[oi]
 		// Old chunks are row ranges of one dimension: when both plans
 		// chunk the same one, only those that cover the new rows can
 		// overlap.
-		lo, hi := 0, ot.Chunks(old.Shard)
+		lo, hi := 0, len(old.Writer[oi]) // the chunks with elements
 		if ot.ShardDim >= 0 && ot.ShardDim == nt.ShardDim {
-			d := nt.ShardDim
-			lo = int(want.Offsets[d] / ot.ChunkRows)
-			hi = min(hi, int((want.Offsets[d]+want.Lengths[d]-1)/ot.ChunkRows)+1)
+			start, rows := nt.span(kk, nt.ShardDim)
+			lo = int(start / ot.ChunkRows)
+			hi = min(hi, int((start+rows-1)/ot.ChunkRows)+1)
 		}
 		for ok := lo; ok < hi; ok++ {
-			if old.Writer[oi][ok] < 0 {
-				continue
+			if n := overlap(nt, kk, ot, ok); n > 0 {
+				f(ti, oi, kk, ok, n)
 			}
-			offs, lens, n := intersect(want, ot.Chunk(ok))
-			if n == 0 {
-				continue
-			}
-			out = append(out, Read{Tensor: ti, OldRank: old.Writer[oi][ok], OldK: ok,
-				Offsets: offs, Lengths: lens, Bytes: n * nt.DType.Size()})
 		}
 	}
-	return out
+}
+
+// span is where chunk k of t starts on dimension d, and how far it runs.
+func (t *Tensor) span(k, d int) (start, length int64) {
+	n := t.Shape[d]
+	if d != t.ShardDim {
+		return 0, n
+	}
+	start = min(int64(k)*t.ChunkRows, n)
+	return start, min(t.ChunkRows, n-start)
+}
+
+// overlap is the number of elements chunk ka of a and chunk kb of b (one
+// tensor's shape, chunked by two plans) share.
+func overlap(a *Tensor, ka int, b *Tensor, kb int) int64 {
+	n := int64(1)
+	for d := range a.Shape {
+		alo, alen := a.span(ka, d)
+		blo, blen := b.span(kb, d)
+		lo, hi := max(alo, blo), min(alo+alen, blo+blen)
+		if hi <= lo {
+			return 0
+		}
+		n *= hi - lo
+	}
+	return n
 }
 
 // intersect is the overlap of two chunks of one tensor, and its numel.
