@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,6 +62,17 @@ func drawnOps(t *testing.T, p *schedule.Plan) int {
 	return n
 }
 
+// opsDrawn counts the operations a page draws: a rectangle each, or the
+// data-ops of a fold.
+func opsDrawn(page string) int {
+	n := strings.Count(page, `<rect class="op"`)
+	for _, m := range regexp.MustCompile(`<rect class="op"[^>]* data-ops="(\d+)"`).FindAllStringSubmatch(page, -1) {
+		k, _ := strconv.Atoi(m[1])
+		n += k - 1
+	}
+	return n
+}
+
 // external matches anything a browser would fetch from elsewhere.
 var external = regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?[a-z]+:|url\(|@import|<link|<iframe|<img`)
 
@@ -83,7 +95,7 @@ func TestPage(t *testing.T) {
 			}
 		}
 	}
-	if got, want := strings.Count(one.String(), `<rect class="op"`), drawnOps(t, a); got != want {
+	if got, want := opsDrawn(one.String()), drawnOps(t, a); got != want {
 		t.Errorf("the timeline draws %d operations, want %d", got, want)
 	}
 	if got := strings.Count(one.String(), `<tr class="group"`); got != 2*len(a.Groups) {
@@ -152,5 +164,34 @@ func TestPageUnits(t *testing.T) {
 	}
 	if !strings.Contains(without.String(), "needs the model the plan was made from") {
 		t.Error("without the model, MFU does not say what it needs")
+	}
+}
+
+// A plan of hundreds of thousands of operations makes a page of a few
+// hundred kilobytes: operations narrower than a pixel fold, the memory
+// outline keeps four points a pixel, and every operation is still counted.
+func TestPageFoldsLargePlans(t *testing.T) {
+	src, file, _ := plans.Source("gpt2-124m")
+	s := strings.Replace(string(src), "grad_accum = 2", "grad_accum = 100", 1)
+	m, err := ir.Load(file, []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page bytes.Buffer
+	if err := Write(&page, Input{Name: "gpt2-124m", Plan: p}); err != nil {
+		t.Fatal(err)
+	}
+	if page.Len() > 2<<20 {
+		t.Errorf("a plan of %d operations makes a page of %d bytes", len(p.Ops), page.Len())
+	}
+	if got, want := opsDrawn(page.String()), drawnOps(t, p); got != want {
+		t.Errorf("the timeline draws %d operations, want %d", got, want)
+	}
+	if n := strings.Count(page.String(), `<rect class="op"`); n > 4*len(streamNames)*chartWidth {
+		t.Errorf("%d rectangles for %d operations", n, len(p.Ops))
 	}
 }

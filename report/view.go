@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -45,6 +44,9 @@ type rect struct {
 	Fill       string
 	Title      string
 	Group      int
+	// Ops is how many operations the rectangle draws: 1, or more for a
+	// fold of operations each narrower than a pixel (foldRects).
+	Ops int
 }
 
 type lane struct {
@@ -177,6 +179,7 @@ func build(in Input, id string) (planView, error) {
 		v.Lanes = append(v.Lanes, lane{name, float64(s * laneHeight)})
 	}
 	v.TLHeight = float64(len(streamNames)*laneHeight) + 24
+	folds := newFolder(len(streamNames))
 	for i := range p.Ops {
 		o := &p.Ops[i]
 		tm := sim.Ops[i]
@@ -187,14 +190,18 @@ func build(in Input, id string) (planView, error) {
 		case schedule.OpAlloc, schedule.OpFree, schedule.OpRecord:
 			continue
 		}
+		r := rect{X: x(tm.Start), Y: float64(int(o.Stream)*laneHeight) + 2, W: math.Max((tm.End-tm.Start)/step*chartWidth, 0.3),
+			H: laneHeight - 4, Fill: opColor(o.Kind), Group: o.Group, Ops: 1}
+		if folds.add(&v.Rects, int(o.Stream), r, o.Kind, tm.Start, tm.End) {
+			continue
+		}
 		label := o.Kind.String()
 		if o.Group >= 0 {
 			label += " " + p.Groups[o.Group].Label()
 		}
-		title := fmt.Sprintf("%s: %s, %s to %s (op %d, %s)", label, diff.Seconds(tm.End-tm.Start), diff.Seconds(tm.Start), diff.Seconds(tm.End), i, o.Phase)
-		v.Rects = append(v.Rects, rect{X: x(tm.Start), Y: float64(int(o.Stream)*laneHeight) + 2, W: math.Max((tm.End-tm.Start)/step*chartWidth, 0.3),
-			H: laneHeight - 4, Fill: opColor(o.Kind), Title: title, Group: o.Group})
+		v.Rects[len(v.Rects)-1].Title = fmt.Sprintf("%s: %s, %s to %s (op %d, %s)", label, diff.Seconds(tm.End-tm.Start), diff.Seconds(tm.Start), diff.Seconds(tm.End), i, o.Phase)
 	}
+	folds.finish(v.Rects)
 
 	// Memory over GPU time, stacked by buffer kind.
 	peak := clk.Memory[clk.Peak].Total
@@ -214,29 +221,30 @@ func build(in Input, id string) (planView, error) {
 		if !present[k] {
 			continue
 		}
-		var lower, upper []string
+		var lower, upper outline
 		prevTop, prevBase := 0.0, 0.0
 		for i, pt := range clk.Memory {
 			t := x(pt.Time) - leftMargin
 			newTop := base[i] + float64(pt.Bytes[k])
 			if i > 0 {
-				upper = append(upper, fmt.Sprintf("%.1f,%.1f", t, y(prevTop)))
-				lower = append(lower, fmt.Sprintf("%.1f,%.1f", t, y(prevBase)))
+				upper.add(t, y(prevTop))
+				lower.add(t, y(prevBase))
 			}
-			upper = append(upper, fmt.Sprintf("%.1f,%.1f", t, y(newTop)))
-			lower = append(lower, fmt.Sprintf("%.1f,%.1f", t, y(base[i])))
+			upper.add(t, y(newTop))
+			lower.add(t, y(base[i]))
 			prevTop, prevBase = newTop, base[i]
 			base[i] = newTop
 		}
 		end := x(step) - leftMargin
-		upper = append(upper, fmt.Sprintf("%.1f,%.1f", end, y(prevTop)))
-		lower = append(lower, fmt.Sprintf("%.1f,%.1f", end, y(prevBase)))
-		for i, j := 0, len(lower)-1; i < j; i, j = i+1, j-1 {
-			lower[i], lower[j] = lower[j], lower[i]
+		upper.add(end, y(prevTop))
+		lower.add(end, y(prevBase))
+		low := lower.points()
+		for i, j := 0, len(low)-1; i < j; i, j = i+1, j-1 {
+			low[i], low[j] = low[j], low[i]
 		}
 		color := kindColors[k%len(kindColors)]
 		name := schedule.BufferKind(k).String()
-		v.Areas = append(v.Areas, area{name, color, strings.Join(append(upper, lower...), " ")})
+		v.Areas = append(v.Areas, area{name, color, pointsString(append(upper.points(), low...))})
 		v.Legend = append(v.Legend, kv{name, color})
 	}
 	pk := clk.Memory[clk.Peak]
