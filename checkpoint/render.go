@@ -1,8 +1,12 @@
 package checkpoint
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"sort"
 	"strconv"
@@ -152,13 +156,18 @@ func (l *Layout) EstimateJSON(w io.Writer, e *Estimate, async bool) error {
 	return enc.Encode(doc)
 }
 
-// ranges prints a sorted set of ranks compactly: "0-3,6".
+// ranges prints a set of ranks compactly: "0-3,6".
 func ranges(set map[int]bool) string {
 	var rs []int
 	for r := range set {
 		rs = append(rs, r)
 	}
 	sort.Ints(rs)
+	return rangesOf(rs)
+}
+
+// rangesOf prints sorted ranks compactly.
+func rangesOf(rs []int) string {
 	var parts []string
 	for i := 0; i < len(rs); {
 		j := i
@@ -190,17 +199,44 @@ type rankSummary struct {
 }
 
 func (rs *Reshard) summaries(t Transfer) []rankSummary {
-	var out []rankSummary
-	for r := range rs.New.World() {
-		from := map[int]bool{}
-		reads := rs.Reads(r)
-		for _, rd := range reads {
-			from[rd.OldRank] = true
-		}
+	out := make([]rankSummary, rs.New.World())
+	seen := make([]int32, rs.Old.World())
+	var from []int
+	for r := range out {
+		n := 0
+		from = from[:0]
+		rs.visit(r, func(_, oi, _, ok int, _ int64) {
+			n++
+			if o := rs.Old.Writer[oi][ok]; seen[o] != int32(r+1) {
+				seen[o] = int32(r + 1)
+				from = append(from, o)
+			}
+		})
+		sort.Ints(from)
 		c := t.Ranks[r]
-		out = append(out, rankSummary{r, len(reads), ranges(from), c.ModelBytes, c.OptimBytes, c.Bytes(), c.RemoteBytes, c.Time})
+		out[r] = rankSummary{r, n, rangesOf(from), c.ModelBytes, c.OptimBytes, c.Bytes(), c.RemoteBytes, c.Time}
 	}
 	return out
+}
+
+// readsPrint identifies rank r's reads: ranks with equal prints read the
+// same boxes of the same files (a 2²⁰-rank plan's ranks past every
+// tensor's rows all read just the step counts).
+func (rs *Reshard) readsPrint(r int) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	put := func(v int64) {
+		binary.LittleEndian.PutUint64(b[:], uint64(v))
+		h.Write(b[:])
+	}
+	rs.visit(r, func(ti, oi, k, ok int, numel int64) {
+		put(int64(ti))
+		put(int64(k))
+		put(int64(ok))
+		put(int64(rs.Old.Writer[oi][ok]))
+		put(numel)
+	})
+	return h.Sum64()
 }
 
 func (rs *Reshard) header() string {
@@ -287,36 +323,70 @@ type JSONRead struct {
 	Bytes   int64   `json:"bytes"`
 }
 
-// WriteJSON prints the report as JSON; with reads, every read.
+// WriteJSON prints the report as JSON; with reads, every read. Runs of
+// consecutive ranks with the same figures (and, with reads, the same
+// reads) are one entry whose Through is the run's last rank, and the
+// entries are written one at a time: a plan of 2²⁰ ranks, most of which
+// read only the step counts, is a few entries, not a million.
 func (rs *Reshard) WriteJSON(w io.Writer, st Storage, reads bool) error {
 	t := rs.Transfer(st)
 	read, remote := rs.totals(t)
 	type rank struct {
 		rankSummary
-		Reads []JSONRead `json:"ReadList,omitempty"`
+		Through int        `json:",omitempty"`
+		Reads   []JSONRead `json:"ReadList,omitempty"`
 	}
-	doc := struct {
+	head, err := json.MarshalIndent(struct {
 		Schema             string `json:"schema"`
 		Old, New           string
 		Compatible         bool
 		Storage            Storage
 		Bytes, RemoteBytes int64
 		LoadSeconds        float64
-		Ranks              []rank
 	}{Schema: "fsdpc.reshard/1", Old: rs.Old.Model, New: rs.New.Model, Compatible: true, Storage: st,
-		Bytes: read, RemoteBytes: remote, LoadSeconds: t.Time}
-	for _, s := range rs.summaries(t) {
-		rk := rank{rankSummary: s}
+		Bytes: read, RemoteBytes: remote, LoadSeconds: t.Time}, "", "  ")
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	bw.Write(head[:len(head)-2]) // reopen the object: "\n}"
+	bw.WriteString(",\n  \"Ranks\": [")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("    ", "  ")
+	sums := rs.summaries(t)
+	same := func(a, b rankSummary) bool { a.Rank, b.Rank = 0, 0; return a == b }
+	for i := 0; i < len(sums); {
+		j := i + 1
+		var print uint64
 		if reads {
-			for _, rd := range rs.Reads(s.Rank) {
+			print = rs.readsPrint(i)
+		}
+		for j < len(sums) && same(sums[i], sums[j]) && (!reads || rs.readsPrint(j) == print) {
+			j++
+		}
+		rk := rank{rankSummary: sums[i]}
+		if j-1 > i {
+			rk.Through = j - 1
+		}
+		if reads {
+			for _, rd := range rs.Reads(i) {
 				rk.Reads = append(rk.Reads, JSONRead{rs.New.Tensors[rd.Tensor].FQN, rd.OldRank, FileName(rd.OldRank), rd.Offsets, rd.Lengths, rd.Bytes})
 			}
 		}
-		doc.Ranks = append(doc.Ranks, rk)
+		if i > 0 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n    ")
+		buf.Reset()
+		if err := enc.Encode(rk); err != nil {
+			return err
+		}
+		bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+		i = j
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	bw.WriteString("\n  ]\n}\n")
+	return bw.Flush()
 }
 
 // IncompatibleJSON prints a refusal as JSON.
