@@ -1,7 +1,9 @@
 package diff
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 	"sort"
@@ -184,40 +186,82 @@ func opGroups(p *schedule.Plan) []int {
 	return out
 }
 
-func records(p *schedule.Plan) []opRec {
-	out := make([]opRec, len(p.Ops))
-	groups := opGroups(p)
+// program is one plan's operations as the alignment reads them: a hash
+// of each op's key, and each op's fold group. Records are made one at a
+// time when needed: held for every op of a plan of millions they took
+// gigabytes.
+type program struct {
+	p      *schedule.Plan
+	groups []int
+	hashes []uint64
+}
+
+func newProgram(p *schedule.Plan) *program {
+	pr := &program{p: p, groups: opGroups(p), hashes: make([]uint64, len(p.Ops))}
 	for i := range p.Ops {
-		o := &p.Ops[i]
-		r := &out[i]
-		r.op = o
-		r.foldGroup = foldName(p, groups[i])
-		mod := ""
-		if o.Module >= 0 && o.Module < len(p.Modules) {
-			mod = p.Modules[o.Module]
-		}
-		uses := ""
-		for j, u := range o.Uses {
-			if j > 0 {
-				uses += ","
-			}
-			uses += bufName(p, u)
-		}
-		gemms := ""
-		for j, g := range o.GEMMs {
-			if j > 0 {
-				gemms += ","
-			}
-			gemms += fmt.Sprintf("%d×%d×%d×%d", g.M, g.N, g.K, g.Count)
-		}
-		r.key = opKey{stream: uint8(o.Stream), kind: uint8(o.Kind), phase: uint8(o.Phase), pg: uint8(o.PG),
-			dtype: uint8(o.DType), reduce: uint8(o.Reduce), micro: o.Micro, pgSize: o.PGSize,
-			group: groupName(p, o.Group), module: mod, buffer: bufName(p, o.Buffer), source: bufName(p, o.Source),
-			event: eventName(p, o.Event), uses: uses, gemms: gemms,
-			factor: math.Float64bits(o.Factor), flops: math.Float64bits(o.FLOPs), attn: math.Float64bits(o.AttnFLOPs),
-			bytes: o.Bytes, elem: o.ElemBytes}
+		k := pr.rec(i).key
+		pr.hashes[i] = hashKey(&k)
 	}
-	return out
+	return pr
+}
+
+// hashKey is a deterministic 64-bit hash of an op's key: equal keys hash
+// equal; a pair aligned on equal hashes is checked on its keys.
+func hashKey(k *opKey) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	num := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	str := func(s string) {
+		num(uint64(len(s)))
+		h.Write([]byte(s))
+	}
+	num(uint64(k.stream) | uint64(k.kind)<<8 | uint64(k.phase)<<16 | uint64(k.pg)<<24 | uint64(k.dtype)<<32 | uint64(k.reduce)<<40)
+	num(uint64(k.micro))
+	num(uint64(k.pgSize))
+	for _, s := range []string{k.group, k.module, k.buffer, k.source, k.event, k.uses, k.gemms} {
+		str(s)
+	}
+	num(k.factor)
+	num(k.flops)
+	num(k.attn)
+	num(uint64(k.bytes))
+	num(uint64(k.elem))
+	return h.Sum64()
+}
+
+// rec is op i's record.
+func (pr *program) rec(i int) opRec {
+	p := pr.p
+	o := &p.Ops[i]
+	r := opRec{op: o, foldGroup: foldName(p, pr.groups[i])}
+	mod := ""
+	if o.Module >= 0 && o.Module < len(p.Modules) {
+		mod = p.Modules[o.Module]
+	}
+	uses := ""
+	for j, u := range o.Uses {
+		if j > 0 {
+			uses += ","
+		}
+		uses += bufName(p, u)
+	}
+	gemms := ""
+	for j, g := range o.GEMMs {
+		if j > 0 {
+			gemms += ","
+		}
+		gemms += fmt.Sprintf("%d×%d×%d×%d", g.M, g.N, g.K, g.Count)
+	}
+	r.key = opKey{stream: uint8(o.Stream), kind: uint8(o.Kind), phase: uint8(o.Phase), pg: uint8(o.PG),
+		dtype: uint8(o.DType), reduce: uint8(o.Reduce), micro: o.Micro, pgSize: o.PGSize,
+		group: groupName(p, o.Group), module: mod, buffer: bufName(p, o.Buffer), source: bufName(p, o.Source),
+		event: eventName(p, o.Event), uses: uses, gemms: gemms,
+		factor: math.Float64bits(o.Factor), flops: math.Float64bits(o.FLOPs), attn: math.Float64bits(o.AttnFLOPs),
+		bytes: o.Bytes, elem: o.ElemBytes}
+	return r
 }
 
 // num writes a float exactly; NaNs with their bits, so two NaNs that
@@ -334,22 +378,22 @@ func longestIncreasing(ps [][2]int) [][2]int {
 
 // program aligns the two programs and folds their differences.
 func (r *Result) program() {
-	op, np := r.Old.Plan, r.New.Plan
-	ra, rb := records(op), records(np)
-	a, b := make([]opKey, len(ra)), make([]opKey, len(rb))
-	for i := range ra {
-		a[i] = ra[i].key
-	}
-	for i := range rb {
-		b[i] = rb[i].key
-	}
+	pa, pb := newProgram(r.Old.Plan), newProgram(r.New.Plan)
+	a, b := pa.hashes, pb.hashes
 	matched := align(a, b)
+	// An edit's record is the new op's for a change or an addition, else
+	// the old op's.
 	type edit struct {
-		change   string
-		oi, ni   int
-		fields   []string
-		rec      *opRec
-		groupSet string
+		change string
+		oi, ni int
+		fields []string
+		old    bool
+	}
+	recOf := func(e edit) opRec {
+		if e.old {
+			return pa.rec(e.oi)
+		}
+		return pb.rec(e.ni)
 	}
 	var edits []edit
 	var removed, added []int
@@ -361,16 +405,18 @@ func (r *Result) program() {
 		used := map[int]bool{}
 		for i := alo; i < ahi; i++ {
 			paired := false
+			oa := &pa.p.Ops[i]
 			for j := next; j < bhi; j++ {
-				if !used[j] && rb[j].key.kind == ra[i].key.kind && rb[j].key.stream == ra[i].key.stream {
+				if ob := &pb.p.Ops[j]; !used[j] && ob.Kind == oa.Kind && ob.Stream == oa.Stream {
 					var fields []string
-					va, vb := ra[i].values(), rb[j].values()
+					ra, rb := pa.rec(i), pb.rec(j)
+					va, vb := ra.values(), rb.values()
 					for k := range va {
 						if va[k] != vb[k] {
 							fields = append(fields, opFieldNames[k])
 						}
 					}
-					edits = append(edits, edit{change: "changed", oi: i, ni: j, fields: fields, rec: &rb[j]})
+					edits = append(edits, edit{change: "changed", oi: i, ni: j, fields: fields})
 					used[j], next, paired = true, j+1, true
 					break
 				}
@@ -385,30 +431,44 @@ func (r *Result) program() {
 			}
 		}
 	}
-	pa, pb := 0, 0
+	ia, ib := 0, 0
 	for _, m := range matched {
-		gap(pa, m[0], pb, m[1])
-		pa, pb = m[0]+1, m[1]+1
+		if pa.rec(m[0]).key != pb.rec(m[1]).key {
+			continue // equal hashes of unequal keys: left to the gap
+		}
+		gap(ia, m[0], ib, m[1])
+		ia, ib = m[0]+1, m[1]+1
 	}
-	gap(pa, len(a), pb, len(b))
+	gap(ia, len(a), ib, len(b))
 	// An op removed in one place and added, the same, in another moved.
-	byLine := map[opKey][]int{}
+	byLine := map[uint64][]int{}
 	for _, j := range added {
 		byLine[b[j]] = append(byLine[b[j]], j)
 	}
 	movedTo := map[int]bool{}
 	for _, i := range removed {
-		if js := byLine[a[i]]; len(js) > 0 {
-			edits = append(edits, edit{change: "moved", oi: i, ni: js[0], rec: &ra[i]})
-			movedTo[js[0]] = true
-			byLine[a[i]] = js[1:]
+		js := byLine[a[i]]
+		at := -1
+		if len(js) > 0 {
+			key := pa.rec(i).key
+			for x, j := range js {
+				if pb.rec(j).key == key {
+					at = x
+					break
+				}
+			}
+		}
+		if at >= 0 {
+			edits = append(edits, edit{change: "moved", oi: i, ni: js[at], old: true})
+			movedTo[js[at]] = true
+			byLine[a[i]] = slices.Delete(js, at, at+1)
 			continue
 		}
-		edits = append(edits, edit{change: "removed", oi: i, ni: -1, rec: &ra[i]})
+		edits = append(edits, edit{change: "removed", oi: i, ni: -1, old: true})
 	}
 	for _, j := range added {
 		if !movedTo[j] {
-			edits = append(edits, edit{change: "added", oi: -1, ni: j, rec: &rb[j]})
+			edits = append(edits, edit{change: "added", oi: -1, ni: j})
 		}
 	}
 	// Fold in program order (of the new plan where there is one).
@@ -422,18 +482,21 @@ func (r *Result) program() {
 	type key struct{ change, phase, kind, fields string }
 	idx := map[key]int{}
 	for _, e := range edits {
-		k := key{e.change, e.rec.op.Phase.String(), e.rec.op.Kind.String(), strings.Join(e.fields, ", ")}
-		g := e.rec.foldGroup
+		rec := recOf(e)
+		k := key{e.change, rec.op.Phase.String(), rec.op.Kind.String(), strings.Join(e.fields, ", ")}
+		g := rec.foldGroup
 		n, ok := idx[k]
 		if !ok {
 			n = len(r.Program)
 			idx[k] = n
 			ex := OpExample{OldOp: e.oi, NewOp: e.ni}
 			if e.oi >= 0 {
-				ex.OldOpT = ra[e.oi].brief(e.fields)
+				ra := pa.rec(e.oi)
+				ex.OldOpT = ra.brief(e.fields)
 			}
 			if e.ni >= 0 {
-				ex.NewOpT = rb[e.ni].brief(e.fields)
+				rb := pb.rec(e.ni)
+				ex.NewOpT = rb.brief(e.fields)
 			}
 			r.Program = append(r.Program, OpEdit{Change: e.change, Phase: k.phase, Kind: k.kind, Fields: e.fields, Example: ex})
 		}
