@@ -1,0 +1,89 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkLargestPlanReaders runs the readers of a plan near the largest
+// the planner writes (gpt2-124m at grad_accum 5000: 3.28 M operations per
+// rank, within planner.MaxOpsPerRank, a 150 MB plan.bin) and of the
+// largest world size (gpt2-124m on 2²⁰ ranks), reporting each command's
+// peak heap in use (sampled every 5 ms) and time. Set FSDPC_BENCH_BIG=1:
+// planning the big plan alone takes about 15 s.
+//
+//	FSDPC_BENCH_BIG=1 go test -run XXX -bench LargestPlanReaders -benchtime 1x ./cmd/fsdpc
+func BenchmarkLargestPlanReaders(b *testing.B) {
+	if os.Getenv("FSDPC_BENCH_BIG") != "1" {
+		b.Skip("set FSDPC_BENCH_BIG=1")
+	}
+	dir := b.TempDir()
+	src, err := os.ReadFile("../../plans/gpt2-124m.toml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	write := func(name, old, new string) string {
+		s := strings.Replace(string(src), old, new, 1)
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		return path
+	}
+	big := filepath.Join(dir, "big.bin")
+	if code, _, errOut := runCLI("plan", "-o", big, write("big.toml", "grad_accum = 2", "grad_accum = 5000")); code != 0 {
+		b.Fatal(errOut)
+	}
+	wide := filepath.Join(dir, "wide.bin")
+	if code, _, errOut := runCLI("plan", "-o", wide, write("wide.toml", "world_size = 8", "world_size = 1048576")); code != 0 {
+		b.Fatal(errOut)
+	}
+	half := filepath.Join(dir, "half.bin")
+	if code, _, errOut := runCLI("plan", "-o", half, write("half.toml", "world_size = 8", "world_size = 524288")); code != 0 {
+		b.Fatal(errOut)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"show-json", []string{"show", "-json", big}},
+		{"sim-trace", []string{"sim", "-trace", filepath.Join(dir, "trace.json"), big}},
+		{"diff", []string{"diff", "gpt2-124m", big}},
+		{"report", []string{"report", "-o", filepath.Join(dir, "r.html"), big}},
+		{"checkpoint-json", []string{"checkpoint", "-json", wide}},
+		{"reshard-reads-json", []string{"reshard", "-reads", "-format", "json", wide, half}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var peak atomic.Uint64
+			done := make(chan struct{})
+			go func() {
+				var m runtime.MemStats
+				for {
+					select {
+					case <-done:
+						return
+					case <-time.After(5 * time.Millisecond):
+						runtime.ReadMemStats(&m)
+						if m.HeapInuse > peak.Load() {
+							peak.Store(m.HeapInuse)
+						}
+					}
+				}
+			}()
+			for b.Loop() {
+				if code := run(c.args, io.Discard, io.Discard); code > 1 {
+					b.Fatalf("exit %d", code)
+				}
+			}
+			close(done)
+			b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
+			os.Remove(filepath.Join(dir, "trace.json"))
+		})
+	}
+}
