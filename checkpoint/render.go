@@ -125,6 +125,7 @@ func (l *Layout) WriteEstimate(w io.Writer, e *Estimate, async bool) {
 func (l *Layout) EstimateJSON(w io.Writer, e *Estimate, async bool) error {
 	type rank struct {
 		Rank                              int
+		Through                           int `json:",omitempty"`
 		ModelBytes, OptimizerBytes, Bytes int64
 		Files                             int
 		SaveSeconds, LoadSeconds          float64
@@ -147,9 +148,22 @@ func (l *Layout) EstimateJSON(w io.Writer, e *Estimate, async bool) error {
 	if async {
 		doc.StagingBytesPerRank, doc.StagingPerNode, doc.StallSeconds = e.StagingBytes, e.NodeStaging, e.Stall
 	}
+	// Runs of consecutive ranks with the same figures are one entry whose
+	// Through is the run's last rank: 2²⁰ ranks, most holding no rows, are
+	// a few entries.
 	for r := range l.World() {
 		s, ld := e.Save.Ranks[r], e.Load.Ranks[r]
-		doc.PerRank = append(doc.PerRank, rank{r, s.ModelBytes, s.OptimBytes, s.Bytes(), s.Files, s.Time, ld.Time, ld.Bytes()})
+		rk := rank{r, 0, s.ModelBytes, s.OptimBytes, s.Bytes(), s.Files, s.Time, ld.Time, ld.Bytes()}
+		if n := len(doc.PerRank); n > 0 {
+			last := &doc.PerRank[n-1]
+			a, b := *last, rk
+			a.Rank, a.Through, b.Rank = 0, 0, 0
+			if a == b {
+				last.Through = r
+				continue
+			}
+		}
+		doc.PerRank = append(doc.PerRank, rk)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

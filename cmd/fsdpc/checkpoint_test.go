@@ -40,10 +40,24 @@ func TestCheckpointCommand(t *testing.T) {
 	code, js, _ := runCLI("checkpoint", "-json", "--storage", "shared", "gpt2-124m")
 	var doc struct {
 		ModelBytes, OptimizerBytes int64
-		PerRank                    []struct{ Bytes int64 }
+		PerRank                    []struct {
+			Rank, Through int
+			Bytes         int64
+		}
 	}
-	if code != 0 || json.Unmarshal([]byte(js), &doc) != nil || len(doc.PerRank) != 8 || doc.ModelBytes != (124439808+50257*768)*4 {
+	if code != 0 || json.Unmarshal([]byte(js), &doc) != nil || doc.ModelBytes != (124439808+50257*768)*4 {
 		t.Errorf("checkpoint -json: exit %d, %+v", code, doc)
+	}
+	// Every rank once, a run of ranks with the same figures as one entry.
+	next := 0
+	for _, r := range doc.PerRank {
+		if r.Rank != next || r.Through != 0 && r.Through <= r.Rank {
+			t.Errorf("checkpoint -json: entry %+v after rank %d", r, next-1)
+		}
+		next = max(r.Rank, r.Through) + 1
+	}
+	if next != 8 {
+		t.Errorf("checkpoint -json: the entries cover ranks 0-%d of 8", next-1)
 	}
 	for _, bad := range [][]string{{"checkpoint", "--storage", "tape", "gpt2-124m"}, {"checkpoint"}, {"checkpoint", "--aggregate", "fast", "gpt2-124m"}} {
 		if code, _, _ := runCLI(bad...); code != 2 {
