@@ -248,7 +248,8 @@ func runConformance(t *testing.T, py Python, runs []confRun) {
 func TestLaunchTimeoutNamesRank(t *testing.T) {
 	py := needTorch(t)
 	s, _ := planSpec(t, "hang.toml", fmt.Sprintf(decoderModel, "", "world_size = 2", "", "", ""))
-	t.Setenv("FSDPC_TORCH_TEST_HANG", "1:3")
+	testHang = "1:3"
+	defer func() { testHang = "" }()
 	_, err := Launch(py, s, 60*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "did not finish within") || !strings.Contains(err.Error(), "rank 1 ") {
 		t.Fatalf("want a timeout naming rank 1, got %v", err)

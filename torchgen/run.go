@@ -79,6 +79,12 @@ type Collective struct {
 	GroupSize int    `json:"group_size"`
 }
 
+// testHang, set by tests only, makes rank R stop before its Nth
+// collective ("R:N"): what a timeout is tested against. It is a variable,
+// not the environment, so nothing outside fsdpc's tests can make a run
+// hang.
+var testHang string
+
 // Launch runs the harness on every rank and returns the ranks' records.
 // A rank that fails or outlives timeout fails the run, named with its
 // output's last lines; every rank's process group is killed before it
@@ -144,8 +150,8 @@ func LaunchAll(py Python, specs []*Spec, timeout time.Duration) ([][]Record, err
 	for r := 0; r < s.World; r++ {
 		env := []string{"RANK=" + fmt.Sprint(r), "WORLD_SIZE=" + fmt.Sprint(s.World), "LOCAL_RANK=" + fmt.Sprint(r),
 			"MASTER_ADDR=127.0.0.1", fmt.Sprintf("MASTER_PORT=%d", port), "USE_LIBUV=0", "OMP_NUM_THREADS=1", "PATH=/usr/bin:/bin"}
-		if h := os.Getenv("FSDPC_TORCH_TEST_HANG"); h != "" {
-			env = append(env, "FSDPC_TORCH_TEST_HANG="+h) // tests: rank:N stops before its Nth collective
+		if testHang != "" {
+			env = append(env, "FSDPC_TORCH_TEST_HANG="+testHang)
 		}
 		cmd := py.pythonCommand(env, harnessArgs)
 		var out bytes.Buffer
