@@ -278,7 +278,7 @@ func TestCommPeerNeverArrives(t *testing.T) {
 			start := time.Now()
 			// The deadline is long enough that a loaded machine's healthy
 			// ranks end on their own well before it.
-			const timeout, deadline = 300 * time.Millisecond, 5 * time.Second
+			const timeout, deadline = slowdown * 300 * time.Millisecond, slowdown * 2 * time.Second
 			runs := runCommWith(t, f, p, c.scale, timeout, commHooks{wrap: func(rank int, comm gpu.Comm) gpu.Comm {
 				if rank == hung {
 					comm = &stuck{Comm: comm, release: release}
@@ -305,7 +305,7 @@ func TestCommPeerNeverArrives(t *testing.T) {
 			if !strings.Contains(fmt.Sprint(runs[hung].err), "the enqueue has not returned") {
 				t.Errorf("rank %d: %v, want the watchdog to name the enqueue that did not return", hung, runs[hung].err)
 			}
-			if el := time.Since(start); el > 20*time.Second {
+			if el := time.Since(start); el > slowdown*20*time.Second {
 				t.Errorf("took %v", el)
 			}
 		})
@@ -360,14 +360,17 @@ func (c *armingComm) AllGather(send, recv gpu.Ptr, bytes int64, s gpu.Stream) er
 // N10): --timeout need not cover a whole queued step. Unchecked steps,
 // so that the CPU runs ahead of the device.
 func TestCommWatchdogClockFromStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("queues collectives behind seconds of compute")
+	}
 	p := plan(t, "gpt2-124m", 2, 1, 2)
 	qs := make([]*queuedBehind, p.Cluster.WorldSize)
 	for r := range qs {
-		qs[r] = &queuedBehind{spin: 2500 * time.Millisecond}
+		qs[r] = &queuedBehind{spin: slowdown * 5 * time.Second}
 	}
-	// A second of timeout: the ranks' CPUs may drift apart on a loaded
+	// Seconds of timeout: the ranks' CPUs may drift apart on a loaded
 	// machine, and a collective waits for its peer's.
-	runs := runCommWith(t, gputest.NewFabric(), p, 16, time.Second, commHooks{
+	runs := runCommWith(t, gputest.NewFabric(), p, 16, slowdown*2*time.Second, commHooks{
 		wrap: func(rank int, c gpu.Comm) gpu.Comm { return &armingComm{Comm: c, q: qs[rank]} },
 		dev: func(rank int, d *gputest.Device) gpu.Device {
 			qs[rank].Device = d
