@@ -67,6 +67,22 @@ func (d *Device) NewEvent() (gpu.Event, error) {
 	return id, err
 }
 
+// NewSyncEvent makes an event without timing (CU_EVENT_DISABLE_TIMING):
+// cheaper to record, for ordering and completion only.
+func (d *Device) NewSyncEvent() (gpu.Event, error) {
+	var id gpu.Event
+	err := d.do(func(st *state) error {
+		e, err := cu.MakeEvent(cu.DisableTiming)
+		if err != nil {
+			return fmt.Errorf("cuda: cuEventCreate (CU_EVENT_DISABLE_TIMING): %w", err)
+		}
+		st.events = append(st.events, e)
+		id = gpu.Event(len(st.events))
+		return nil
+	})
+	return id, err
+}
+
 // Record enqueues e on s.
 func (d *Device) Record(e gpu.Event, s gpu.Stream) error {
 	return d.do(func(st *state) error {

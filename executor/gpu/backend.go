@@ -173,16 +173,16 @@ func (b *Backend) Open(t executor.Topology) error {
 		}
 		r.events = make([]Event, t.Events)
 		for i := range r.events {
-			ev, err := b.dev.NewEvent()
+			ev, err := b.dev.NewSyncEvent()
 			if err != nil {
 				return fmt.Errorf("gpu backend: rank %d, event %d: %w", rk, i, err)
 			}
 			r.events[i] = ev
 		}
-		if r.checkEv, err = b.dev.NewEvent(); err != nil {
+		if r.checkEv, err = b.dev.NewSyncEvent(); err != nil {
 			return fmt.Errorf("gpu backend: rank %d: %w", rk, err)
 		}
-		if r.uploadEv, err = b.dev.NewEvent(); err != nil {
+		if r.uploadEv, err = b.dev.NewSyncEvent(); err != nil {
 			return fmt.Errorf("gpu backend: rank %d: %w", rk, err)
 		}
 		b.ranks[rk] = r
@@ -365,7 +365,7 @@ func (b *Backend) Drain() error {
 			// but a backend drained again must not leak events.
 			var err error
 			if r.drainEv[s] == 0 {
-				r.drainEv[s], err = b.dev.NewEvent()
+				r.drainEv[s], err = b.dev.NewSyncEvent()
 			}
 			ev := r.drainEv[s]
 			if err == nil {

@@ -340,7 +340,7 @@ func TestGraphReplay(t *testing.T) {
 	}
 }
 
-// eventCounter counts NewEvent calls.
+// eventCounter counts the events made.
 type eventCounter struct {
 	gpu.Device
 	events atomic.Int64
@@ -349,6 +349,11 @@ type eventCounter struct {
 func (d *eventCounter) NewEvent() (gpu.Event, error) {
 	d.events.Add(1)
 	return d.Device.NewEvent()
+}
+
+func (d *eventCounter) NewSyncEvent() (gpu.Event, error) {
+	d.events.Add(1)
+	return d.Device.NewSyncEvent()
 }
 
 // TestDrainReusesEvents: a second Drain makes no event: its events are
@@ -438,5 +443,31 @@ func TestAllocatorLikeForLike(t *testing.T) {
 			}
 			t.Logf("reserved %d bytes; against the simulator's caching allocator %.3f×", m.AllocatorReserved, float64(m.AllocatorReserved)/float64(m.Predicted.PeakMemory))
 		})
+	}
+}
+
+// TestTimingEventsOnlyWhereMeasured: the only events with timing are the
+// measured step's two per op, its base, and the step-entry marks; every
+// event that only orders (the plan's, the collectives', the data check's,
+// Drain's) is made without timing, which is cheaper to record (issue 29,
+// N10).
+func TestTimingEventsOnlyWhereMeasured(t *testing.T) {
+	fake := gputest.New()
+	defer fake.Close()
+	p := plan(t, "gpt2-124m", 1, 1, 2)
+	const steps = 4
+	if _, _, err := rehearse(t, p, 64, steps, gpu.Options{CheckSteps: 1}, fake); err != nil {
+		t.Fatal(err)
+	}
+	st := fake.Stats()
+	ranks := int64(p.Cluster.WorldSize)
+	// At most two per op and rank, one base, and a mark per step from the
+	// first unchecked one to the measured one.
+	limit := 2*int64(len(p.Ops))*ranks + 1 + (steps - 1)
+	if st.TimingEvents > limit || st.TimingEvents == 0 {
+		t.Errorf("%d events with timing (of %d), want at most %d", st.TimingEvents, st.Events, limit)
+	}
+	if st.Events-st.TimingEvents < ranks*int64(p.Events) {
+		t.Errorf("%d events without timing: the plan's events alone are %d per rank", st.Events-st.TimingEvents, p.Events)
 	}
 }

@@ -78,7 +78,7 @@ func Calibrate(dev Device, ranks int, bytes int64, repeats int) (DeviceFigures, 
 	}
 	join := make([]Event, ranks)
 	for i := range join {
-		if join[i], err = dev.NewEvent(); err != nil {
+		if join[i], err = dev.NewSyncEvent(); err != nil {
 			return f, err
 		}
 	}

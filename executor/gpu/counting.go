@@ -47,6 +47,11 @@ func (c *CountingDevice) NewStream(priority int) (Stream, error) {
 	return c.Device.NewStream(priority)
 }
 
+func (c *CountingDevice) NewSyncEvent() (Event, error) {
+	c.calls.Add(1)
+	return c.Device.NewSyncEvent()
+}
+
 func (c *CountingDevice) NewEvent() (Event, error) {
 	c.calls.Add(1)
 	return c.Device.NewEvent()

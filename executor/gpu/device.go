@@ -53,7 +53,12 @@ type Device interface {
 	// is more urgent), clamped to PriorityRange.
 	NewStream(priority int) (Stream, error)
 	PriorityRange() (least, greatest int)
+	// NewEvent makes an event that records timing, for Elapsed;
+	// NewSyncEvent one that only orders and reports completion (CUDA's
+	// CU_EVENT_DISABLE_TIMING, cheaper to record), on which Elapsed
+	// fails. Timing is asked for only where a time is measured.
 	NewEvent() (Event, error)
+	NewSyncEvent() (Event, error)
 	Record(e Event, s Stream) error
 	Wait(s Stream, e Event) error
 	// SyncEvent blocks until e's latest record has executed.

@@ -154,7 +154,7 @@ func (b *Backend) beginCapture() error {
 		if s == g.origin {
 			continue
 		}
-		e, err := b.dev.NewEvent()
+		e, err := b.dev.NewSyncEvent()
 		if err != nil {
 			return err
 		}
@@ -168,7 +168,7 @@ func (b *Backend) beginCapture() error {
 	if err := b.dev.BeginCapture(g.origin); err != nil {
 		return fmt.Errorf("beginning the capture: %w", err)
 	}
-	fork, err := b.dev.NewEvent()
+	fork, err := b.dev.NewSyncEvent()
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (b *Backend) endCapture() error {
 		if s == g.origin {
 			continue
 		}
-		join, err := b.dev.NewEvent()
+		join, err := b.dev.NewSyncEvent()
 		if err != nil {
 			return err
 		}

@@ -88,7 +88,7 @@ func (m *measurer) enterStep(r *rank, step int) {
 	if r.rank != m.markRank || step < m.free || step > m.step || m.step-m.free < 1 {
 		return
 	}
-	ev, err := m.b.dev.NewEvent()
+	ev, err := m.b.dev.NewEvent() // timed: Elapsed reads it
 	if err == nil {
 		err = m.b.dev.Record(ev, r.streams[schedule.StreamCompute])
 	}

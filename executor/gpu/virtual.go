@@ -80,7 +80,7 @@ func (v *virtualColls) init(b *Backend) error {
 	for _, list := range []*[]Event{&v.arrived, &v.done, &v.reduced} {
 		*list = make([]Event, len(b.ranks))
 		for r := range *list {
-			ev, err := b.dev.NewEvent()
+			ev, err := b.dev.NewSyncEvent()
 			if err != nil {
 				return fmt.Errorf("gpu backend: collective events: %w", err)
 			}

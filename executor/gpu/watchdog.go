@@ -116,7 +116,7 @@ func (w *watchdog) event() (Event, error) {
 		return ev, nil
 	}
 	w.mu.Unlock()
-	ev, err := w.b.dev.NewEvent()
+	ev, err := w.b.dev.NewSyncEvent()
 	if err != nil {
 		return 0, fmt.Errorf("watchdog event: %w", err)
 	}

@@ -122,6 +122,9 @@ type Stats struct {
 	// TableBytes is the device memory of Moves' tables (movetable.go),
 	// which no Alloc made.
 	TableBytes int64
+	// Events counts the events made, TimingEvents those made by NewEvent
+	// (with timing).
+	Events, TimingEvents int64
 }
 
 // Option configures New.

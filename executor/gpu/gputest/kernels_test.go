@@ -181,7 +181,7 @@ func TestCounters(t *testing.T) {
 
 	got := d.Stats()
 	want := Stats{BytesCopied: 150, BytesUploaded: 400, BytesDownloaded: 30,
-		LiveBytes: 0, PeakBytes: 400, LiveHostBytes: 400, PeakHostBytes: 400, Allocs: 2, Frees: 1}
+		LiveBytes: 0, PeakBytes: 400, LiveHostBytes: 400, PeakHostBytes: 400, Allocs: 2, Frees: 1, Events: 2, TimingEvents: 2}
 	want.Launches[KindCopy] = 1
 	want.Launches[KindPacedCopy] = 1
 	want.Launches[KindFill] = 1

@@ -23,7 +23,8 @@ type stream struct {
 }
 
 type event struct {
-	latest *record // nil: never recorded
+	latest   *record // nil: never recorded
+	noTiming bool    // NewSyncEvent's: Elapsed fails on it
 }
 
 // record is one Record of an event.
@@ -90,14 +91,24 @@ func (d *Device) Priority(s gpu.Stream) (int, error) {
 	return st.priority, nil
 }
 
-// NewEvent makes an event.
-func (d *Device) NewEvent() (gpu.Event, error) {
+// NewEvent makes an event that records timing.
+func (d *Device) NewEvent() (gpu.Event, error) { return d.newEvent("NewEvent", false) }
+
+// NewSyncEvent makes an event without timing, as
+// CU_EVENT_DISABLE_TIMING: Elapsed on it fails.
+func (d *Device) NewSyncEvent() (gpu.Event, error) { return d.newEvent("NewSyncEvent", true) }
+
+func (d *Device) newEvent(call string, noTiming bool) (gpu.Event, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.open("NewEvent"); err != nil {
+	if err := d.open(call); err != nil {
 		return 0, err
 	}
-	d.events = append(d.events, &event{})
+	d.events = append(d.events, &event{noTiming: noTiming})
+	d.stats.Events++
+	if !noTiming {
+		d.stats.TimingEvents++
+	}
 	return gpu.Event(len(d.events)), nil
 }
 
@@ -240,6 +251,8 @@ func (d *Device) Elapsed(from, to gpu.Event) (time.Duration, error) {
 			return 0, err
 		}
 		switch r := ev.latest; {
+		case ev.noTiming:
+			return 0, fmt.Errorf("gputest: %s: event %d was made without timing (NewSyncEvent): %w", call, e, ErrInvalidHandle)
 		case r == nil:
 			return 0, fmt.Errorf("gputest: %s: event %d was never recorded: %w", call, e, ErrInvalidHandle)
 		case r.cap != nil:

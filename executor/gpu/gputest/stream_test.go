@@ -2,6 +2,7 @@ package gputest
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -164,5 +165,24 @@ func TestQuery(t *testing.T) {
 			break
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSyncEventHasNoTiming: an event made without timing orders and
+// completes like any other, and Elapsed on it fails, as on CUDA.
+func TestSyncEventHasNoTiming(t *testing.T) {
+	d := New()
+	defer d.Close()
+	s, _ := d.NewStream(0)
+	timed, _ := d.NewEvent()
+	sync, _ := d.NewSyncEvent()
+	ok(t, d.Record(timed, s))
+	ok(t, d.Record(sync, s))
+	ok(t, d.SyncEvent(sync))
+	if _, err := d.Elapsed(timed, sync); !errors.Is(err, ErrInvalidHandle) {
+		t.Errorf("Elapsed to an event without timing: %v, want ErrInvalidHandle", err)
+	}
+	if st := d.Stats(); st.Events != 2 || st.TimingEvents != 1 {
+		t.Errorf("%d events, %d with timing; want 2 and 1", st.Events, st.TimingEvents)
 	}
 }
