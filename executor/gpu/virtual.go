@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fsdpc/fsdpc/executor"
+	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -53,6 +54,9 @@ type virtualColls struct {
 	pending map[instKey]*vcoll
 	seq     map[[2]any]int // (rank, communicator) → collectives issued
 	scratch map[executor.Communicator]*scratchBlock
+	// shifted are the reduce-scatter members' scratch blocks for chunks
+	// whose offset is not a multiple of 16 bytes (reduceShifted).
+	shifted map[shiftKey]*scratchBlock
 	stop    chan struct{}
 	once    sync.Once
 	// Events for the arrivals and completions, and the all-reduce's
@@ -73,6 +77,7 @@ func (v *virtualColls) init(b *Backend) error {
 	v.pending = map[instKey]*vcoll{}
 	v.seq = map[[2]any]int{}
 	v.scratch = map[executor.Communicator]*scratchBlock{}
+	v.shifted = map[shiftKey]*scratchBlock{}
 	v.stop = make(chan struct{})
 	if b.opt.Comm != nil {
 		return nil
@@ -275,7 +280,7 @@ func (v *virtualColls) work(inst *vcoll, done []Event) error {
 					return err
 				}
 			}
-			if err := b.dev.Reduce(operand(m, executor.ArgDst).ptr, srcs, chunk, dt, scale, m.st); err != nil {
+			if err := v.reduceInto(inst.key.Communicator, i, operand(m, executor.ArgDst).ptr, srcs, chunk, dt, scale, m.st); err != nil {
 				return err
 			}
 			if err := b.dev.Record(done[i], m.st); err != nil {
@@ -331,6 +336,66 @@ func (v *virtualColls) work(inst *vcoll, done []Event) error {
 		return nil
 	}
 	return fmt.Errorf("%s is not a collective", m0.k.Kind)
+}
+
+// shiftKey names a reduce-scatter member's shifted scratch.
+type shiftKey struct {
+	c      executor.Communicator
+	member int
+}
+
+// reduceInto reduces srcs into dst on st. The reduce kernel runs in
+// 16-byte words only where dst and every source share their alignment
+// modulo 16, and element by element otherwise, at a fraction of the
+// bandwidth; member i's chunk of a reduce-scatter starts i·chunk bytes
+// into each source, so where that is not a multiple of 16 the sources
+// agree with one another but not with dst, a fresh block. Then the
+// reduction goes to the member's scratch block at the sources' offset
+// and a copy moves it to dst: a copy of one chunk instead of a scalar
+// reduction of n (issue 29, N10).
+func (v *virtualColls) reduceInto(c executor.Communicator, member int, dst Ptr, srcs []Ptr, n int64, dt ir.DType, scale float32, st Stream) error {
+	shift := int64(srcs[0] % 16)
+	if int64(dst%16) == shift || dt == ir.FP64 {
+		return v.b.dev.Reduce(dst, srcs, n, dt, scale, st)
+	}
+	for _, p := range srcs[1:] {
+		if int64(p%16) != shift {
+			return v.b.dev.Reduce(dst, srcs, n, dt, scale, st)
+		}
+	}
+	bytes := n * dt.Size()
+	s, err := v.shiftedFor(shiftKey{c, member}, bytes+16)
+	if err != nil {
+		return err
+	}
+	tmp := s.ptr + Ptr((shift-int64(s.ptr%16)+16)%16)
+	if err := v.b.dev.Reduce(tmp, srcs, n, dt, scale, st); err != nil {
+		return err
+	}
+	return v.b.dev.Copy(dst, tmp, bytes, st)
+}
+
+// shiftedFor is a member's shifted scratch of at least bytes; it is only
+// used on that member's stream.
+func (v *virtualColls) shiftedFor(k shiftKey, bytes int64) (*scratchBlock, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := v.shifted[k]
+	if s != nil && s.bytes >= bytes {
+		return s, nil
+	}
+	if s != nil {
+		if err := v.b.dev.Free(s.ptr); err != nil {
+			return nil, err
+		}
+	}
+	ptr, err := v.b.dev.Alloc(bytes)
+	if err != nil {
+		return nil, fmt.Errorf("reduce-scatter scratch of %d bytes: %w", bytes, err)
+	}
+	s = &scratchBlock{ptr: ptr, bytes: bytes}
+	v.shifted[k] = s
+	return s, nil
 }
 
 // scratchFor is a communicator's all-reduce scratch of at least bytes.
