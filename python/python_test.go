@@ -4,11 +4,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fsdpc/fsdpc/python"
+	"github.com/fsdpc/fsdpc/schedule"
 	"github.com/fsdpc/fsdpc/torchgen"
 )
 
@@ -117,4 +120,24 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestPreflightReadsThisFormat: the start-up check accepts the exports
+// this fsdpc writes, whose plan_format is schedule.FormatVersion; a new
+// plan format must be added to PLAN_FORMATS deliberately.
+func TestPreflightReadsThisFormat(t *testing.T) {
+	src, err := os.ReadFile("fsdpc/preflight.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^PLAN_FORMATS = \(([0-9, ]+)\)`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("preflight.py sets no PLAN_FORMATS tuple")
+	}
+	for _, f := range strings.Split(string(m[1]), ",") {
+		if strings.TrimSpace(f) == strconv.Itoa(schedule.FormatVersion) {
+			return
+		}
+	}
+	t.Errorf("preflight.py's PLAN_FORMATS (%s) lacks plan format %d, which fsdpc writes", m[1], schedule.FormatVersion)
 }

@@ -20,7 +20,8 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	model := fl.String("model", "", "the model file or zoo name (for a plan: the one it was made from)")
 	out := fl.String("o", "", "write the Python module here (default: stdout)")
 	scale := fl.Int("scale", 1, "model alone: shrink every parameter dimension by this factor (rounding up), keeping names, order, ties and dtypes")
-	titan := fl.String("torchtitan", "", "with a plan: also write a torchtitan job config fragment (TOML) here")
+	titan := fl.String("torchtitan", "", "with a plan: also write the plan's torchtitan options here, as the TOML of torchtitan "+torchgen.TorchtitanRelease)
+	titanConfig := fl.String("torchtitan-config", "", "with a plan: also write them here as an entry of torchtitan's Python config registry (commit "+torchgen.TorchtitanCommit[:12]+")")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc emit torch --model FILE|ZOO [--scale K] [plan.bin [--torchtitan job.toml]] [-o out.py]")
 		fmt.Fprintln(stderr, "\nWrites a Python module: build_model() makes the model's nn.Module (registration order,")
@@ -47,18 +48,19 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
-	if *scale < 1 || *scale > 1<<20 || *scale > 1 && fl.NArg() == 1 || *titan != "" && fl.NArg() == 0 {
-		fmt.Fprintln(stderr, "fsdpc emit torch: --scale (1 to 1048576) applies to --model alone, since a plan fixes its shapes; --torchtitan needs a plan")
+	if *scale < 1 || *scale > 1<<20 || *scale > 1 && fl.NArg() == 1 || (*titan != "" || *titanConfig != "") && fl.NArg() == 0 {
+		fmt.Fprintln(stderr, "fsdpc emit torch: --scale (1 to 1048576) applies to --model alone, since a plan fixes its shapes; --torchtitan and --torchtitan-config need a plan")
 		return 2
 	}
 	inputs := append([]string{*model}, fl.Args()...)
-	for _, o := range []string{*out, *titan} {
+	for _, o := range []string{*out, *titan, *titanConfig} {
 		if err := checkOutput(o, inputs...); o != "" && err != nil {
 			return reportErr(stderr, err)
 		}
 	}
-	if *out != "" && *titan != "" && atomicfile.Same(*out, *titan) {
-		fmt.Fprintln(stderr, "fsdpc emit torch: -o and --torchtitan name the same file")
+	same := func(a, b string) bool { return a != "" && b != "" && atomicfile.Same(a, b) }
+	if same(*out, *titan) || same(*out, *titanConfig) || same(*titan, *titanConfig) {
+		fmt.Fprintln(stderr, "fsdpc emit torch: -o, --torchtitan and --torchtitan-config name the same file")
 		return 2
 	}
 	m, err := loadModel(*model)
@@ -78,7 +80,7 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	if *scale > 1 {
 		source += fmt.Sprintf(" scaled down %d×", *scale)
 	}
-	var titanText string
+	var titanText, titanConfigText string
 	if fl.NArg() == 1 {
 		p, err := schedule.ReadFile(fl.Arg(0))
 		if err != nil {
@@ -90,6 +92,7 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		}
 		source = safetext.Python(fl.Arg(0)) + " and " + safetext.Python(*model)
 		titanText = torchgen.Torchtitan(p, fl.Arg(0))
+		titanConfigText = torchgen.TorchtitanRegistry(p, fl.Arg(0))
 	}
 	py, err := torchgen.Emit(spec, source)
 	if err != nil {
@@ -98,6 +101,11 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	}
 	if *titan != "" {
 		if err := writeOutput(*titan, []byte(titanText), inputs); err != nil {
+			return reportErr(stderr, err)
+		}
+	}
+	if *titanConfig != "" {
+		if err := writeOutput(*titanConfig, []byte(titanConfigText), inputs); err != nil {
 			return reportErr(stderr, err)
 		}
 	}

@@ -28,7 +28,7 @@ from typing import Any
 SCHEMA = "fsdpc/v1"
 COMMAND = "export"
 # The plan.bin format versions whose export this package reads.
-PLAN_FORMATS = (6,)
+PLAN_FORMATS = (7,)
 PLAN_SHA256_VAR = "FSDPC_PLAN_SHA256"
 
 

@@ -19,7 +19,7 @@ def export(**over: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "schema": "fsdpc/v1",
         "command": "export",
-        "plan_format": 6,
+        "plan_format": 7,
         "semantics": "torch-fsdp2/2.14",
         "plan_sha256": SHA,
         "mesh": {"world_size": 8, "shard": 4, "replicate": 2, "nodes": 2, "gpus_per_node": 4},
@@ -107,7 +107,7 @@ class PreflightTest(unittest.TestCase):
             ("{\n  \"schema\": ", "plan.json:2:"),
             ("[]", "not a plan export"),
             (export(schema="fsdpc/v2"), "schema 'fsdpc/v2'"),
-            (export(plan_format=5), "plan format 5"),
+            (export(plan_format=6), "plan format 6"),
             (export(environment=None), "lists no environment"),
         ]:
             with self.subTest(want=want):
