@@ -44,8 +44,8 @@ func ParseStorage(s, aggregate string) (Storage, error) {
 		if err != nil {
 			return Storage{}, fmt.Errorf("--storage %q: a preset (%s) or a bandwidth per node: %w", s, strings.Join(PresetNames(), ", "), err)
 		}
-		if bw <= 0 {
-			return Storage{}, fmt.Errorf("--storage %q: the bandwidth must be positive", s)
+		if err := bandwidthInRange(bw); err != nil {
+			return Storage{}, fmt.Errorf("--storage %q: %w", s, err)
 		}
 		st = Storage{Name: s, WritePerNode: bw, ReadPerNode: bw}
 	}
@@ -54,12 +54,24 @@ func ParseStorage(s, aggregate string) (Storage, error) {
 		if err != nil {
 			return Storage{}, fmt.Errorf("--aggregate %q: %w", aggregate, err)
 		}
-		if bw <= 0 {
-			return Storage{}, fmt.Errorf("--aggregate %q: the bandwidth must be positive", aggregate)
+		if err := bandwidthInRange(bw); err != nil {
+			return Storage{}, fmt.Errorf("--aggregate %q: %w", aggregate, err)
 		}
 		st.WriteAggregate, st.ReadAggregate = bw, bw
 	}
 	return st, nil
+}
+
+// Bandwidths fsdpc takes for storage: from a slow disk (1 MB/s) to far
+// beyond any file system (1 PB/s). Outside them the figures printed are
+// meaningless (a 300-digit save time, "+Inf GB/s").
+const minBandwidth, maxBandwidth = 1e6, 1e15
+
+func bandwidthInRange(bw float64) error {
+	if !(bw >= minBandwidth && bw <= maxBandwidth) {
+		return fmt.Errorf("the bandwidth must be from 1 MB/s to 1 PB/s")
+	}
+	return nil
 }
 
 // nodeRate is one node's share when nodes nodes transfer at once: its own

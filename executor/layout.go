@@ -93,7 +93,9 @@ func buildLayouts(p *schedule.Plan) ([]*GroupLayout, error) {
 			return fmt.Errorf("group %s: %s", gl.Name, fmt.Sprintf(format, args...))
 		}
 		for _, dt := range []ir.DType{pol.Orig, pol.Param, pol.Reduce} {
-			if !supported(dt) {
+			// A group with no parameters (docs/semantics.md D13) has
+			// no dtypes: it moves and holds nothing.
+			if !supported(dt) && len(g.Params) > 0 {
 				return nil, bad("dtype %s is not one the host backend can hold", dt)
 			}
 		}

@@ -77,6 +77,13 @@ func (s *state) warnf(format string, args ...any) {
 // change; a panic inside a pass is reported as an internal error naming the
 // pass.
 func Plan(m *ir.Model, opts Options) (*schedule.Plan, error) {
+	if len(m.Params) == 0 {
+		// FSDP2 would shard nothing and the optimizer step nothing: a
+		// plan's figures (memory, MFU, the peak of a dtype no parameter
+		// has) would mean nothing. A unit without parameters in a model
+		// with some is fine (docs/semantics.md D13).
+		return nil, fmt.Errorf("%s: the model has no parameters: FSDP shards parameters and training updates them; there is nothing to plan", m.File)
+	}
 	s := &state{m: m, opts: opts}
 	for _, p := range passes {
 		if err := s.run(p); err != nil {

@@ -35,7 +35,11 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fl, args); !ok {
 		return code
 	}
-	if fl.NArg() != 2 || (*format != "text" && *format != "markdown" && *format != "json") ||
+	if *format != "text" && *format != "markdown" && *format != "json" {
+		fmt.Fprintf(stderr, "fsdpc diff: -format %s: the formats are text, markdown and json\n", *format)
+		return 2
+	}
+	if fl.NArg() != 2 ||
 		(*color != "auto" && *color != "always" && *color != "never") {
 		fl.Usage()
 		return 2

@@ -43,3 +43,33 @@ func TestOutputNamesUpFront(t *testing.T) {
 		}
 	}
 }
+
+// TestBadFlagValuesSayWhy: a timeout that is not positive, an unknown
+// format, a storage bandwidth outside 1 MB/s … 1 PB/s are usage errors
+// that name the flag and what it takes.
+func TestBadFlagValuesSayWhy(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "--timeout", "0s", "gpt2-124m"}, 2, "--timeout positive"},
+		{[]string{"run", "--timeout", "-1s", "gpt2-124m"}, 2, "--timeout positive"},
+		{[]string{"diff", "-format", "yaml", "gpt2-124m", "gpt2-124m"}, 2, "the formats are text, markdown and json"},
+		{[]string{"reshard", "-format", "yaml", "gpt2-124m", "gpt2-124m"}, 2, "the formats are text, markdown and json"},
+		{[]string{"checkpoint", "--storage", "1e-300GB/s", "gpt2-124m"}, 2, "from 1 MB/s to 1 PB/s"},
+		{[]string{"checkpoint", "--aggregate", "1e300TB/s", "gpt2-124m"}, 2, "from 1 MB/s to 1 PB/s"},
+		{[]string{"reshard", "--storage", "NaNGB/s", "gpt2-124m", "gpt2-124m"}, 0, ""},
+	} {
+		code, _, stderr := runCLI(tc.args...)
+		if tc.want == "" {
+			if code == 0 {
+				t.Errorf("%q: accepted", tc.args)
+			}
+			continue
+		}
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+}

@@ -27,7 +27,11 @@ func runReshard(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fl, args); !ok {
 		return code
 	}
-	if fl.NArg() != 2 || (*format != "text" && *format != "markdown" && *format != "json") {
+	if *format != "text" && *format != "markdown" && *format != "json" {
+		fmt.Fprintf(stderr, "fsdpc reshard: -format %s: the formats are text, markdown and json\n", *format)
+		return 2
+	}
+	if fl.NArg() != 2 {
 		fl.Usage()
 		return 2
 	}

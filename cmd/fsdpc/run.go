@@ -41,8 +41,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseOperands(fl, args, 1); !ok {
 		return code
 	}
-	if *scale < 1 || *scale > executor.MaxScale || *steps < 1 || *ranks < 0 {
-		fmt.Fprintf(stderr, "fsdpc run: --scale must be from 1 to %d, --steps at least 1, --ranks not negative\n", executor.MaxScale)
+	if *scale < 1 || *scale > executor.MaxScale || *steps < 1 || *ranks < 0 || *timeout <= 0 {
+		fmt.Fprintf(stderr, "fsdpc run: --scale must be from 1 to %d, --steps at least 1, --ranks not negative, --timeout positive\n", executor.MaxScale)
 		return 2
 	}
 	if *loadUnder != "" && *ckptDir == "" || *ckptDir != "" && *backend != "host" {
