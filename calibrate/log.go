@@ -30,33 +30,10 @@ func (s *Set) AddLog(modelFile string, model []byte, logFile string, log io.Read
 	if err != nil {
 		return err
 	}
-	var tps []float64
-	var mem float64
-	sc := bufio.NewScanner(log)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		g := titanStep.FindStringSubmatch(sc.Text())
-		if g == nil {
-			continue
-		}
-		step, _ := strconv.Atoi(g[1])
-		gib, err1 := strconv.ParseFloat(g[2], 64)
-		t, err2 := strconv.ParseFloat(strings.ReplaceAll(g[3], ",", ""), 64)
-		if err1 != nil || err2 != nil || t <= 0 || gib <= 0 {
-			return fmt.Errorf("%s:%d: a step line with a memory or tps figure that is not a positive number", logFile, line)
-		}
-		mem = max(mem, gib)
-		if step > 1 {
-			tps = append(tps, t)
-		}
+	tps, mem, err := readTitanLog(logFile, log)
+	if err != nil {
+		return err
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s: %w", logFile, err)
-	}
-	if len(tps) == 0 {
-		return fmt.Errorf("%s: no torchtitan step lines after step 1 (\"step: N  loss: …  memory: …GiB(…%%)  tps: …\")", logFile)
-	}
-	sort.Float64s(tps)
 	gpu := ir.GPUPresetOf(m.Cluster.GPU.Name)
 	if gpu == "" {
 		return fmt.Errorf("%s: the GPU is given as figures; a measured run needs a GPU preset to fit its profile", modelFile)
@@ -71,4 +48,36 @@ func (s *Set) AddLog(modelFile string, model []byte, logFile string, log io.Read
 	}
 	s.Runs = append(s.Runs, Planned{run: x, Plan: p})
 	return nil
+}
+
+// readTitanLog reads torchtitan's step lines: the tokens/s of every step
+// after the first, sorted, and the largest memory figure in GiB. Errors
+// name the file and line.
+func readTitanLog(logFile string, log io.Reader) (tps []float64, mem float64, err error) {
+	sc := bufio.NewScanner(log)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		g := titanStep.FindStringSubmatch(sc.Text())
+		if g == nil {
+			continue
+		}
+		step, _ := strconv.Atoi(g[1])
+		gib, err1 := strconv.ParseFloat(g[2], 64)
+		t, err2 := strconv.ParseFloat(strings.ReplaceAll(g[3], ",", ""), 64)
+		if err1 != nil || err2 != nil || t <= 0 || gib <= 0 {
+			return nil, 0, fmt.Errorf("%s:%d: a step line with a memory or tps figure that is not a positive number", logFile, line)
+		}
+		mem = max(mem, gib)
+		if step > 1 {
+			tps = append(tps, t)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", logFile, err)
+	}
+	if len(tps) == 0 {
+		return nil, 0, fmt.Errorf("%s: no torchtitan step lines after step 1 (\"step: N  loss: …  memory: …GiB(…%%)  tps: …\")", logFile)
+	}
+	sort.Float64s(tps)
+	return tps, mem, nil
 }

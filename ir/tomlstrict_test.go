@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,4 +73,43 @@ func TestProfileInjection(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "line 4, column 1: TOML 1.0: [profile] defines profile again") {
 		t.Errorf("LoadFile = %v, want the profile refused at its line 4", err)
 	}
+}
+
+// FuzzProfile: any profile file a model names gives a model whose profile
+// holds finite constants, sorted, or an error naming the
+// profile's file; never a panic. A profile the TOML 1.0 check refuses is
+// never used. Seeds: what calibrate -o writes, and H3's forgery.
+//
+//	go test -run '^$' -fuzz FuzzProfile -fuzztime 2m ./ir
+func FuzzProfile(f *testing.F) {
+	f.Add("# fsdpc hardware profile\n[profile]\ngpus = [\"a100-80gb\"]\nmax_efficiency = 0.8\noverlap = 0.5\nclock_ratio = 0.9\n")
+	f.Add("# x\nprofile.clock_ratio = 0.05\n#\n[profile]\ngpus = [\"a100-80gb\"]\nmax_efficiency = 0.8\n")
+	f.Add("[profile]\ngpus = [\"a100-80gb\"]\nattention_forward = 1e-300\nnic_efficiency = inf\n")
+	src, err := os.ReadFile("../plans/gpt2-124m.toml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	model := strings.Replace(string(src), "[cluster]\n", "[cluster]\nprofile = \"p.profile.toml\"\n", 1)
+	f.Fuzz(func(t *testing.T, prof string) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "p.profile.toml")
+		if err := os.WriteFile(path, []byte(prof), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Load(filepath.Join(dir, "m.toml"), []byte(model))
+		if err != nil {
+			if !strings.Contains(err.Error(), path) && !strings.Contains(err.Error(), "m.toml") {
+				t.Fatalf("error %q names neither file", err)
+			}
+			return
+		}
+		if _, msg := checkTOML10(prof); msg != "" {
+			t.Fatalf("a profile TOML 1.0 refuses (%s) was used", msg)
+		}
+		for i, v := range m.Cluster.Profile {
+			if i > 0 && m.Cluster.Profile[i-1].Name >= v.Name || math.IsNaN(v.Value) || math.IsInf(v.Value, 0) {
+				t.Fatalf("profile %v", m.Cluster.Profile)
+			}
+		}
+	})
 }

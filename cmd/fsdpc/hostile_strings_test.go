@@ -162,23 +162,31 @@ func emitShape(t *testing.T, dir, plan string) shape {
 
 func readShape(t *testing.T, out string) shape {
 	t.Helper()
-	var s shape
-	if b, err := os.ReadFile(filepath.Join(out, "a.toml")); err == nil {
-		var v map[string]any
-		md, err := toml.Decode(string(b), &v)
-		if err != nil {
-			t.Fatalf("the torchtitan fragment does not parse: %v\n%s", err, b)
-		}
-		var keys []string
-		for _, k := range md.Keys() {
-			keys = append(keys, k.String())
-		}
-		s.toml = strings.Join(keys, " ")
-	}
+	s := shape{toml: titanKeys(t, out)}
 	if _, err := os.Stat(filepath.Join(out, "a.py")); err == nil {
 		s.py = pythonStatements(t, filepath.Join(out, "a.py"))
 	}
 	return s
+}
+
+// titanKeys lists the keys of the torchtitan fragment out/a.toml, or ""
+// without one.
+func titanKeys(t *testing.T, out string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "a.toml"))
+	if err != nil {
+		return ""
+	}
+	var v map[string]any
+	md, err := toml.Decode(string(b), &v)
+	if err != nil {
+		t.Fatalf("the torchtitan fragment does not parse: %v\n%s", err, b)
+	}
+	var keys []string
+	for _, k := range md.Keys() {
+		keys = append(keys, k.String())
+	}
+	return strings.Join(keys, " ")
 }
 
 // pythonStatements lists a module's top-level statements (kind and line
