@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/ir"
 )
 
@@ -306,9 +307,11 @@ func (rs *Reshard) WriteText(w io.Writer, st Storage, reads bool) {
 func (rs *Reshard) WriteMarkdown(w io.Writer, st Storage, reads bool) {
 	t := rs.Transfer(st)
 	read, remote := rs.totals(t)
-	fmt.Fprintf(w, "### Reshard %s\n\n", rs.header())
+	// The models' names and the storage's come from files and flags:
+	// literal text, so the comment gains no heading, link or image.
+	fmt.Fprintf(w, "### Reshard %s\n\n", safetext.Markdown(rs.header()))
 	fmt.Fprintf(w, "Compatible: the same %d state entries. Reads **%s** in all (%s from other nodes); load **%s** at %s.\n\n",
-		len(rs.New.Tensors), ir.FormatBytes(read), ir.FormatBytes(remote), secs(t.Time), st.Name)
+		len(rs.New.Tensors), ir.FormatBytes(read), ir.FormatBytes(remote), secs(t.Time), safetext.Markdown(st.Name))
 	fmt.Fprintln(w, "| rank | reads | from ranks | model | optimizer | total | remote | load |")
 	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 	for _, s := range rs.summaries(t) {

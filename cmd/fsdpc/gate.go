@@ -150,7 +150,7 @@ func parseGate(expr string, relativeOK bool) (gate, error) {
 	}
 	if (value[0] == '+' || value[0] == '-') && strings.HasSuffix(value, "%") {
 		if !relativeOK {
-			return bad("%s is a change relative to an old plan: use it with fsdpc diff OLD NEW, or give an absolute value", value)
+			return bad("%q is a change relative to an old plan: use it with fsdpc diff OLD NEW, or give an absolute value", value)
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(value[:len(value)-1]), 64)
 		if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
