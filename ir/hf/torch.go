@@ -26,7 +26,10 @@ type TorchDescription struct {
 	SeqLen     int64          `json:"seq_len"`
 	Torch      string         `json:"torch"`
 	Modules    []TorchModule  `json:"modules"`
-	Problems   []TorchProblem `json:"problems"`
+	// Numel is sum(p.numel() for p in model.parameters()): each Parameter
+	// once.
+	Numel    int64          `json:"numel"`
+	Problems []TorchProblem `json:"problems"`
 }
 
 // TorchModule is one module holding parameters, under its dotted name,

@@ -25,7 +25,7 @@ const tinyDescription = `banner a native library printed
 {"name":"layers.1.proj","type":"Linear","params":[{"name":"weight","shape":[4,4],"dtype":"fp32","requires_grad":true}],"children":[],"kind":{"kind":"linear","in":4,"out":4,"bias":false},"calls":1,"reads":["layers.1.gate"],"forward":[],"flops_fwd":32,"flops_bwd":64,"activation_bytes":32},
 {"name":"layers.1.gate","type":"Gate","params":[{"name":"w","shape":[4],"dtype":"bf16","requires_grad":true}],"children":[],"calls":1,"reads":["layers.0"],"forward":[],"flops_fwd":8,"flops_bwd":16,"activation_bytes":32},
 {"name":"head","type":"Linear","params":[{"name":"weight","shape":[10,4],"dtype":"fp32","requires_grad":false,"tied_to":"emb.weight"}],"children":[],"kind":{"kind":"linear","in":4,"out":9,"bias":false},"calls":1,"reads":["layers.1"],"forward":[],"flops_fwd":20,"flops_bwd":40,"activation_bytes":8}
-],
+],"numel":84,
 "problems":[{"module":"layers.1.gate","what":"calls a custom autograd Function"}]}
 `
 

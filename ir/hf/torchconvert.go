@@ -18,6 +18,8 @@ type TorchResult struct {
 	Measured, Dropped []string
 	// Problems are what the trace could not see (TorchProblem.What by module).
 	Problems []TorchProblem
+	// Numel is what PyTorch counts: each Parameter once.
+	Numel int64
 }
 
 // ConvertTorch writes the model file for a description: the module tree,
@@ -50,8 +52,11 @@ func ConvertTorch(d *TorchDescription, opt Options) (*TorchResult, error) {
 			return nil, fmt.Errorf("internal error: the imported model does not load (please report):\n%v", err)
 		}
 		bad, why := t.compare(m)
+		if bad == nil && m.Stats().Params != d.Numel {
+			return nil, fmt.Errorf("internal error: the model file holds %d parameters, PyTorch counts %d (please report)", m.Stats().Params, d.Numel)
+		}
 		if bad == nil {
-			res := &TorchResult{Text: text, Dropped: t.dropped, Problems: d.Problems}
+			res := &TorchResult{Text: text, Dropped: t.dropped, Problems: d.Problems, Numel: d.Numel}
 			for _, name := range t.measuredNames() {
 				res.Measured = append(res.Measured, name)
 			}

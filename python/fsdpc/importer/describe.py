@@ -94,6 +94,8 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
         "seq_len": seq_len,
         "torch": torch.__version__,
         "modules": modules,
+        # What PyTorch counts: each Parameter once, however many names it has.
+        "numel": sum(int(p.numel()) for p in model.parameters()),
         "problems": problems + tr.problems,
     }
 

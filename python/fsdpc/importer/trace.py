@@ -209,12 +209,14 @@ def run_trace(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(m.register_forward_hook(post, with_kwargs=True))
 
-    original_apply = torch.autograd.Function.apply
+    # The classmethod object itself, so that it can be called for any
+    # subclass and put back exactly.
+    original_apply = torch.autograd.Function.__dict__["apply"]
 
     def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
         if stack and not cls.__module__.startswith("torch."):
             custom_fn.add("%s (custom autograd Function %s.%s)" % (stack[-1], cls.__module__, cls.__qualname__))
-        return original_apply.__func__(cls, *args, **kwargs)
+        return original_apply.__get__(None, cls)(*args, **kwargs)
 
     fc = FlopCounterMode(display=False, custom_mapping=_custom_flops())
     fc.mod_tracker = tracker
@@ -227,9 +229,12 @@ def run_trace(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -
                     out = model(*args, **kwargs)
             except Exception as e:
                 where = stack[-1] if stack else "(the model's own forward)"
-                raise TraceError("forward on meta tensors failed in module %s: %s: %s (a forward that reads tensor "
-                                 "values, such as data-dependent control flow or .item(), cannot be traced on the meta device)"
-                                 % (where or "(root)", type(e).__name__, e)) from e
+                hint = ""
+                if isinstance(e, (NotImplementedError, RuntimeError)) and ("meta" in str(e) or "data-dependent" in str(e)):
+                    hint = (" (a forward that reads tensor values, such as data-dependent control flow or .item(), "
+                            "cannot be traced on the meta device)")
+                raise TraceError("forward on meta tensors failed in module %s: %s: %s%s"
+                                 % (where or "(root)", type(e).__name__, e, hint)) from e
             fwd_counts = {k: sum(v.values()) for k, v in fc.flop_counts.items()}
             losses = [t.float().sum() for t in _tensors(out) if t.is_floating_point() and t.requires_grad]
             if losses:

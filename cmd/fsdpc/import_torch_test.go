@@ -1,0 +1,229 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/ir/hf"
+	"github.com/fsdpc/fsdpc/planner"
+)
+
+func needTorch(t *testing.T) {
+	t.Helper()
+	if testing.Short() || os.Getenv("FSDPC_TORCH_CONFORMANCE") != "1" {
+		t.Skip("builds models with PyTorch: set FSDPC_TORCH_CONFORMANCE=1")
+	}
+}
+
+// paramLines lists a model's parameters as PyTorch's named_parameters
+// (remove_duplicate=False) does: own parameters, then each child's in
+// registration order; with name, shape, dtype, requires_grad and tie.
+func paramLines(m *ir.Model) []string {
+	var out []string
+	var walk func(id ir.ModuleID)
+	walk = func(id ir.ModuleID) {
+		mod := &m.Modules[id]
+		for _, pid := range mod.Params {
+			p := &m.Params[pid]
+			tie := ""
+			if p.TiedTo != ir.NoParam {
+				tie = " tied to " + m.Params[p.TiedTo].Name
+			}
+			out = append(out, fmt.Sprintf("%s %v %s grad=%v%s", p.Name, p.Shape, p.DType, p.RequiresGrad, tie))
+		}
+		reg := mod.Registered
+		if reg == nil {
+			reg = mod.Children
+		}
+		for _, c := range reg {
+			walk(c)
+		}
+	}
+	walk(0)
+	return out
+}
+
+// decisions is a plan's FSDP decisions: each group's modules, parameters
+// in layout order, shard sizes and policy. A model too large for the
+// cluster (DeepSeek-V3's 11B-parameter MoE layers on 80 GB) has no plan;
+// then its units and their parameters in FSDP2's order, as the planner
+// formed them before it found the plan too large, are what both imports
+// must agree on (the predicted memory differs where one measured a
+// module the other has a kind for).
+func decisions(t *testing.T, m *ir.Model) []string {
+	t.Helper()
+	var units string
+	p, err := planner.Plan(m, planner.Options{DumpAfter: func(pass, text string) {
+		if strings.HasPrefix(text, "unit ") {
+			units = text
+		}
+	}})
+	if err != nil {
+		if !strings.Contains(err.Error(), "does not fit") || units == "" {
+			t.Fatalf("plan %s: %v", m.Name, err)
+		}
+		return append([]string{"no plan: it does not fit"}, strings.Split(units, "\n")...)
+	}
+	out := make([]string, len(p.Groups))
+	for i, g := range p.Groups {
+		b, err := json.Marshal(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = string(b)
+	}
+	return out
+}
+
+func firstDiff(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("at %d:\n  %s\n  %s", i, a[i], b[i])
+		}
+	}
+	if len(a) != len(b) {
+		return fmt.Sprintf("%d entries against %d", len(a), len(b))
+	}
+	return ""
+}
+
+// TestImportTorchConformanceHF: for every config of ir/hf/testdata (every
+// family import hf knows), import hf (Go, from the config's keys) and
+// import torch --hf (transformers' own class on the meta device) give the
+// same parameters, in the same order, with the same ties, and plans with
+// the same FSDP decisions.
+func TestImportTorchConformanceHF(t *testing.T) {
+	needTorch(t)
+	fixtures, err := filepath.Glob("../../ir/hf/testdata/*.json")
+	if err != nil || len(fixtures) < 20 {
+		t.Fatalf("fixtures: %v (%d)", err, len(fixtures))
+	}
+	if only := os.Getenv("FSDPC_IMPORT_ONLY"); only != "" { // a comma-separated subset, by file name
+		fixtures = nil
+		for _, n := range strings.Split(only, ",") {
+			fixtures = append(fixtures, "../../ir/hf/testdata/"+n+".json")
+		}
+	}
+	// 512 ranks: every fixture, DeepSeek-V3 included, fits, so both plans are made.
+	opt := hf.Options{SeqLen: 1024, WorldSize: 512, GPUsPerNode: 8}
+	for _, f := range fixtures {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, err := hf.ConvertWith(f, src, opt)
+			if err != nil {
+				t.Fatalf("import hf: %v", err)
+			}
+			want, err := ir.Load(name+".toml", text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			res, err := importTorch(f, nil, nil, "", opt, false, 10*time.Minute)
+			if err != nil && strings.Contains(err.Error(), "'DeepseekV2Moe' object has no attribute 'num_experts'") {
+				// transformers 5.12's DeepseekV2Moe.route_tokens_to_experts
+				// reads self.num_experts under topk_method
+				// "group_limited_greedy" (DeepSeek-V2's), which __init__
+				// never sets: the model cannot run forward at all.
+				t.Skipf("transformers cannot run this config's forward (its DeepseekV2Moe bug): %v", err)
+			}
+			if err != nil {
+				t.Fatalf("import torch --hf: %v", err)
+			}
+			got, err := ir.Load(name+".toml", res.Text)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, res.Text)
+			}
+			t.Logf("%s: %d parameter tensors, %d measured modules, %v", name, len(got.Params), len(res.Measured), time.Since(start).Round(time.Millisecond))
+			if d := firstDiff(paramLines(got), paramLines(want)); d != "" {
+				t.Fatalf("parameters differ (import torch, then import hf) %s", d)
+			}
+			if d := firstDiff(decisions(t, got), decisions(t, want)); d != "" {
+				t.Errorf("plans differ (import torch, then import hf) %s", d)
+			}
+		})
+	}
+}
+
+// architectures are small configs of current transformers architectures
+// (decoder LLMs dense and MoE, encoder-decoders, encoders, a vision
+// transformer): 2 layers, width 64, the rest the config class's defaults.
+var architectures = []struct{ name, config string }{
+	{"llama", `"architectures":["LlamaForCausalLM"]`},
+	{"mistral", `"architectures":["MistralForCausalLM"]`},
+	{"mixtral", `"architectures":["MixtralForCausalLM"],"num_local_experts":4,"num_experts_per_tok":2`},
+	{"qwen2", `"architectures":["Qwen2ForCausalLM"]`},
+	{"qwen3", `"architectures":["Qwen3ForCausalLM"],"head_dim":16`},
+	{"qwen3_moe", `"architectures":["Qwen3MoeForCausalLM"],"head_dim":16,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":32`},
+	{"gemma", `"architectures":["GemmaForCausalLM"],"head_dim":16`},
+	{"gemma2", `"architectures":["Gemma2ForCausalLM"],"head_dim":16`},
+	{"gemma3_text", `"architectures":["Gemma3ForCausalLM"],"head_dim":16`},
+	{"phi3", `"architectures":["Phi3ForCausalLM"],"pad_token_id":0`},
+	{"olmo2", `"architectures":["Olmo2ForCausalLM"]`},
+	{"deepseek_v3", `"architectures":["DeepseekV3ForCausalLM"],"n_routed_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":32,"first_k_dense_replace":1,"n_group":1,"topk_group":1,"kv_lora_rank":32,"q_lora_rank":48,"qk_nope_head_dim":16,"qk_rope_head_dim":8,"v_head_dim":16`},
+	{"granite", `"architectures":["GraniteForCausalLM"]`},
+	{"starcoder2", `"architectures":["Starcoder2ForCausalLM"]`},
+	{"stablelm", `"architectures":["StableLmForCausalLM"]`},
+	{"cohere", `"architectures":["CohereForCausalLM"]`},
+	{"smollm3", `"architectures":["SmolLM3ForCausalLM"],"pad_token_id":0`},
+	{"gpt2", `"architectures":["GPT2LMHeadModel"],"n_embd":64,"n_layer":2,"n_head":4,"n_positions":512`},
+	{"gpt_neox", `"architectures":["GPTNeoXForCausalLM"]`},
+	{"gptj", `"architectures":["GPTJForCausalLM"],"n_embd":64,"n_layer":2,"n_head":4,"rotary_dim":8,"n_positions":512`},
+	{"bloom", `"architectures":["BloomForCausalLM"],"n_layer":2,"n_head":4`},
+	{"falcon", `"architectures":["FalconForCausalLM"]`},
+	{"t5", `"architectures":["T5ForConditionalGeneration"],"d_model":64,"d_ff":128,"num_layers":2,"num_decoder_layers":2,"num_heads":4,"d_kv":16`},
+	{"bert", `"architectures":["BertForMaskedLM"]`},
+	{"roberta", `"architectures":["RobertaForMaskedLM"]`},
+	{"distilbert", `"architectures":["DistilBertForMaskedLM"],"dim":64,"n_layers":2,"n_heads":4,"hidden_dim":128`},
+	{"vit", `"architectures":["ViTForImageClassification"],"image_size":32,"patch_size":8`},
+}
+
+// TestImportTorchConformanceArchitectures imports each architecture
+// through --hf: the file holds exactly the parameters PyTorch counts
+// (sum(p.numel() for p in model.parameters()), tied ones once; ConvertTorch
+// checks it, the test again), and it plans.
+func TestImportTorchConformanceArchitectures(t *testing.T) {
+	needTorch(t)
+	if len(architectures) < 25 {
+		t.Fatalf("%d architectures; the table promises at least 25", len(architectures))
+	}
+	dir := t.TempDir()
+	opt := hf.Options{SeqLen: 128, WorldSize: 2, GPUsPerNode: 2}
+	for _, a := range architectures {
+		if only := os.Getenv("FSDPC_IMPORT_ONLY"); only != "" && !strings.Contains(","+only+",", ","+a.name+",") {
+			continue
+		}
+		t.Run(a.name, func(t *testing.T) {
+			cfg := fmt.Sprintf(`{"model_type":%q,"vocab_size":1000,"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":512,%s}`, a.name, a.config)
+			path := filepath.Join(dir, a.name+".json")
+			if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, err := importTorch(path, nil, nil, "", opt, false, 5*time.Minute)
+			if err != nil {
+				t.Fatalf("import torch --hf: %v", err)
+			}
+			m, err := ir.Load(a.name+".toml", res.Text)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, res.Text)
+			}
+			if m.Stats().Params != res.Numel {
+				t.Errorf("%d parameters in the file, PyTorch counts %d", m.Stats().Params, res.Numel)
+			}
+			if _, err := planner.Plan(m, planner.Options{}); err != nil {
+				t.Errorf("plan: %v", err)
+			}
+			t.Logf("%s: %s parameters (PyTorch: %s), %d tensors, %d measured modules, %d problems", a.name,
+				commas(m.Stats().Params), commas(res.Numel), len(m.Params), len(res.Measured), len(res.Problems))
+		})
+	}
+}
