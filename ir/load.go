@@ -95,7 +95,7 @@ func load(file string, src []byte, override func(*Model), repeats map[string]int
 	sum := sha256.Sum256(src)
 	m.SourceHash = hex.EncodeToString(sum[:])
 
-	root := d.table("", raw, "the model file", "model", "train", "cluster", "policy", "module", "param", "block")
+	root := d.table("", raw, "the model file", "model", "train", "cluster", "policy", "module", "param", "block", "register")
 	defaultDType := d.modelSection(root, m)
 	if m.Name == "" {
 		m.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
@@ -123,6 +123,7 @@ func load(file string, src []byte, override func(*Model), repeats map[string]int
 	}
 	modules := d.moduleList(root, 0)
 	params := d.paramList(root)
+	rootReg := root.registration()
 	blocks := d.blocks(root)
 	if !root.has("module") && !root.has("param") {
 		d.keyErrorf("", "the model declares no modules: add [[module]] entries")
@@ -133,7 +134,7 @@ func load(file string, src []byte, override func(*Model), repeats map[string]int
 
 	l := &lowerer{d: d, m: m, blocks: blocks, defaultDType: defaultDType,
 		moduleByName: map[string]ModuleID{}, paramByName: map[string]ParamID{}}
-	l.lowerModules(modules, params)
+	l.lowerModules(modules, params, rootReg)
 	if !d.diags.HasErrors() {
 		for _, name := range sortedKeys(repeats) {
 			if !l.resized[name] {

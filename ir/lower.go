@@ -61,7 +61,7 @@ type inherited struct {
 	inRegion     bool // inside a checkpoint region
 }
 
-func (l *lowerer) lowerModules(rootModules []*moduleDecl, rootParams []*paramDecl) {
+func (l *lowerer) lowerModules(rootModules []*moduleDecl, rootParams []*paramDecl, rootReg registration) {
 	size, ok := l.checkSize(rootModules, rootParams)
 	if !ok {
 		return
@@ -80,6 +80,7 @@ func (l *lowerer) lowerModules(rootModules []*moduleDecl, rootParams []*paramDec
 	for _, md := range rootModules {
 		l.expand(md, 0, inh)
 	}
+	l.register(0, rootReg)
 	if len(rootModules) == 0 && len(rootParams) == 0 && !l.d.diags.HasErrors() {
 		l.d.keyErrorf("", "the model declares no modules: add [[module]] entries")
 	}

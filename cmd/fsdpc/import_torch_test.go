@@ -227,3 +227,61 @@ func TestImportTorchConformanceArchitectures(t *testing.T) {
 		})
 	}
 }
+
+// TestImportTorchConformanceCustom imports testdata/importtorch's custom
+// model (parameters on the root, an nn.ModuleDict, a module reachable at
+// two places, a frozen embedding, an nn.ParameterList, a module called
+// twice), plans it and runs the plan under real FSDP2, which must match.
+func TestImportTorchConformanceCustom(t *testing.T) {
+	needTorch(t)
+	t.Chdir("testdata/importtorch")
+	opt := hf.Options{SeqLen: 64, WorldSize: 2, GPUsPerNode: 2}
+	res, err := importTorch("", []string{"custom_model:build"}, []string{"layers=3"}, "", opt, false, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	model := filepath.Join(dir, "custom.toml")
+	if err := os.WriteFile(model, res.Text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ir.Load(model, res.Text)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res.Text)
+	}
+	if m.Stats().Params != res.Numel {
+		t.Errorf("%d parameters in the file, PyTorch counts %d", m.Stats().Params, res.Numel)
+	}
+	lines := strings.Join(paramLines(m), "\n")
+	for _, want := range []string{
+		"scale [64] fp32 grad=true",                                                // on the root
+		"embed.weight [512 64] fp32 grad=false",                                    // frozen
+		"blocks.first.up.weight [256 64]",                                          // in the ModuleDict
+		"shared.up.weight [256 64] fp32 grad=true tied to blocks.second.up.weight", // the second place
+		"mix.0 [64] fp32 grad=true",                                                // the ParameterList
+	} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("no parameter %q in:\n%s", want, lines)
+		}
+	}
+	var problems []string
+	for _, p := range res.Problems {
+		problems = append(problems, p.Module+" "+p.What)
+	}
+	if len(problems) != 1 || !strings.HasPrefix(problems[0], "proj is called 2 times") {
+		t.Errorf("problems %q, want proj's two calls alone", problems)
+	}
+	plan := filepath.Join(dir, "plan.bin")
+	var out, errb strings.Builder
+	if code := run([]string{"plan", "-o", plan, model}, &out, &errb); code != 0 {
+		t.Fatalf("plan: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := runTorch(plan, model, "", 10*time.Minute, &out, &errb); code != 0 {
+		t.Fatalf("run --backend torch: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "FSDP2 matches the plan") {
+		t.Errorf("run --backend torch said:\n%s%s", out.String(), errb.String())
+	}
+}

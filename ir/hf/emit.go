@@ -147,11 +147,14 @@ func quote(s string) string {
 
 // clean makes text taken from the config safe inside a comment or a name:
 // a newline there would end the comment and inject TOML.
-func clean(s string) string {
+func clean(s string) string { return cleanN(s, 100) }
+
+// cleanN is clean keeping up to limit characters.
+func cleanN(s string, limit int) string {
 	var b strings.Builder
 	n := 0
 	for _, r := range s {
-		if n == 100 {
+		if n == limit {
 			b.WriteString("...")
 			break
 		}

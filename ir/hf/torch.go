@@ -57,6 +57,9 @@ type TorchModule struct {
 	FlopsBwd        float64 `json:"flops_bwd"`
 	ActivationBytes float64 `json:"activation_bytes"`
 	MeasuredBecause string  `json:"measured_because"`
+	// ParamsUsed: never called, but forward read its parameters directly
+	// (an nn.ParameterList indexed by its parent).
+	ParamsUsed bool `json:"params_used"`
 	// InputShape is the shape of the first tensor forward received.
 	InputShape []int64 `json:"input_shape"`
 	// OwnOutput: its first call returned a tensor it made, not one a

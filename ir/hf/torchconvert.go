@@ -49,6 +49,11 @@ func ConvertTorch(d *TorchDescription, opt Options) (*TorchResult, error) {
 			if ir.ExceedsLimits(err) {
 				return nil, fmt.Errorf("the model is beyond fsdpc's limits (docs/model-format.md, Limits):\n%v", err)
 			}
+			if strings.Contains(err.Error(), "form a cycle") {
+				// A container never called itself (nn.ModuleDict) whose
+				// children run with modules outside it between them.
+				return nil, fmt.Errorf("the forward interleaves the children of a container with modules outside it, which a model file's dataflow cannot express (docs/import.md):\n%v", err)
+			}
 			return nil, fmt.Errorf("internal error: the imported model does not load (please report):\n%v", err)
 		}
 		bad, why := t.compare(m)
@@ -180,8 +185,8 @@ func (t *torchModel) modelName() string {
 			return clean(c)
 		}
 	}
-	if f := s("factory"); f != "" {
-		return clean(f[strings.LastIndexByte(f, ':')+1:])
+	if c := s("class"); c != "" {
+		return clean(c)
 	}
 	return "imported"
 }
@@ -206,7 +211,7 @@ func (t *torchModel) file() ([]byte, error) {
 		w.comment("")
 		w.comment("Not seen by the trace:")
 		for _, p := range t.d.Problems {
-			w.wrap("  - ", fmt.Sprintf("%s %s", displayName(p.Module), clean(p.What)))
+			w.wrap("  - ", fmt.Sprintf("%s %s", displayName(p.Module), cleanN(p.What, 400)))
 		}
 	}
 	if x := t.unattributed(); x > 0 {
@@ -216,6 +221,10 @@ func (t *torchModel) file() ([]byte, error) {
 	w.comment("")
 	w.wrap("", "[train], [cluster] and [policy] are a starting point: edit them, or import again with --seq-len, --micro-batch, --checkpointing, --gpu, --world-size and --gpus-per-node.")
 
+	if reg := t.register(t.root); reg != nil {
+		w.line("")
+		w.fields([]field{{"register", reg, "the root's children in registration order; [[module]] is forward order"}})
+	}
 	w.table("model", field{"name", name, ""}, field{"dtype", t.dtype, "the parameters' own dtype"})
 	w.table("train",
 		field{"micro_batch", t.d.MicroBatch, ""},
@@ -239,11 +248,7 @@ func (t *torchModel) file() ([]byte, error) {
 	w.table("policy", pol...)
 
 	t.params(w, "param", t.root)
-	kids := t.root.fwd
-	if !slices.Equal(t.root.fwd, t.root.children) {
-		kids = t.root.children
-	}
-	if err := t.modulesText(w, "module", kids, t.root); err != nil {
+	if err := t.modulesText(w, "module", t.root.fwd, t.root); err != nil {
 		return nil, err
 	}
 	for _, sig := range t.blockOrder {

@@ -194,16 +194,7 @@ func (t *torchModel) inputs(n *tnode) ([]string, bool) {
 		return nil, false
 	}
 	i := slices.Index(p.fwd, n)
-	in, has := t.readsOf(n, p, i)
-	if !has && p == t.root && !slices.Equal(p.fwd, p.children) {
-		// The root has no register key: its children are declared in
-		// registration order, so each says what it reads.
-		if i == 0 {
-			return []string{}, true
-		}
-		return []string{p.fwd[i-1].local}, true
-	}
-	return in, has
+	return t.readsOf(n, p, i)
 }
 
 func (t *torchModel) readsOf(n, p *tnode, i int) ([]string, bool) {
@@ -523,7 +514,7 @@ func (t *torchModel) signature(n *tnode) string {
 	}
 	w := &writer{}
 	in, has := t.inputs(n)
-	w.line(fmt.Sprintf("%v %v %s", in, has, n.d.Type))
+	w.line(fmt.Sprintf("%v %v %s %v", in, has, n.d.Type, t.ownOutput(n)))
 	if reg := t.register(n); reg != nil {
 		w.fields([]field{{"register", reg, ""}})
 	}

@@ -82,8 +82,15 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
     model.to(torch.bfloat16)
     tr = run_trace(model, args, kwargs)
     _merge(modules, tr, problems)
+    # Modules whose parameters forward read directly (an nn.ParameterList
+    # indexed by its parent) run though they are never called.
+    used = {n for n, mod in model.named_modules()
+            if any(id(p) in tr.used_params for p in mod.parameters(recurse=False))}
     for m in modules:
         if "alias_of" in m:
+            continue
+        if m["name"] in used and not _ran(m):
+            m["params_used"] = True
             continue
         if not _ran(m) and _called_parent(modules, m):
             problems.append({"module": m["name"], "what": "is never called in forward: its parameters get no gradient from the pass traced"})
@@ -139,6 +146,9 @@ def _merge(modules: list[dict[str, Any]], tr: Trace, problems: list[dict[str, st
         m["own_output"] = rec.own_output
         if rec.input_shape:
             m["input_shape"] = rec.input_shape
+        if rec.calls > 1:
+            problems.append({"module": m["name"], "what": "is called %d times in forward: the model file places it where it "
+                             "first runs, reading what that call read; its measured costs are all calls'" % rec.calls})
         if rec.calls > 1 and "kind" in m:
             # A kind's formula is one call's cost.
             m["measured_because"] = "called %d times in forward" % rec.calls

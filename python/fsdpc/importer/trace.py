@@ -43,6 +43,8 @@ class Record:
 class Trace:
     record: dict[str, Record]
     problems: list[dict[str, str]]
+    # used_params: ids of the parameters some torch function read.
+    used_params: set[int] = field(default_factory=set)
 
 
 class TraceError(Exception):
@@ -85,16 +87,20 @@ class _Provenance(TorchFunctionMode):  # type: ignore[misc]
     its tensor inputs came from; the autograd nodes it creates belong to
     the modules running."""
 
-    def __init__(self, stack: list[str], nodes: dict[Any, tuple[str, ...]]) -> None:
+    def __init__(self, stack: list[str], nodes: dict[Any, tuple[str, ...]], params: set[int]) -> None:
         super().__init__()
         self.stack = stack
         self.nodes = nodes
+        self.params = params
+        self.used: set[int] = set()
 
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         src: frozenset[str] = frozenset()
         for t in _tensors((args, kwargs)):
             src |= _src(t)
+            if id(t) in self.params:
+                self.used.add(id(t))
         for t in _tensors(out):
             if src:
                 try:
@@ -159,9 +165,12 @@ def run_trace(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -
             for t in _tensors((args, kwargs)):
                 r.input_shape = [int(s) for s in t.shape]
                 break
+        if r.calls == 0:
+            # A module called again later reads later modules' outputs;
+            # its place in the dataflow is its first call's (docs/import.md).
+            for t in _tensors((args, kwargs)):
+                r.reads |= _src(t)
         r.calls += 1
-        for t in _tensors((args, kwargs)):
-            r.reads |= _src(t)
         stack.append(name)
         tracker.parents = {"Global", *stack}
 
@@ -218,6 +227,7 @@ def run_trace(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -
             custom_fn.add("%s (custom autograd Function %s.%s)" % (stack[-1], cls.__module__, cls.__qualname__))
         return original_apply.__get__(None, cls)(*args, **kwargs)
 
+    prov = _Provenance(stack, nodes, params)
     fc = FlopCounterMode(display=False, custom_mapping=_custom_flops())
     fc.mod_tracker = tracker
     fwd_counts: dict[str, int] = {}
@@ -225,7 +235,7 @@ def run_trace(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         torch.autograd.Function.apply = classmethod(apply)
         with fc:
             try:
-                with _Provenance(stack, nodes), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+                with prov, torch.autograd.graph.saved_tensors_hooks(pack, unpack):
                     out = model(*args, **kwargs)
             except Exception as e:
                 where = stack[-1] if stack else "(the model's own forward)"
@@ -286,4 +296,4 @@ def run_trace(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     for c in sorted(custom_fn):
         mod, _, what = c.partition(" ")
         problems.append({"module": mod, "what": "calls a %s: FLOPs it hides from torch's dispatcher are not counted" % what.strip("()")})
-    return Trace(record=record, problems=problems)
+    return Trace(record=record, problems=problems, used_params=prov.used)
