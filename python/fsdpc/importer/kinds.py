@@ -181,6 +181,56 @@ def _mla(m: nn.Module) -> Kind | None:
     return kind
 
 
+def _moe(m: nn.Module) -> Kind | None:
+    """A mixture of experts as transformers 5 builds them: a router, the
+    experts fused into gate_up_proj [E, 2·I, H] and down_proj [E, H, I],
+    and maybe a gated shared-expert MLP (docs/model-format.md, moe)."""
+    ch = _param_children(m)
+    if _params(m) or "experts" not in ch:
+        return None
+    router_name = next((n for n in ("gate", "router") if n in ch), None)
+    if router_name is None:
+        return None
+    experts, router = ch["experts"], ch[router_name]
+    shared_name = next((n for n in ch if n.startswith("shared_expert")), None)
+    if set(ch) - {"experts", router_name} - ({shared_name} if shared_name else set()):
+        return None
+    ep = _params(experts)
+    rp = _params(router)
+    if _param_children(experts) or list(ep) != ["gate_up_proj", "down_proj"] or _param_children(router):
+        return None
+    if set(rp) - {"weight", "bias"} or "weight" not in rp or rp["weight"].dim() != 2:
+        return None
+    gu, dn = ep["gate_up_proj"], ep["down_proj"]
+    if gu.dim() != 3 or dn.dim() != 3:
+        return None
+    e, dim = int(rp["weight"].shape[0]), int(rp["weight"].shape[1])
+    transposed = tuple(gu.shape) == (e, dim, int(gu.shape[2])) and int(gu.shape[2]) % 2 == 0 and int(gu.shape[1]) != int(gu.shape[2]) // 2
+    hidden = int(gu.shape[2] if transposed else gu.shape[1]) // 2
+    act = _act(experts, gated=True) or _act(m, gated=True)
+    cfg = getattr(m, "config", None)
+    top_k = getattr(m, "top_k", None) or getattr(router, "top_k", None) or getattr(cfg, "num_experts_per_tok", None)
+    if act is None or not isinstance(top_k, int):
+        return None
+    kind: Kind = {"kind": "moe", "dim": dim, "hidden": hidden, "experts": e, "top_k": top_k, "activation": act,
+                  "grouped": True, "fused_gate_up": True,
+                  "names": {"router": router_name, "experts": "experts", "gate_up": "gate_up_proj", "down": "down_proj"}}
+    if transposed:
+        kind["transposed"] = True
+    if "bias" in rp:
+        kind["router_bias"] = True
+    order = list(ch)
+    if order.index("experts") < order.index(router_name):
+        kind["experts_first"] = True
+    if shared_name:
+        sh = _mlp(ch[shared_name])
+        if sh is None or sh.get("activation") != act or sh["dim"] != dim or sh["hidden"] % hidden or sh.get("bias"):
+            return None
+        kind["shared_experts"] = sh["hidden"] // hidden
+        kind["names"].update({"shared": shared_name, **sh["names"]})
+    return kind
+
+
 def recognise(m: nn.Module) -> Kind | None:
     """The kind and keys that would make m's parameters, or None."""
     if isinstance(m, nn.Linear):
@@ -191,7 +241,7 @@ def recognise(m: nn.Module) -> Kind | None:
         if _param_children(m) or set(_params(m)) != {"weight"}:
             return None
         return {"kind": "embedding", "num": int(m.num_embeddings), "dim": int(m.embedding_dim)}
-    for f in (_norm, _mla, _attention, _mlp):
+    for f in (_norm, _mla, _attention, _mlp, _moe):
         k = f(m)
         if k is not None:
             return k
