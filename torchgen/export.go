@@ -42,6 +42,10 @@ type Export struct {
 	// ReduceScatterBuffers is set_reduce_scatter_max_input_buffers' value
 	// on the root (1: FSDP2's default, not set).
 	ReduceScatterBuffers int `json:"reduce_scatter_buffers"`
+	// Environment is what the plan's predictions assume of every rank's
+	// environment (Environment): the launch files set it and `python -m
+	// fsdpc preflight` names each variable that differs.
+	Environment []EnvVar `json:"environment"`
 	// Units are the fully_shard calls in the order they are applied:
 	// bottom-up, the root last.
 	Units []ExportUnit `json:"units"`
@@ -167,6 +171,7 @@ func NewExport(spec *Spec, p *schedule.Plan, scale int) (*Export, error) {
 		Train: ExportTrain{MicroBatch: p.Train.MicroBatch, SeqLen: p.Train.SeqLen, GradAccum: max(p.Train.GradAccum, 1),
 			AccumulateUnsharded: p.Train.AccumulateUnsharded, Optimizer: p.Train.Optimizer},
 		ReduceScatterBuffers: max(spec.ReduceScatterBuffers, 1),
+		Environment:          Environment(p),
 	}
 	if c.GPUsPerNode > 0 {
 		e.Mesh.Nodes = (c.WorldSize + c.GPUsPerNode - 1) / c.GPUsPerNode
