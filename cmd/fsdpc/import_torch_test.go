@@ -136,6 +136,14 @@ func TestImportTorchConformanceHF(t *testing.T) {
 				// never sets: the model cannot run forward at all.
 				t.Skipf("transformers cannot run this config's forward (its DeepseekV2Moe bug): %v", err)
 			}
+			if err != nil && name == "smollm3-3b" && strings.Contains(err.Error(), "Tensor.item() cannot be called on meta tensors") {
+				// transformers 5.12's create_causal_mask, for this config,
+				// detects packed sequences from position_ids' values
+				// (masking_utils.find_packed_sequence_indices): a forward
+				// that reads tensor values, which import torch refuses by
+				// name (docs/import.md, What it cannot see).
+				t.Skipf("transformers reads tensor values in this config's forward: %v", err)
+			}
 			if err != nil {
 				t.Fatalf("import torch --hf: %v", err)
 			}
