@@ -236,7 +236,8 @@ def run_trace(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         with fc:
             try:
                 with prov, torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-                    out = model(*args, **kwargs)
+                    with torch.device("meta"):  # tensors forward creates (torch.ones(2)) join the pass
+                        out = model(*args, **kwargs)
             except Exception as e:
                 where = stack[-1] if stack else "(the model's own forward)"
                 hint = ""
