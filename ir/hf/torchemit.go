@@ -154,7 +154,7 @@ func (t *torchModel) classify() {
 		case n == t.root:
 		case n.kind != nil:
 			n.node = true
-		case n.d.AliasOf != "" || !below:
+		case n.d.AliasOf != "" || !below && !layerShaped(n) && !holdsLayers(n):
 			n.node, n.measured = true, true
 		}
 		if n.node {
@@ -165,6 +165,35 @@ func (t *torchModel) classify() {
 		return n.kind != nil || below
 	}
 	walk(t.root, false)
+}
+
+// layerShaped: n is one layer of a list of layers (children 0 … N-1 that
+// have children of their own), which stays a container even with no kind
+// inside, so each layer can be an FSDP unit.
+func layerShaped(n *tnode) bool {
+	p := n.parent
+	if p == nil || len(n.children) == 0 {
+		return false
+	}
+	for i, c := range p.children {
+		if c.local != strconv.Itoa(i) || len(c.children) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// holdsLayers: a list of layers is at or below n.
+func holdsLayers(n *tnode) bool {
+	if len(n.children) > 0 && layerShaped(n.children[0]) {
+		return true
+	}
+	for _, c := range n.children {
+		if holdsLayers(c) {
+			return true
+		}
+	}
+	return false
 }
 
 func markInside(n *tnode) {
