@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -19,15 +20,15 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	model := fl.String("model", "", "the model file or zoo name (for a plan: the one it was made from)")
 	out := fl.String("o", "", "write the Python module here (default: stdout)")
-	scale := fl.Int("scale", 1, "model alone: shrink every parameter dimension by this factor (rounding up), keeping names, order, ties and dtypes")
+	scale := fl.Int("scale", 1, "shrink every parameter dimension by this factor, keeping names, order, ties and dtypes; with a plan, the plan shrinks with the model (as run --backend cuda --scale shrinks it)")
 	titan := fl.String("torchtitan", "", "with a plan: also write the plan's torchtitan options here, as the TOML of torchtitan "+torchgen.TorchtitanRelease)
 	titanConfig := fl.String("torchtitan-config", "", "with a plan: also write them here as an entry of torchtitan's Python config registry (commit "+torchgen.TorchtitanCommit[:12]+")")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc emit torch --model FILE|ZOO [--scale K] [plan.bin [--torchtitan job.toml]] [-o out.py]")
-		fmt.Fprintln(stderr, "\nWrites a Python module: build_model() makes the model's nn.Module (registration order,")
-		fmt.Fprintln(stderr, "ties, frozen parameters); with a plan, apply_plan(model, mesh) checks a model's parameter")
-		fmt.Fprintln(stderr, "names, shapes and order against the plan and applies it with fully_shard, bottom-up, with")
-		fmt.Fprintln(stderr, "the plan's explicit prefetch lists and gradient divide factors.")
+		fmt.Fprintln(stderr, "\nWith a plan, writes a training program on fsdpc's Python package: the model (a stand-in with")
+		fmt.Fprintln(stderr, "the model file's modules and parameters), fsdpc.apply_plan, an optimizer and training steps,")
+		fmt.Fprintln(stderr, "the first checked by fsdpc.verify_first_step; run it with torchrun (docs/torch.md). With the")
+		fmt.Fprintln(stderr, "model alone, a Python module whose build_model() makes the model's nn.Module.")
 		fl.PrintDefaults()
 	}
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -48,8 +49,8 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
-	if *scale < 1 || *scale > 1<<20 || *scale > 1 && fl.NArg() == 1 || (*titan != "" || *titanConfig != "") && fl.NArg() == 0 {
-		fmt.Fprintln(stderr, "fsdpc emit torch: --scale (1 to 1048576) applies to --model alone, since a plan fixes its shapes; --torchtitan and --torchtitan-config need a plan")
+	if *scale < 1 || *scale > executor.MaxScale || (*titan != "" || *titanConfig != "") && fl.NArg() == 0 {
+		fmt.Fprintf(stderr, "fsdpc emit torch: --scale must be from 1 to %d; --torchtitan and --torchtitan-config need a plan\n", executor.MaxScale)
 		return 2
 	}
 	inputs := append([]string{*model}, fl.Args()...)
@@ -67,37 +68,47 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	spec, err := torchgen.BuildModel(m)
-	if err != nil {
-		fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
-		return 1
-	}
-	if err := spec.Scale(*scale); err != nil {
-		fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
-		return 2
-	}
 	source := safetext.Python(*model)
 	if *scale > 1 {
 		source += fmt.Sprintf(" scaled down %d×", *scale)
 	}
-	var titanText, titanConfigText string
+	var py, titanText, titanConfigText string
 	if fl.NArg() == 1 {
+		// The training program on fsdpc's Python package, the plan (and
+		// with --scale the plan and the model shrunk together) as its
+		// export.
 		p, err := schedule.ReadFile(fl.Arg(0))
 		if err != nil {
 			return reportErr(stderr, err)
 		}
-		if spec, err = torchgen.Build(m, p); err != nil {
+		if m.SourceHash != p.Header.InputSHA256 {
+			fmt.Fprintf(stderr, "fsdpc emit torch: the plan was made from a different model file (input sha256 %.12s, %s's %.12s)\n", p.Header.InputSHA256, *model, m.SourceHash)
+			return 1
+		}
+		_, spec, e, err := scaledExport(fl.Arg(0), p, m, *scale)
+		if err != nil {
+			return reportErr(stderr, err)
+		}
+		header := safetext.Python(fl.Arg(0)) + " and " + source
+		if py, err = torchgen.Program(e, spec.Model, header, fl.Arg(0)); err != nil {
+			return reportErr(stderr, err)
+		}
+		titanText = torchgen.Torchtitan(p, fl.Arg(0))
+		titanConfigText = torchgen.TorchtitanRegistry(p, fl.Arg(0))
+	} else {
+		spec, err := torchgen.BuildModel(m)
+		if err != nil {
 			fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
 			return 1
 		}
-		source = safetext.Python(fl.Arg(0)) + " and " + safetext.Python(*model)
-		titanText = torchgen.Torchtitan(p, fl.Arg(0))
-		titanConfigText = torchgen.TorchtitanRegistry(p, fl.Arg(0))
-	}
-	py, err := torchgen.Emit(spec, source)
-	if err != nil {
-		fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
-		return 1
+		if err := spec.Scale(*scale); err != nil {
+			fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
+			return 2
+		}
+		if py, err = torchgen.Emit(spec, source); err != nil {
+			fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
+			return 1
+		}
 	}
 	if *titan != "" {
 		if err := writeOutput(*titan, []byte(titanText), inputs); err != nil {

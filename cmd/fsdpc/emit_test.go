@@ -83,8 +83,13 @@ func TestEmitTorchScaleAndTorchtitan(t *testing.T) {
 		}
 	}
 
+	// --scale shrinks a plan with its model: the program's export says so.
+	stdout.Reset()
+	if code := run([]string{"emit", "torch", "--model", "llama3.1-405b", "--scale", "4", plan}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "fsdpc.apply_plan(model, PLAN)") || !strings.Contains(stdout.String(), `\"scale\":4`) {
+		t.Errorf("emit torch --scale 4 plan: exit %d, %s", code, stderr.String())
+	}
 	for _, args := range [][]string{
-		{"emit", "torch", "--model", "llama3.1-405b", "--scale", "4", plan},
 		{"emit", "torch", "--model", "llama3-8b", "--torchtitan", filepath.Join(dir, "t.toml")},
 		{"emit", "torch", "--model", "llama3-8b", "--scale", "0"},
 	} {

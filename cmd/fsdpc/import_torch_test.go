@@ -286,7 +286,7 @@ func TestImportTorchConformanceCustom(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if code := runTorch(plan, model, "", 10*time.Minute, &out, &errb); code != 0 {
+	if code := runTorch(plan, model, "", 1, 10*time.Minute, &out, &errb); code != 0 {
 		t.Fatalf("run --backend torch: exit %d\n%s%s", code, out.String(), errb.String())
 	}
 	if !strings.Contains(out.String(), "FSDP2 matches the plan") {

@@ -62,13 +62,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		b = executor.NewHost()
 	case "torch":
-		if *scale != 1 || *steps != 1 || *ranks != 0 {
-			// The plan fixes the shapes FSDP2 is checked against; shrink
-			// the model file instead (or emit torch --model --scale).
-			fmt.Fprintln(stderr, "fsdpc run: --scale, --steps and --ranks are for the host and cuda backends; --backend torch runs one step of the plan as it is (plan a smaller model to check a smaller one)")
+		if *steps != 1 || *ranks != 0 {
+			fmt.Fprintln(stderr, "fsdpc run: --steps and --ranks are for the host and cuda backends; --backend torch runs the plan's first step (--scale shrinks the plan and the model together)")
 			return 2
 		}
-		return runTorch(fl.Arg(0), *model, *python, *timeout, stdout, stderr)
+		return runTorch(fl.Arg(0), *model, *python, *scale, *timeout, stdout, stderr)
 	case "cuda":
 		return runCUDA(fl.Arg(0), cf, workerArgs{scale: *scale, steps: *steps, ranks: *ranks, timeout: *timeout}, stdout, stderr)
 	default:

@@ -129,13 +129,14 @@ func TestRunRefusesWhatVerifyRefuses(t *testing.T) {
 	}
 }
 
-// --backend torch runs the plan as it is: a flag it would ignore is
-// refused, before any plan is read or any Python started.
+// --backend torch runs the plan's first step (--scale shrinks it with
+// its model): a flag it would ignore is refused, before any plan is read
+// or any Python started.
 func TestRunTorchRefusesHostFlags(t *testing.T) {
-	for _, flag := range [][]string{{"--scale", "4"}, {"--steps", "2"}, {"--ranks", "8"}} {
+	for _, flag := range [][]string{{"--steps", "2"}, {"--ranks", "8"}} {
 		args := append([]string{"run", "--backend", "torch", "--model", "gpt2-124m"}, flag...)
 		code, _, errOut := runCLI(append(args, "gpt2-124m")...)
-		if code != 2 || !strings.Contains(errOut, "runs one step of the plan as it is") {
+		if code != 2 || !strings.Contains(errOut, "runs the plan's first step") {
 			t.Errorf("%v: exit %d, %s", flag, code, errOut)
 		}
 	}

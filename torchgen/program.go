@@ -1,0 +1,120 @@
+package torchgen
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/fsdpc/fsdpc/internal/safetext"
+	"github.com/fsdpc/fsdpc/python"
+)
+
+//go:embed program.py.tmpl
+var programText string
+
+var programTemplate = template.Must(template.New("program").Parse(programText))
+
+// optimizers are the constructors for the plan's optimizer names, over
+// params (the parameters with gradients).
+var optimizers = map[string]string{
+	"adamw":        "torch.optim.AdamW(params, lr=1e-3)",
+	"adam":         "torch.optim.Adam(params, lr=1e-3)",
+	"sgd_momentum": "torch.optim.SGD(params, lr=1e-3, momentum=0.9)",
+	"sgd":          "torch.optim.SGD(params, lr=1e-3)",
+}
+
+// Program is `fsdpc emit torch`'s training program for a plan: the model
+// (fsdpc.mirror's stand-in with the model's structure), apply_plan,
+// the plan's optimizer and training steps whose first runs under
+// verify_first_step. header says what it was made from, its paths quoted
+// (safetext.Python); planName names the plan in its messages. Every
+// string from the plan or a path enters the program as a quoted literal.
+func Program(e *Export, model Node, header, planName string) (string, error) {
+	planJSON, err := json.Marshal(e)
+	if err != nil {
+		return "", err
+	}
+	modelJSON, err := json.Marshal(struct {
+		Model Node `json:"model"`
+	}{model})
+	if err != nil {
+		return "", err
+	}
+	opt, ok := optimizers[e.Train.Optimizer]
+	if !ok {
+		opt = optimizers["adamw"]
+	}
+	var b strings.Builder
+	err = programTemplate.Execute(&b, map[string]any{
+		"Source":    safetext.Escape(header),
+		"World":     e.Mesh.WorldSize,
+		"Optimizer": opt,
+		"Plan":      safetext.Python(string(planJSON)),
+		"PlanName":  safetext.Python(planName),
+		"Model":     safetext.Python(string(modelJSON)),
+	})
+	if err != nil {
+		return "", fmt.Errorf("the program: %w", err)
+	}
+	return b.String(), nil
+}
+
+// rankLauncher starts the program once per rank with the environment
+// torchrun gives each worker, and exits with the worst exit status. It
+// stands in for torchrun, whose rendezvous store in torch 2.14 always asks
+// for libuv, which Debian's torch is built without (USE_LIBUV=0 reaches
+// only the process group's store).
+const rankLauncher = `import os, subprocess, sys
+world, port, program = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
+ranks = [subprocess.Popen([sys.executable, program], env=dict(env, RANK=str(r), LOCAL_RANK=str(r))) for r in range(world)]
+sys.exit(max(p.wait() for p in ranks))
+`
+
+// RunProgram runs the training program of export e (Program) on
+// e.Mesh.WorldSize local CPU ranks, one process each with torchrun's
+// environment, for steps steps, with fsdpc's Python package beside it:
+// apply_plan and verify_first_step then check FSDP2 against the plan
+// inside the run. It returns the program's standard output; a rank that
+// fails fails the run, with the end of its output.
+func RunProgram(py Python, e *Export, model Node, source string, steps int, timeout time.Duration) ([]byte, error) {
+	prog, err := Program(e, model, safetext.Python(source), source)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return py.RunScript(Script{
+		Setup: func(dir string) error {
+			if err := python.WriteTo(dir); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, "launch.py"), []byte(rankLauncher), 0o644); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, "train.py"), []byte(prog), 0o644)
+		},
+		Args:    []string{"launch.py", strconv.Itoa(e.Mesh.WorldSize), strconv.Itoa(port), "train.py"},
+		Env:     []string{"FSDPC_STEPS=" + strconv.Itoa(steps)},
+		Timeout: timeout,
+	})
+}
+
+// freePort is a TCP port free on the loopback address now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
