@@ -4,7 +4,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -71,8 +70,11 @@ func Program(e *Export, model Node, header, planName string) (string, error) {
 // stands in for torchrun, whose rendezvous store in torch 2.14 always asks
 // for libuv, which Debian's torch is built without (USE_LIBUV=0 reaches
 // only the process group's store).
-const rankLauncher = `import os, subprocess, sys
-world, port, program = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+const rankLauncher = `import os, socket, subprocess, sys
+world, program = int(sys.argv[1]), sys.argv[2]
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = str(s.getsockname()[1])
 env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
 ranks = [subprocess.Popen([sys.executable, program], env=dict(env, RANK=str(r), LOCAL_RANK=str(r))) for r in range(world)]
 sys.exit(max(p.wait() for p in ranks))
@@ -89,10 +91,6 @@ func RunProgram(py Python, e *Export, model Node, source string, steps int, time
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	return py.RunScript(Script{
 		Setup: func(dir string) error {
 			if err := python.WriteTo(dir); err != nil {
@@ -103,18 +101,8 @@ func RunProgram(py Python, e *Export, model Node, source string, steps int, time
 			}
 			return os.WriteFile(filepath.Join(dir, "train.py"), []byte(prog), 0o644)
 		},
-		Args:    []string{"launch.py", strconv.Itoa(e.Mesh.WorldSize), strconv.Itoa(port), "train.py"},
+		Args:    []string{"launch.py", strconv.Itoa(e.Mesh.WorldSize), "train.py"},
 		Env:     []string{"FSDPC_STEPS=" + strconv.Itoa(steps)},
 		Timeout: timeout,
 	})
-}
-
-// freePort is a TCP port free on the loopback address now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
