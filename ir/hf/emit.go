@@ -200,6 +200,7 @@ func (m *model) header(w *writer) {
 	}
 	w.wrap("", fmt.Sprintf("Modules and parameters are named, shaped and ordered as transformers 5 builds the model (AutoModelForCausalLM.from_config), which is what FSDP2 shards, such as %s. Buffers are not parameters and are left out: %s.", example, buffers))
 	if m.moe != nil {
+		w.comment("")
 		w.wrap("", "The experts are fused 3-D tensors (experts.gate_up_proj, experts.down_proj), as transformers 5 holds them in memory; the published safetensors store one tensor per expert and are converted on load.")
 	}
 	w.comment("")

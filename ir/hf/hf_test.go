@@ -363,19 +363,23 @@ func mustRead(t *testing.T, fixture string) []byte {
 }
 
 func TestGolden(t *testing.T) {
-	out, _ := convertFixture(t, "llama-3.1-8b")
-	golden := filepath.Join("testdata", "llama-3.1-8b.toml.golden")
-	if *update {
-		if err := os.WriteFile(golden, out, 0o644); err != nil {
-			t.Fatal(err)
+	// A dense model, and the MoE layout with every feature: gpt-oss's
+	// sinks, biases and transposed fused experts; DeepSeek's blocks.
+	for _, fixture := range []string{"llama-3.1-8b", "gpt-oss-20b", "deepseek-v2-lite"} {
+		out, _ := convertFixture(t, fixture)
+		golden := filepath.Join("testdata", fixture+".toml.golden")
+		if *update {
+			if err := os.WriteFile(golden, out, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(out, want) {
-		t.Errorf("output differs from %s (run go test -update and review the diff):\n%s", golden, out)
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run go test -update to create it)", err)
+		}
+		if !bytes.Equal(out, want) {
+			t.Errorf("output differs from %s (run go test -update and review the diff):\n%s", golden, out)
+		}
 	}
 }
 

@@ -115,17 +115,17 @@ func readWindows(c *config, m *model) {
 	m.slidingWindow = w
 	switch {
 	case listed:
-		m.windowNote = fmt.Sprintf("sliding_window = %d on the %d of %d layers layer_types marks sliding_attention", w, sliding, m.layers)
+		m.windowNote = fmt.Sprintf("sliding_window = %d (on the %d of %d layers that layer_types marks sliding_attention)", w, sliding, m.layers)
 	case m.modelType == "gpt_oss" || m.modelType == "gemma2":
-		m.windowNote = fmt.Sprintf("sliding_window = %d on every other layer (%d of %d)", w, every(2), m.layers)
+		m.windowNote = fmt.Sprintf("sliding_window = %d (on every other layer, %d of %d)", w, every(2), m.layers)
 	case m.modelType == "gemma3_text":
 		p := int64(6)
 		if n, ok := c.optInt("sliding_window_pattern"); ok {
 			p = n
 		}
-		m.windowNote = fmt.Sprintf("sliding_window = %d on %d of %d layers (all but every sliding_window_pattern-th)", w, every(p), m.layers)
+		m.windowNote = fmt.Sprintf("sliding_window = %d (on %d of %d layers: all but every sliding_window_pattern-th)", w, every(p), m.layers)
 	case m.modelType == "olmo3":
-		m.windowNote = fmt.Sprintf("sliding_window = %d on three layers of every four (%d of %d)", w, every(4), m.layers)
+		m.windowNote = fmt.Sprintf("sliding_window = %d (on three layers of every four, %d of %d)", w, every(4), m.layers)
 	default:
 		m.windowNote = fmt.Sprintf("sliding_window = %d", w)
 	}
