@@ -12,6 +12,7 @@ import (
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/ir/hf"
 	"github.com/fsdpc/fsdpc/planner"
+	"github.com/fsdpc/fsdpc/plans"
 )
 
 func needTorch(t *testing.T) {
@@ -292,4 +293,82 @@ func TestImportTorchConformanceCustom(t *testing.T) {
 	if !strings.Contains(out.String(), "FSDP2 matches the plan") {
 		t.Errorf("run --backend torch said:\n%s%s", out.String(), errb.String())
 	}
+}
+
+// TestImportTorchConformanceZoo: every zoo model, written as PyTorch by
+// emit torch --model and imported back with import torch, has the zoo
+// file's parameters (names, shapes, dtypes, requires_grad, ties, order)
+// and, under the zoo file's policy, plans the same FSDP units.
+func TestImportTorchConformanceZoo(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, name := range plans.Names() {
+		t.Run(name, func(t *testing.T) {
+			src, file, ok := plans.Source(name)
+			if !ok {
+				t.Fatalf("no zoo model %s", name)
+			}
+			want, err := ir.Load(file, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mod := "zoo_" + strings.NewReplacer("-", "_", ".", "_").Replace(name)
+			var out, errb strings.Builder
+			if code := run([]string{"emit", "torch", "--model", name, "-o", mod + ".py"}, &out, &errb); code != 0 {
+				t.Fatalf("emit torch: exit %d: %s", code, errb.String())
+			}
+			opt := hf.Options{SeqLen: 128, WorldSize: want.Cluster.WorldSize, GPUsPerNode: want.Cluster.GPUsPerNode}
+			res, err := importTorch("", []string{mod + ":build_model"}, nil, "", opt, false, 10*time.Minute)
+			if err != nil {
+				t.Fatalf("import torch: %v", err)
+			}
+			// The policy is the user's choice, not the module's: plan the
+			// import under the zoo file's own [policy].
+			text := string(res.Text)
+			i := strings.Index(text, "\n[policy]\n")
+			j := i + 1 + strings.Index(text[i+1:], "\n\n")
+			zs := string(src)
+			k := strings.Index(zs, "\n[policy]\n")
+			l := k + strings.Index(zs[k:], "\n[[module]]")
+			if m := strings.Index(zs[k:], "\n[[param]]"); m >= 0 && k+m < l {
+				l = k + m
+			}
+			if i < 0 || j <= i || k < 0 || l <= k {
+				t.Fatalf("no [policy] to swap")
+			}
+			text = text[:i] + zs[k:l] + text[j:]
+			got, err := ir.Load(name+".toml", []byte(text))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, text)
+			}
+			if d := firstDiff(paramLines(got), paramLines(want)); d != "" {
+				t.Fatalf("parameters differ (import torch, then the zoo file) %s", d)
+			}
+			if d := firstDiff(unitNames(t, got), unitNames(t, want)); d != "" {
+				t.Errorf("units differ (import torch, then the zoo file) %s", d)
+			}
+		})
+	}
+}
+
+// unitNames are the modules of each unit a plan's groups shard.
+func unitNames(t *testing.T, m *ir.Model) []string {
+	t.Helper()
+	var units string
+	_, _ = planner.Plan(m, planner.Options{DumpAfter: func(pass, text string) {
+		if strings.HasPrefix(text, "unit ") {
+			units = text
+		}
+	}})
+	var out []string
+	for _, l := range strings.Split(units, "\n") {
+		if strings.HasPrefix(l, "unit ") {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s: the planner formed no units", m.Name)
+	}
+	return out
 }
