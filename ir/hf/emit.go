@@ -339,7 +339,11 @@ func period(names []string) []string {
 func (m *model) moeLayersNote() string {
 	switch m.modelType {
 	case "deepseek_v2", "deepseek_v3":
-		return fmt.Sprintf("%d dense layers (first_k_dense_replace), then MoE", m.firstDense)
+		layers := "layers"
+		if m.firstDense == 1 {
+			layers = "layer"
+		}
+		return fmt.Sprintf("%d dense %s (first_k_dense_replace), then MoE", m.firstDense, layers)
 	case "qwen3_moe":
 		return "MoE unless in mlp_only_layers or (i+1) is not a multiple of decoder_sparse_step"
 	case "llama4_text":
