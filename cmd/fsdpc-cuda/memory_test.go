@@ -9,6 +9,7 @@ import (
 
 	"github.com/fsdpc/fsdpc/cuda/devices"
 	"github.com/fsdpc/fsdpc/executor/gpu"
+	"github.com/fsdpc/fsdpc/executor/gpu/gputest"
 )
 
 // memInfo stands in for NVML: the CPU device's MemInfo, all of it this
@@ -20,33 +21,34 @@ func (m memInfo) Sample() (gpu.MemorySample, error) {
 	return gpu.MemorySample{Used: total - free, Total: total, Process: total - free, HasProcess: true}, err
 }
 
-// TestWorkerMemory: the report has NVML's figures when the platform
-// samples, and says why not when it cannot (stderr says it once); NVML is
-// shut down after the run.
+// TestWorkerMemory: the worker hands the backend NVML's sampler when the
+// platform has one, and says why not when it cannot (stderr once, the
+// reason in Options.MemoryOff for the report); NVML is shut down after
+// the run. How the report prints each case is executor/gpu's
+// TestMemorySampling; one whole run with a sampler is TestWorkerRehearsal.
 func TestWorkerMemory(t *testing.T) {
-	bin := planFile(t, "gpt2-124m")
 	cases := []struct {
-		name   string
-		memory func(gpu.Device) (gpu.MemorySampler, func() error, error)
-		out    []string
-		errOut string // "" : nothing about NVML on stderr
+		name    string
+		memory  func(gpu.Device) (gpu.MemorySampler, func() error, error)
+		sampled bool
+		off     string // Options.MemoryOff
+		errOut  string // "" : nothing about NVML on stderr
 	}{
 		{"sampled", func(d gpu.Device) (gpu.MemorySampler, func() error, error) { return memInfo{d}, nil, nil },
-			[]string{"NVML peak − at open", "NVML peak, this process", "samples every 2ms: device peak"}, ""},
+			true, "", ""},
 		{"no driver", func(gpu.Device) (gpu.MemorySampler, func() error, error) {
 			return nil, nil, fmt.Errorf("GPU 00000000:65:00.0: %w", devices.ErrNoDriver)
-		}, []string{"NVML: not sampled (no driver)"}, "fsdpc-cuda: NVML memory sampling off: GPU 00000000:65:00.0: no NVIDIA driver"},
+		}, false, "no driver", "fsdpc-cuda: NVML memory sampling off: GPU 00000000:65:00.0: no NVIDIA driver"},
 		{"no such GPU", func(gpu.Device) (gpu.MemorySampler, func() error, error) {
 			return nil, nil, fmt.Errorf(`nvmlDeviceGetHandleByPciBusId("00000000:65:00.0"): Not Found`)
-		}, []string{`NVML: not sampled (nvmlDeviceGetHandleByPciBusId("00000000:65:00.0"): Not Found)`}, "NVML memory sampling off: nvmlDeviceGetHandleByPciBusId"},
+		}, false, `nvmlDeviceGetHandleByPciBusId("00000000:65:00.0"): Not Found`, "NVML memory sampling off: nvmlDeviceGetHandleByPciBusId"},
 		// This machine's NVML, at a bus id no GPU has: off either way.
 		{"this machine", func(gpu.Device) (gpu.MemorySampler, func() error, error) { return nvmlMemory("0000ffff:ff:1f.0") },
-			[]string{"NVML: not sampled ("}, "fsdpc-cuda: NVML memory sampling off: GPU 0000ffff:ff:1f.0: "},
-		{"no NVML", nil, []string{"NVML: not sampled (no NVML on this platform)"}, ""},
+			false, "", "fsdpc-cuda: NVML memory sampling off: GPU 0000ffff:ff:1f.0: "},
+		{"no NVML", nil, false, "no NVML on this platform", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			plat := cpu
 			closed := 0
 			if c.memory != nil {
@@ -55,22 +57,27 @@ func TestWorkerMemory(t *testing.T) {
 					return s, func() error { closed++; return nil }, err
 				}
 			}
-			code, out, errOut := runWorker(t, plat, nil, "--virtual", "--scale=16", "--steps=2", "--calibrate-bytes=1MiB", bin)
-			if code != 0 {
-				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+			var opt gpu.Options
+			var errOut strings.Builder
+			stop := sampleMemory(&opt, gputest.New(), plat, &errOut)
+			stop()
+			if (opt.Memory != nil) != c.sampled {
+				t.Errorf("sampler handed to the backend: %v, want %v", opt.Memory != nil, c.sampled)
 			}
-			for _, want := range c.out {
-				if !strings.Contains(out, want) {
-					t.Errorf("output lacks %q:\n%s", want, out)
-				}
+			if c.sampled && opt.MemoryOff != "" || !c.sampled && opt.MemoryOff == "" {
+				t.Errorf("MemoryOff = %q with sampled=%v", opt.MemoryOff, c.sampled)
 			}
-			if c.errOut == "" && strings.Contains(errOut, "NVML") || !strings.Contains(errOut, c.errOut) {
-				t.Errorf("stderr, want %q:\n%s", c.errOut, errOut)
+			if c.off != "" && opt.MemoryOff != c.off {
+				t.Errorf("MemoryOff = %q, want %q", opt.MemoryOff, c.off)
 			}
-			if n := strings.Count(errOut, "NVML"); n > 1 {
-				t.Errorf("stderr mentions NVML %d times:\n%s", n, errOut)
+			got := errOut.String()
+			if c.errOut == "" && strings.Contains(got, "NVML") || !strings.Contains(got, c.errOut) {
+				t.Errorf("stderr, want %q:\n%s", c.errOut, got)
 			}
-			if wantClosed := c.name == "sampled"; (closed == 1) != wantClosed {
+			if n := strings.Count(got, "NVML"); n > 1 {
+				t.Errorf("stderr mentions NVML %d times:\n%s", n, got)
+			}
+			if (closed == 1) != c.sampled || closed > 1 {
 				t.Errorf("NVML shut down %d times", closed)
 			}
 		})

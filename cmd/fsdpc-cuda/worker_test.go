@@ -71,14 +71,24 @@ func runWorker(t *testing.T, plat platform, env map[string]string, args ...strin
 func TestWorkerRehearsal(t *testing.T) {
 	bin := planFile(t, "gpt2-124m")
 	trace := filepath.Join(t.TempDir(), "trace.json")
-	code, out, errOut := runWorker(t, cpu, nil, "--virtual", "--scale=16", "--steps=2", "--calibrate-bytes=1MiB", "--trace="+trace, bin)
+	// With a sampler, as on a GPU with NVML (memory_test.go).
+	plat := cpu
+	closed := 0
+	plat.memory = func(d gpu.Device) (gpu.MemorySampler, func() error, error) {
+		return memInfo{d}, func() error { closed++; return nil }, nil
+	}
+	code, out, errOut := runWorker(t, plat, nil, "--virtual", "--scale=16", "--steps=2", "--calibrate-bytes=1MiB", "--trace="+trace, bin)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"device figures", "measured on cpu test device", "step time", "data check:", "collectives equal the host's recomputation", "per rank and step (run average"} {
+	for _, want := range []string{"device figures", "measured on cpu test device", "step time", "data check:", "collectives equal the host's recomputation", "per rank and step (run average",
+		"NVML peak − at open", "NVML peak, this process", "samples every 2ms: device peak"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	if closed != 1 || strings.Contains(errOut, "NVML") {
+		t.Errorf("NVML shut down %d times; stderr:\n%s", closed, errOut)
 	}
 	b, err := os.ReadFile(trace)
 	if err != nil || !strings.Contains(string(b), `"traceEvents"`) {
