@@ -6,7 +6,9 @@
 // interface is shaped like a GPU runtime (per-rank caching-allocator
 // pools, streams, events, kernels, collectives over process groups); the
 // host backend (NewHost) implements it with every rank in this process and
-// every stream a goroutine, and a CUDA backend is to implement it next.
+// every stream a goroutine; the CUDA backend (executor/gpu, over the
+// device of package cuda, one process per GPU run by cmd/fsdpc-cuda)
+// implements it on real GPUs, and on a CPU stand-in device for tests.
 //
 // Every rank's sharded parameters start from a deterministic function of
 // (parameter name, element index), laid out exactly as the plan's layout

@@ -1,6 +1,6 @@
 // Package launch is the process-level plumbing of multi-process execution:
 // one worker process per GPU, as torchrun runs them. It needs no GPU and
-// no cgo; the CUDA worker (cmd/fsdpc-cuda, still to be built) is to use it.
+// no cgo; the CUDA worker (cmd/fsdpc-cuda) uses it.
 //
 // Env reads a worker's place in the job from torchrun's variables (RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or
