@@ -29,6 +29,9 @@ type Script struct {
 	// Stderr, when set, receives the program's standard error as it is
 	// written (progress); otherwise it is kept for the error message.
 	Stderr io.Writer
+	// Collect, when set, reads what a program that succeeded wrote into
+	// its scratch directory, before the directory is removed.
+	Collect func(dir string) error
 }
 
 // RunScript runs s under py and returns its standard output. A program
@@ -83,6 +86,11 @@ func (py Python) RunScript(s Script) ([]byte, error) {
 			return stdout.Bytes(), fmt.Errorf("python3 %s: %w:\n%s", filepath.Base(firstArg(s.Args)), err, tail(stderr.String(), 20))
 		}
 		return nil, err
+	}
+	if s.Collect != nil {
+		if err := s.Collect(host); err != nil {
+			return stdout.Bytes(), err
+		}
 	}
 	return stdout.Bytes(), nil
 }
