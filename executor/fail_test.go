@@ -78,7 +78,7 @@ func TestBadInputs(t *testing.T) {
 		t.Errorf("--ranks 3 on an 8-rank plan: %v", err)
 	}
 	// An inconsistent mesh.
-	bad := clonePlan(p)
+	bad := p.Clone()
 	bad.Cluster.Replicate = 3
 	if _, err := Run(bad, NewHost(), Options{Scale: 64}); !errors.Is(err, ErrWorldSize) {
 		t.Errorf("inconsistent mesh: %v", err)

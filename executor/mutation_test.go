@@ -15,17 +15,6 @@ import (
 // and with the data checks alone (DataOnly: no happens-before or issue-time
 // checks), to show what the numbers by themselves catch.
 
-func clonePlan(p *schedule.Plan) *schedule.Plan {
-	q := *p
-	q.Ops = append([]schedule.Op(nil), p.Ops...)
-	for i := range q.Ops {
-		q.Ops[i].Uses = append([]int(nil), p.Ops[i].Uses...)
-	}
-	q.Buffers = append([]schedule.Buffer(nil), p.Buffers...)
-	q.Groups = append([]schedule.Group(nil), p.Groups...)
-	return &q
-}
-
 // find returns the index of the n-th op (0-based) matching pred.
 func find(p *schedule.Plan, n int, pred func(o *schedule.Op) bool) int {
 	for i := range p.Ops {
@@ -161,7 +150,7 @@ func TestMutationsFailAtRunTime(t *testing.T) {
 				if m.hsdp {
 					base = hsdpPlan
 				}
-				p := clonePlan(base)
+				p := base.Clone()
 				m.mutate(t, p)
 				start := time.Now()
 				_, err := Run(p, NewHost(), Options{Scale: mutationScale, Timeout: 400 * time.Millisecond, DataOnly: dataOnly})

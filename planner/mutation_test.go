@@ -23,14 +23,6 @@ func basePlan(t *testing.T, name string) *schedule.Plan {
 	return p
 }
 
-func clonePlan(p *schedule.Plan) *schedule.Plan {
-	q := *p
-	q.Ops = append([]schedule.Op(nil), p.Ops...)
-	q.Buffers = append([]schedule.Buffer(nil), p.Buffers...)
-	q.Groups = append([]schedule.Group(nil), p.Groups...)
-	return &q
-}
-
 // find returns the index of the n-th op (0-based) matching pred.
 func find(p *schedule.Plan, n int, pred func(o *schedule.Op) bool) int {
 	for i := range p.Ops {
@@ -129,7 +121,7 @@ func TestMutationsAreCaught(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := clonePlan(tt.base)
+			p := tt.base.Clone()
 			tt.mutate(t, p)
 			err := schedule.Verify(p)
 			if err == nil {

@@ -9,19 +9,6 @@ import (
 	. "github.com/fsdpc/fsdpc/schedule"
 )
 
-// clonePlan copies what the forgeries below change.
-func clonePlan(p *Plan) *Plan {
-	q := *p
-	q.Ops = append([]Op(nil), p.Ops...)
-	for i := range q.Ops {
-		q.Ops[i].Uses = append([]int(nil), p.Ops[i].Uses...)
-	}
-	q.Buffers = append([]Buffer(nil), p.Buffers...)
-	q.Groups = append([]Group(nil), p.Groups...)
-	q.Prediction.ExposedByGroup = append([]float64(nil), p.Prediction.ExposedByGroup...)
-	return &q
-}
-
 func zooByName(t testing.TB, name string) *Plan {
 	t.Helper()
 	for _, z := range zoo(t) {
@@ -150,7 +137,7 @@ func TestForgedPlans(t *testing.T) {
 	}
 	for _, f := range forgeries {
 		t.Run(f.name, func(t *testing.T) {
-			p := clonePlan(base)
+			p := base.Clone()
 			f.forge(t, p)
 			err := Verify(p)
 			if err == nil || !strings.Contains(err.Error(), f.reason) {
@@ -163,7 +150,7 @@ func TestForgedPlans(t *testing.T) {
 // TestForgedAllReduce: HSDP's all-reduce must reduce as the group's policy
 // says (llama3.1-405b is the zoo's HSDP plan).
 func TestForgedAllReduce(t *testing.T) {
-	p := clonePlan(zooByName(t, "llama3.1-405b"))
+	p := zooByName(t, "llama3.1-405b").Clone()
 	i := nth(t, p, 0, func(o *Op) bool { return o.Kind == OpAllReduce })
 	p.Ops[i].Reduce = ReduceSum
 	if p.Groups[p.Ops[i].Group].Policy.AllReduceOp == ReduceSum {

@@ -184,7 +184,7 @@ func TestForgedPlansEverywhere(t *testing.T) {
 	base := zooPlanNamed(t, "gpt2-124m")
 	for _, f := range forgeries {
 		t.Run(f.name, func(t *testing.T) {
-			p := clonePlan(base.plan)
+			p := base.plan.Clone()
 			f.forge(t, p)
 			b, err := EncodeUnchecked(p)
 			if err != nil {
@@ -294,7 +294,7 @@ func fuzzPlanSeeds(t *testing.T) map[string][]byte {
 		"tiny":        mustEncode(t, tinyPlan()),
 		"gpt2-cut-30": mustEncode(t, small),
 	}
-	forged := clonePlan(small)
+	forged := small.Clone()
 	for i := range forged.Ops {
 		if forged.Ops[i].Kind == OpCopyOut {
 			forged.Ops[i].Micro = int(forged.Train.GradAccum) // past grad_accum: Check refuses it
@@ -306,7 +306,7 @@ func fuzzPlanSeeds(t *testing.T) map[string][]byte {
 		t.Fatal(err)
 	}
 	seeds["gpt2-cut-30-micro-past-grad-accum"] = b
-	dropped := clonePlan(small)
+	dropped := small.Clone()
 	for i := range dropped.Ops {
 		if dropped.Ops[i].Kind == OpAllGather {
 			dropped.Ops = append(dropped.Ops[:i], dropped.Ops[i+1:]...)

@@ -9,21 +9,6 @@ import (
 	"github.com/fsdpc/fsdpc/schedule/diff"
 )
 
-func clonePlan(p *schedule.Plan) *schedule.Plan {
-	q := *p
-	q.Ops = append([]schedule.Op(nil), p.Ops...)
-	for i := range q.Ops {
-		q.Ops[i].Uses = append([]int(nil), p.Ops[i].Uses...)
-	}
-	q.Buffers = append([]schedule.Buffer(nil), p.Buffers...)
-	q.Groups = append([]schedule.Group(nil), p.Groups...)
-	for i := range q.Groups {
-		q.Groups[i].Params = append([]schedule.GroupParam(nil), p.Groups[i].Params...)
-	}
-	q.Warnings = append([]string(nil), p.Warnings...)
-	return &q
-}
-
 // nth is the index of the n-th op (0-based) matching pred.
 func nth(t *testing.T, p *schedule.Plan, n int, pred func(o *schedule.Op) bool) int {
 	t.Helper()
@@ -138,7 +123,7 @@ func TestMutationsShow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := clonePlan(base)
+			p := base.Clone()
 			tt.mutate(t, p)
 			r := diff.Compare("old", base, "new", p)
 			var b bytes.Buffer
