@@ -27,15 +27,43 @@ func CompareAccelerate(p *schedule.Plan, recs []AccelerateRecord) []string {
 		}
 	}
 	bad := compareUnits(p, recs[0])
-	plain := make([]Record, len(recs))
+	perRank := make([][]string, len(recs))
 	for r, rec := range recs {
-		plain[r] = rec.Record
+		perRank[r] = append(Compare(p, []Record{rec.Record}), compareDTypes(p, 0, rec.Record)...)
 	}
-	bad = append(bad, Compare(p, plain)...)
-	for r, rec := range plain {
-		bad = append(bad, compareDTypes(p, r, rec)...)
+	return append(bad, mergeRanks(perRank)...)
+}
+
+// mergeRanks lists each rank's mismatches (each written as of rank 0),
+// saying "every rank" once for a mismatch all ranks have alike.
+func mergeRanks(perRank [][]string) []string {
+	count := map[string]int{}
+	for _, lines := range perRank {
+		seen := map[string]bool{}
+		for _, l := range lines {
+			if !seen[l] {
+				seen[l] = true
+				count[l]++
+			}
+		}
 	}
-	return bad
+	var out []string
+	done := map[string]bool{}
+	for r, lines := range perRank {
+		for _, l := range lines {
+			switch {
+			case count[l] == len(perRank) && len(perRank) > 1:
+				if !done[l] {
+					done[l] = true
+					rest, _ := strings.CutPrefix(l, "rank 0")
+					out = append(out, "every rank: "+strings.TrimPrefix(strings.TrimPrefix(rest, ":"), " "))
+				}
+			default:
+				out = append(out, strings.Replace(l, "rank 0", fmt.Sprintf("rank %d", r), 1))
+			}
+		}
+	}
+	return out
 }
 
 func moduleList(mods []string) string {

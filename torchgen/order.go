@@ -102,5 +102,5 @@ func groupName(p *schedule.Plan, g int) string {
 	if g >= 0 && g < len(p.Groups) {
 		return "group " + p.Groups[g].Label()
 	}
-	return fmt.Sprintf("group %d", g)
+	return "a unit the plan does not have"
 }

@@ -26,12 +26,15 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	timeout := fl.Duration("timeout", 10*time.Second, "declare a deadlock after this long without progress (cuda: the watchdog fails a collective not finished this long after it was enqueued, and aborts NCCL)")
 	model := fl.String("model", "", "torch backend: the model file or zoo name the plan was made from")
 	python := fl.String("python", "", "torch backend: a python3 with torch (default: the root .ci/install-torch builds)")
+	accel := fl.String("accelerate", "", "torch backend: an accelerate config file: prepare the model with accelerate's own FSDP2 path and compare it with the plan (needs --hf)")
+	hfConfig := fl.String("hf", "", "with --accelerate: the transformers config.json of the model accelerate prepares")
 	ckptDir := fl.String("checkpoint", "", "host backend: after the run, save every rank's chunks of the parameters and optimizer states into this directory (docs/checkpoint.md)")
 	loadUnder := fl.String("load-under", "", "with --checkpoint: load the checkpoint under this plan (plan.bin, model or zoo name) with the reshard reads and check every rank's state against the reference")
 	var cf cudaFlags
 	cf.register(fl)
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host|cuda|torch] [--scale K] [--steps N] [--ranks N] [--checkpoint DIR [--load-under NEW]] plan.bin|model.toml|zoo-name")
+		fmt.Fprintln(stderr, "       fsdpc run --backend torch --accelerate config.yaml --model model.toml --hf config.json plan.bin")
 		fmt.Fprintln(stderr, "\nRuns the plan's training steps for real on every rank, checks every all-gather, gradient,")
 		fmt.Fprintln(stderr, "parameter and optimizer state against an unsharded reference, and measures each memory")
 		fmt.Fprintln(stderr, "pool against the plan's prediction. Exits 1 on a mismatch, a hazard or a deadlock.")
@@ -43,6 +46,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if *scale < 1 || *scale > executor.MaxScale || *steps < 1 || *ranks < 0 || *timeout <= 0 {
 		fmt.Fprintf(stderr, "fsdpc run: --scale must be from 1 to %d, --steps at least 1, --ranks not negative, --timeout positive\n", executor.MaxScale)
+		return 2
+	}
+	if (*accel != "" || *hfConfig != "") && *backend != "torch" || *hfConfig != "" && *accel == "" {
+		fmt.Fprintln(stderr, "fsdpc run: --accelerate is for --backend torch, and --hf needs --accelerate")
 		return 2
 	}
 	if *loadUnder != "" && *ckptDir == "" || *ckptDir != "" && *backend != "host" {
@@ -65,6 +72,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		if *steps != 1 || *ranks != 0 {
 			fmt.Fprintln(stderr, "fsdpc run: --steps and --ranks are for the host and cuda backends; --backend torch runs the plan's first step (--scale shrinks the plan and the model together)")
 			return 2
+		}
+		if *accel != "" {
+			if *scale != 1 {
+				fmt.Fprintln(stderr, "fsdpc run: --accelerate builds the transformers model at its own size; --scale does not apply")
+				return 2
+			}
+			return runAccelerate(fl.Arg(0), *accel, *model, *hfConfig, *python, *timeout, stdout, stderr)
 		}
 		return runTorch(fl.Arg(0), *model, *python, *scale, *timeout, stdout, stderr)
 	case "cuda":

@@ -141,3 +141,23 @@ func TestRunTorchRefusesHostFlags(t *testing.T) {
 		}
 	}
 }
+
+// --accelerate belongs to --backend torch and needs --hf (the transformers
+// config accelerate's model is built from); a misuse is refused as bad
+// usage before any file is read or any Python started.
+func TestRunAccelerateUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--accelerate", "a.yaml"}, "--accelerate is for --backend torch"},
+		{[]string{"--backend", "torch", "--hf", "config.json"}, "--hf needs --accelerate"},
+		{[]string{"--backend", "torch", "--accelerate", "a.yaml", "--hf", "config.json", "--scale", "2", "--model", "m.toml"}, "--scale does not apply"},
+		{[]string{"--backend", "torch", "--accelerate", "a.yaml", "--model", "m.toml"}, "--hf config.json"},
+	} {
+		code, _, errOut := runCLI(append(append([]string{"run"}, c.args...), "plan.bin")...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, %s", c.args, code, errOut)
+		}
+	}
+}
