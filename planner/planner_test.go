@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"github.com/fsdpc/fsdpc/internal/zootest"
 	"os"
 	"testing"
 
@@ -11,15 +12,7 @@ import (
 
 func loadZoo(t testing.TB, name string) *ir.Model {
 	t.Helper()
-	src, file, ok := plans.Source(name)
-	if !ok {
-		t.Fatalf("no zoo model %s", name)
-	}
-	m, err := ir.Load(file, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return zootest.Model(t, name)
 }
 
 func TestPlanZoo(t *testing.T) {

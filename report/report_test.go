@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"github.com/fsdpc/fsdpc/internal/zootest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,15 +16,7 @@ import (
 
 func zooPlan(t testing.TB, name string) *schedule.Plan {
 	t.Helper()
-	src, file, ok := plans.Source(name)
-	if !ok {
-		t.Fatalf("no zoo model %s", name)
-	}
-	m, err := ir.Load(file, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := planner.Plan(m, planner.Options{})
+	p, err := planner.Plan(zootest.Model(t, name), planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package gpu_test
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,9 +12,9 @@ import (
 	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/executor/gpu"
 	"github.com/fsdpc/fsdpc/executor/gpu/gputest"
+	"github.com/fsdpc/fsdpc/internal/zootest"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
-	"github.com/fsdpc/fsdpc/plans"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -23,57 +22,17 @@ import (
 // the cluster set to world ranks (mesh r × s when r > 1).
 func plan(t testing.TB, name string, layers, r, s int, extra ...string) *schedule.Plan {
 	t.Helper()
-	src, file, ok := plans.Source(name)
-	if !ok {
-		t.Fatalf("no zoo model %s", name)
-	}
-	text := regexp.MustCompile(`(?m)^(\s*repeat\s*=\s*)\d+`).ReplaceAllString(string(src), fmt.Sprintf("${1}%d", layers))
-	text = dropKeys(text, "cluster", "nodes", "mesh", "memory_budget", "gpu", "world_size")
-	cluster := fmt.Sprintf("gpu = { preset = \"h100-sxm\", hbm = \"1000TiB\" }\nworld_size = %d\n", r*s)
-	if r > 1 {
-		cluster += fmt.Sprintf("mesh = { replicate = %d, shard = %d }\n", r, s)
-	}
-	text = strings.Replace(text, "[cluster]\n", "[cluster]\n"+cluster, 1)
+	edits := append([]zootest.Edit{zootest.Layers(layers)}, zootest.HSDP(r, s)...)
 	for _, e := range extra {
 		section, kv, _ := strings.Cut(e, ":")
-		key, _, _ := strings.Cut(kv, "=")
-		text = dropKeys(text, section, strings.TrimSpace(key))
-		text = strings.Replace(text, "["+section+"]\n", "["+section+"]\n"+kv+"\n", 1)
+		key, value, _ := strings.Cut(kv, "=")
+		edits = append(edits, zootest.Set(section, strings.TrimSpace(key), strings.TrimSpace(value)))
 	}
-	m, err := ir.Load(file, []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := planner.Plan(m, planner.Options{})
+	p, err := planner.Plan(zootest.Model(t, name, edits...), planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// dropKeys removes top-level keys of a section (one line each).
-func dropKeys(src, section string, keys ...string) string {
-	var out []string
-	in := false
-	for _, l := range strings.Split(src, "\n") {
-		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "[") {
-			in = t == "["+section+"]"
-		}
-		if in {
-			k, _, _ := strings.Cut(t, "=")
-			k = strings.TrimSpace(k)
-			drop := false
-			for _, key := range keys {
-				drop = drop || k == key
-			}
-			if drop {
-				continue
-			}
-		}
-		out = append(out, l)
-	}
-	return strings.Join(out, "\n")
 }
 
 func rehearse(t *testing.T, p *schedule.Plan, scale, steps int, opt gpu.Options, dev gpu.Device) (*executor.Report, *gpu.Backend, error) {
