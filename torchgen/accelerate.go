@@ -2,8 +2,10 @@ package torchgen
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -21,7 +23,7 @@ type AccelerateCase struct {
 	Config []byte // the accelerate config file's text
 	Model  []byte // the model's config.json
 	Plan   *schedule.Plan
-	Export *Export // Plan's export (NewExport)
+	Export *Export // Plan's export (NewExport); nil: no plan (a config fsdpc refuses), accelerate runs alone
 }
 
 // AccelerateRecord is what one rank recorded of accelerate's FSDP2 run
@@ -88,16 +90,21 @@ func RunAccelerate(py Python, cases []AccelerateCase, timeout time.Duration, std
 			if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 				return err
 			}
-			plan, err := json.Marshal(c.Export)
-			if err != nil {
-				return err
+			files = append(files, caseFile{Config: d + "/accelerate.yaml", Model: d + "/config.json", Out: d})
+			out := map[string][]byte{"accelerate.yaml": c.Config, "config.json": c.Model}
+			if c.Export != nil {
+				plan, err := json.Marshal(c.Export)
+				if err != nil {
+					return err
+				}
+				out["plan.json"] = plan
+				files[i].Plan = d + "/plan.json"
 			}
-			for name, data := range map[string][]byte{"accelerate.yaml": c.Config, "plan.json": plan, "config.json": c.Model} {
+			for name, data := range out {
 				if err := os.WriteFile(filepath.Join(dir, d, name), data, 0o644); err != nil {
 					return err
 				}
 			}
-			files = append(files, caseFile{Config: d + "/accelerate.yaml", Plan: d + "/plan.json", Model: d + "/config.json", Out: d})
 		}
 		list, err := json.Marshal(files)
 		if err != nil {
@@ -108,16 +115,24 @@ func RunAccelerate(py Python, cases []AccelerateCase, timeout time.Duration, std
 	var recs [][]AccelerateRecord
 	collect := func(dir string) error {
 		for i, c := range cases {
-			world := c.Export.Mesh.WorldSize
-			ranks := make([]AccelerateRecord, world)
-			for r := range ranks {
+			// Every rank of the config's num_processes wrote one.
+			var ranks []AccelerateRecord
+			for r := 0; ; r++ {
 				b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("case%d", i), fmt.Sprintf("rank%d.json", r)))
+				if errors.Is(err, fs.ErrNotExist) && r > 0 {
+					break
+				}
 				if err != nil {
 					return fmt.Errorf("%s: rank %d wrote no record: %w", c.Name, r, err)
 				}
-				if err := json.Unmarshal(b, &ranks[r]); err != nil {
+				var rec AccelerateRecord
+				if err := json.Unmarshal(b, &rec); err != nil {
 					return fmt.Errorf("%s: rank %d's record: %w", c.Name, r, err)
 				}
+				ranks = append(ranks, rec)
+			}
+			if c.Export != nil && len(ranks) != c.Export.Mesh.WorldSize {
+				return fmt.Errorf("%s: %d ranks ran, the plan has %d", c.Name, len(ranks), c.Export.Mesh.WorldSize)
 			}
 			recs = append(recs, ranks)
 		}

@@ -2,7 +2,8 @@
 
 ``python -m fsdpc.accelerate_check CASES.json`` runs, for each case (an
 accelerate config file, the plan export fsdpc made from the same config,
-and the Hugging Face ``config.json`` of the model), what a user's job
+or none for a config fsdpc refuses, and the Hugging Face ``config.json``
+of the model), what a user's job
 launched with ``accelerate launch --config_file CONFIG`` does:
 
 - accelerate reads the config: its own launcher code
@@ -71,7 +72,7 @@ def _plain(name: str) -> str:
 @dataclass(frozen=True)
 class Case:
     config: str  # the accelerate config file
-    plan: str  # the plan export (fsdpc export)
+    plan: str  # the plan export (fsdpc export); "" for a config fsdpc refuses
     model: str  # the model's Hugging Face config.json
     out: str  # where each rank writes rankR.json
 
@@ -338,22 +339,30 @@ def run_case(case: Case, env: dict[str, str], rank: int) -> None:
 
     _set_case_env(env)
     AcceleratorState._reset_state(True)
-    plan = load_plan(case.plan)
-    dtypes = {p.dtype for p in plan.parameters}
-    if len(dtypes) != 1:
-        raise ValueError("%s: the plan's parameters have dtypes %s; this check builds the model in one" % (case.plan, sorted(dtypes)))
-    model = _build_model(case.model, DTYPES[dtypes.pop()])
-    diffs = model_differences(model, plan)
-    if diffs:
-        raise ValueError("%s is not the model plan %s was made for:\n  - %s" % (case.model, case.plan, "\n  - ".join(diffs[:20])))
+    # Without a plan (a config fsdpc refuses) the model is built in fp32
+    # and one micro-batch runs: what accelerate does with it is recorded.
+    plan = load_plan(case.plan) if case.plan else None
+    dtype = "fp32"
+    if plan is not None:
+        dtypes = {p.dtype for p in plan.parameters}
+        if len(dtypes) != 1:
+            raise ValueError("%s: the plan's parameters have dtypes %s; this check builds the model in one" % (case.plan, sorted(dtypes)))
+        dtype = dtypes.pop()
+    model = _build_model(case.model, DTYPES[dtype])
+    if plan is not None:
+        diffs = model_differences(model, plan)
+        if diffs:
+            raise ValueError("%s is not the model plan %s was made for:\n  - %s" % (case.model, case.plan, "\n  - ".join(diffs[:20])))
+    accum = plan.train.grad_accum if plan is not None else 1
+    batch = plan.train.micro_batch if plan is not None else 1
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     plugin = FullyShardedDataParallelPlugin()
     # gloo: on CPU accelerate picks MPI where torch has it, which would
     # make each rank a world of its own here (no mpirun).
-    accelerator = Accelerator(cpu=True, fsdp_plugin=plugin, gradient_accumulation_steps=plan.train.grad_accum,
+    accelerator = Accelerator(cpu=True, fsdp_plugin=plugin, gradient_accumulation_steps=accum,
                               kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")])
     _enable_fsdp_on_cpu(accelerator, plugin)
-    if accelerator.num_processes != plan.mesh.world_size:
+    if plan is not None and accelerator.num_processes != plan.mesh.world_size:
         raise ValueError("accelerate runs %d processes, plan %s %d" % (accelerator.num_processes, case.plan, plan.mesh.world_size))
 
     rec = _Recorder()
@@ -364,7 +373,7 @@ def run_case(case: Case, env: dict[str, str], rank: int) -> None:
     states = _states(prepared)
     checkpointed = [_plain(n) for n, m in prepared.named_modules() if type(m).__name__ == "CheckpointWrapper"]
     adapters = (_gloo.GlooAllGather(), _gloo.GlooReduceScatter())
-    units = {tuple(u.modules): u.group for u in plan.units}
+    units = {tuple(u.modules): u.group for u in plan.units} if plan is not None else {}
     for st, modules in states:
         if st._fsdp_param_group is not None:
             rec.group_index[id(st._fsdp_param_group)] = units.get(tuple(modules), -1)
@@ -377,9 +386,9 @@ def run_case(case: Case, env: dict[str, str], rank: int) -> None:
     _recorder.append(rec)
     try:
         with verify._recording() as collectives:
-            for micro in range(plan.train.grad_accum):
+            for micro in range(accum):
                 rec.micro = micro
-                ids = torch.randint(0, vocab, (plan.train.micro_batch, TOKENS), generator=gen)
+                ids = torch.randint(0, vocab, (batch, TOKENS), generator=gen)
                 with accelerator.accumulate(prepared):
                     # No KV cache: a training step has no use for one, and
                     # under activation checkpointing the recomputed
@@ -394,7 +403,7 @@ def run_case(case: Case, env: dict[str, str], rank: int) -> None:
 
     by_modules = {tuple(m): _state_record(st, m, world) for st, m in states}
     layouts = [{"modules": list(u.modules), "params": by_modules.get(tuple(u.modules), {}).get("params", [])}
-               for u in sorted(plan.units, key=lambda u: u.group)]
+               for u in sorted(plan.units if plan is not None else (), key=lambda u: u.group)]
     import accelerate
 
     record = {
@@ -438,7 +447,9 @@ def _rank_main(path: str) -> int:
         except Exception as e:
             frames = traceback.extract_tb(e.__traceback__)
             where = "%s:%s" % (os.path.basename(frames[-1].filename), frames[-1].lineno) if frames else ""
-            _write(case.out, rank, {"error": "%s: %s" % (type(e).__name__, e), "where": where})
+            # The first line: torch's messages go on to print whole modules.
+            first = (str(e).splitlines() or [""])[0]
+            _write(case.out, rank, {"error": "%s: %s" % (type(e).__name__, first[:400]), "where": where})
             if dist.is_initialized():
                 dist.barrier()
     if dist.is_initialized():
