@@ -46,6 +46,7 @@ that segment removed, as the model (and the plan) name them.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -59,6 +60,9 @@ from typing import Any
 __all__ = ["AccelerateConfigError", "Case", "accelerate_env", "main"]
 
 WRAPPED = "_checkpoint_wrapped_module"
+# How long a rank waits in one collective: seconds suffice for these
+# models; a rank whose peer failed alone stops instead of hanging.
+COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=3)
 # The token batch of each micro-batch: FSDP2's collectives and hooks do not
 # depend on its length, so a short one keeps a CPU step quick.
 TOKENS = 8
@@ -358,9 +362,11 @@ def run_case(case: Case, env: dict[str, str], rank: int) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     plugin = FullyShardedDataParallelPlugin()
     # gloo: on CPU accelerate picks MPI where torch has it, which would
-    # make each rank a world of its own here (no mpirun).
+    # make each rank a world of its own here (no mpirun). A collective
+    # another rank never joins (it failed alone) fails after COLLECTIVE_TIMEOUT
+    # rather than gloo's 30 minutes.
     accelerator = Accelerator(cpu=True, fsdp_plugin=plugin, gradient_accumulation_steps=accum,
-                              kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")])
+                              kwargs_handlers=[InitProcessGroupKwargs(backend="gloo", timeout=COLLECTIVE_TIMEOUT)])
     _enable_fsdp_on_cpu(accelerator, plugin)
     if plan is not None and accelerator.num_processes != plan.mesh.world_size:
         raise ValueError("accelerate runs %d processes, plan %s %d" % (accelerator.num_processes, case.plan, plan.mesh.world_size))
