@@ -279,6 +279,11 @@ func (l *lowerer) checkPolicyPatterns() {
 	for i, u := range p.Units {
 		check(u, indexPath("policy.units", i))
 	}
+	for i, g := range p.Groups {
+		for j, u := range g.Patterns {
+			check(u, indexPath(indexPath("policy.units", i), j))
+		}
+	}
 	for i, o := range p.Overrides {
 		if o.Match.Glob.src != "" || o.Match.Pos.Line != 0 {
 			check(o.Match, childPath(indexPath("policy.override", i), "match"))

@@ -352,6 +352,11 @@ func (t TiedMode) String() string { return [...]string{"error", "merge"}[t] }
 type Policy struct {
 	UnitsMode UnitsMode
 	Units     []Pattern // for UnitsPatterns
+	// Groups are the units written as arrays inside units: each is one
+	// unit of every module its patterns match, one fully_shard([a, b])
+	// call (accelerate shards the final norm and the output embedding
+	// together so).
+	Groups []UnitGroup
 	// BlocksPerUnit groups k consecutive instances of a repeated module
 	// into one unit (fully_shard([layers[i], …, layers[i+k-1]])); 1 is the
 	// default, one unit per instance.
@@ -371,6 +376,11 @@ type Policy struct {
 type Pattern struct {
 	Glob Glob
 	Pos  Pos
+}
+
+// UnitGroup is one fully_shard call on several modules.
+type UnitGroup struct {
+	Patterns []Pattern
 }
 
 // Override is one [[policy.override]] entry.

@@ -371,16 +371,38 @@ func (d *decoder) policySection(root *tbl, m *Model) {
 		default:
 			d.errorf(t.at("units"), "units must be \"blocks\", \"block-children\", \"auto\" or an array of module-name patterns, not %q", u)
 		}
-	default:
-		globs, ok := t.strList("units")
-		if ok {
-			p.UnitsMode = UnitsPatterns
-			for i, g := range globs {
-				if pat, ok := d.pattern(indexPath(t.at("units"), i), g); ok {
+	case []any:
+		p.UnitsMode = UnitsPatterns
+		for i, e := range u {
+			path := indexPath(t.at("units"), i)
+			switch e := e.(type) {
+			case string:
+				if pat, ok := d.pattern(path, e); ok {
 					p.Units = append(p.Units, pat)
 				}
+			case []any:
+				// One unit of several modules: fully_shard([a, b]).
+				var g UnitGroup
+				for j, x := range e {
+					s, ok := x.(string)
+					if !ok {
+						d.errorf(indexPath(path, j), "units[%d][%d] must be a string, not %s", i, j, tomlType(x))
+						continue
+					}
+					if pat, ok := d.pattern(indexPath(path, j), s); ok {
+						g.Patterns = append(g.Patterns, pat)
+					}
+				}
+				if len(e) == 0 {
+					d.errorf(path, "units[%d] is an empty group; a group lists the modules of one unit", i)
+				}
+				p.Groups = append(p.Groups, g)
+			default:
+				d.errorf(path, "units[%d] must be a module-name pattern or an array of them (one unit of several modules), not %s", i, tomlType(e))
 			}
 		}
+	default:
+		d.errorf(t.at("units"), "units must be \"blocks\", \"block-children\", \"auto\" or an array of module-name patterns, not %s", tomlType(u))
 	}
 	if s, ok := t.enum("tied", "error", "merge"); ok && s == "merge" {
 		p.Tied = TiedMerge

@@ -20,6 +20,7 @@ func groupUnits(s *state) error {
 	checkpointingApplies(s)
 	isUnit := make([]bool, len(m.Modules))
 	isUnit[0] = true
+	var groupOf []int // the listed group (policy.units array) of each module, -1 for none
 	switch m.Policy.UnitsMode {
 	case ir.UnitsBlocks, ir.UnitsAuto:
 		for i := range m.Modules {
@@ -54,6 +55,15 @@ func groupUnits(s *state) error {
 		for i := range m.Modules {
 			name := m.Modules[i].Name
 			isUnit[i] = isUnit[i] || literal[name] || slices.ContainsFunc(globs, func(g ir.Glob) bool { return g.Match(name) })
+		}
+		var err error
+		if groupOf, err = listedGroups(m); err != nil {
+			return err
+		}
+		for i, g := range groupOf {
+			if g >= 0 {
+				isUnit[i] = true
+			}
 		}
 	}
 	for i := range m.Modules {
@@ -94,6 +104,9 @@ func groupUnits(s *state) error {
 	}
 	for _, u := range s.units {
 		u.params = collectParams(m, u.modules, isUnit, u.aliases)
+	}
+	if groupOf != nil {
+		s.mergeListed(groupOf)
 	}
 	if k := m.Policy.BlocksPerUnit; k > 1 {
 		s.mergeConsecutive(k)
@@ -146,6 +159,78 @@ func (s *state) mergeConsecutive(k int) {
 		merged = append(merged, u)
 	}
 	flush()
+	recollectMerged(m, merged)
+	for i := range s.unitOf {
+		s.unitOf[i] = remap[s.unitOf[i]]
+	}
+	s.units = merged
+}
+
+// listedGroups finds the modules of each group policy.units lists as an
+// array (one fully_shard call on several modules): groupOf[module] is the
+// group's index, -1 for modules in none. A module in two groups, the root
+// in one, or a group holding a module and one inside it is an error:
+// fully_shard takes each module once, and the root is its own unit.
+func listedGroups(m *ir.Model) ([]int, error) {
+	if len(m.Policy.Groups) == 0 {
+		return nil, nil
+	}
+	groupOf := make([]int, len(m.Modules))
+	for i := range groupOf {
+		groupOf[i] = -1
+	}
+	for gi, g := range m.Policy.Groups {
+		for i := range m.Modules {
+			if !slices.ContainsFunc(g.Patterns, func(p ir.Pattern) bool { return p.Glob.Match(m.Modules[i].Name) }) {
+				continue
+			}
+			name := m.Modules[i].Name
+			switch {
+			case i == 0:
+				return nil, fmt.Errorf("policy.units[%d]: a group cannot hold the root, which is a unit of its own", gi)
+			case groupOf[i] >= 0 && groupOf[i] != gi:
+				return nil, fmt.Errorf("policy.units: module %q is in two groups (%d and %d); fully_shard takes a module once", name, groupOf[i], gi)
+			}
+			groupOf[i] = gi
+		}
+	}
+	for i := range m.Modules {
+		if groupOf[i] < 0 {
+			continue
+		}
+		for p := m.Modules[i].Parent; p != ir.NoModule; p = m.Modules[p].Parent {
+			if groupOf[p] == groupOf[i] {
+				return nil, fmt.Errorf("policy.units: group %d holds %q and %q, which contains it; list modules side by side", groupOf[i], m.Modules[p].Name, m.Modules[i].Name)
+			}
+		}
+	}
+	return groupOf, nil
+}
+
+// mergeListed makes one unit of each listed group's modules, in module
+// order, as fully_shard([a, b]) does.
+func (s *state) mergeListed(groupOf []int) {
+	m := s.m
+	remap := make([]int, len(s.units))
+	first := map[int]int{} // group -> index in merged
+	var merged []*unit
+	for ui, u := range s.units {
+		g := groupOf[u.modules[0]]
+		if g < 0 {
+			remap[ui] = len(merged)
+			merged = append(merged, u)
+			continue
+		}
+		if at, ok := first[g]; ok {
+			merged[at].modules = append(merged[at].modules, u.modules...)
+			merged[at].merged = true
+			remap[ui] = at
+			continue
+		}
+		first[g] = len(merged)
+		remap[ui] = len(merged)
+		merged = append(merged, u)
+	}
 	recollectMerged(m, merged)
 	for i := range s.unitOf {
 		s.unitOf[i] = remap[s.unitOf[i]]

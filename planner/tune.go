@@ -692,7 +692,7 @@ func (t *tuner) model(k knobs) (*ir.Model, error) {
 			pol.UnitsMode = ir.UnitsBlockChildren
 		} else if k.ownUnits {
 			pol.UnitsMode = ir.UnitsPatterns
-			pol.Units = nil
+			pol.Units, pol.Groups = nil, nil
 			for _, name := range append(t.blockNames(), t.ownUnitNames()...) {
 				if g, err := ir.CompileGlob(name); err == nil {
 					pol.Units = append(pol.Units, ir.Pattern{Glob: g})
