@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 
 	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/ir"
@@ -160,27 +161,33 @@ func isPlanFile(path string) bool {
 	return bytes.Equal(head, []byte("\x89FSP"))
 }
 
-// runTextconv prints a plan as text for git: `git config
-// diff.fsdpc.textconv "fsdpc textconv"` makes git diff and git log -p show
-// plan.bin files as their canonical text.
+// runTextconv prints a plan as text for git: with the attributes and the
+// setting of docs/diff.md's git section, git diff and git log -p show
+// plan.bin files as their canonical text, or with -fold as show folds it
+// (a change to every layer reads once, not 32 times).
 func runTextconv(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprintln(stdout, "usage: fsdpc textconv plan.bin   (git's textconv driver; see the git section of docs/diff.md)")
-		return 0
+	fl := flag.NewFlagSet("textconv", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	fold := fl.Bool("fold", false, "fold repeated blocks and add the step's breakdown and throughput, as show prints them")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fsdpc textconv [-fold] plan.bin   (git's textconv driver; see the git section of docs/diff.md)")
+		fmt.Fprintln(stderr, "\nPrints the plan's canonical text (fsdpc show -full without the checkpoint section), or with -fold")
+		fmt.Fprintln(stderr, "as fsdpc show folds it. A file that is not a plan (a deleted file's empty blob) prints as it is.")
+		fl.PrintDefaults()
 	}
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: fsdpc textconv plan.bin   (git's textconv driver; see the git section of docs/diff.md)")
-		return 2
+	if code, ok := parseOperands(fl, args, 1); !ok {
+		return code
 	}
-	p, err := schedule.ReadFile(args[0])
+	arg := fl.Arg(0)
+	p, err := schedule.ReadFile(arg)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Not a file: a built-in model's name, compiled as elsewhere.
-		p, err = loadPlan(args[0])
+		p, err = loadPlan(arg)
 	}
 	if errors.Is(err, schedule.ErrBadMagic) {
 		// git may hand over an empty or foreign blob (a deleted file): show
 		// it as it is rather than failing the whole diff.
-		raw, rerr := inputfile.ReadFile(args[0], "a plan.bin file", 1<<20)
+		raw, rerr := inputfile.ReadFile(arg, "a plan.bin file", 1<<20)
 		if rerr == nil && len(raw) < 1<<20 {
 			stdout.Write(raw)
 			return 0
@@ -189,8 +196,24 @@ func runTextconv(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	if err := schedule.WriteText(stdout, p); err != nil {
+	if !*fold {
+		if err := schedule.WriteText(stdout, p); err != nil {
+			return reportErr(stderr, err)
+		}
+		return 0
+	}
+	m, err := modelFor(p, "")
+	if err != nil {
 		return reportErr(stderr, err)
 	}
+	var text bytes.Buffer
+	if err := schedule.WriteText(&text, p); err != nil {
+		return reportErr(stderr, err)
+	}
+	lines, err := foldedText(p, flopsPerToken(m), strings.Split(strings.TrimSuffix(text.String(), "\n"), "\n"))
+	if err != nil {
+		return reportErr(stderr, fmt.Errorf("%s: %w", arg, err))
+	}
+	fmt.Fprintln(stdout, strings.Join(lines, "\n"))
 	return 0
 }

@@ -54,8 +54,11 @@ func TestDiffCLI(t *testing.T) {
 	}
 }
 
-// TestGitTextconv drives git itself: with the documented .gitattributes and
-// textconv setting, git diff shows a plan change as plan text.
+// TestGitTextconv drives git itself with docs/diff.md's setup, run as the
+// page writes it (fsdpc on PATH): a plan at plan's default name, plan.bin,
+// in a subdirectory and at the top, and one named NAME.plan.bin, all show
+// as plan text, never "Binary files differ"; and the folded view makes a
+// two-key change a fraction of the lines of the unfolded one.
 func TestGitTextconv(t *testing.T) {
 	gitPath, err := exec.LookPath("git")
 	if err != nil {
@@ -65,13 +68,34 @@ func TestGitTextconv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	doc, err := os.ReadFile("../../docs/diff.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := gitSetupBlock(t, string(doc))
 	dir := t.TempDir()
-	// The test binary re-enters run() when FSDPC_TEST_MAIN is set (see
-	// TestMain), standing in for an installed fsdpc.
+	// fsdpc on PATH is the test binary, which re-enters run() when
+	// FSDPC_TEST_MAIN is set (see TestMain).
+	bin := filepath.Join(t.TempDir(), "bin")
+	os.Mkdir(bin, 0o755)
+	wrapper := "#!/bin/sh\nFSDPC_TEST_MAIN=1 exec '" + exe + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "fsdpc"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	sh := func(script string) string {
+		cmd := exec.Command("/bin/sh", "-ec", script)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+		return string(out)
+	}
 	git := func(args ...string) string {
 		cmd := exec.Command(gitPath, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "FSDPC_TEST_MAIN=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null")
+		cmd.Dir, cmd.Env = dir, env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
@@ -81,27 +105,66 @@ func TestGitTextconv(t *testing.T) {
 	git("init", "-q")
 	git("config", "user.email", "t@example.com")
 	git("config", "user.name", "t")
-	git("config", "diff.fsdpc.textconv", exe+" textconv")
-	os.WriteFile(filepath.Join(dir, ".gitattributes"), []byte("*.plan.bin diff=fsdpc\n"), 0o644)
-	bin := filepath.Join(dir, "model.plan.bin")
-	if code, _, errOut := runCLI("plan", "-o", bin, "gpt2-124m"); code != 0 {
-		t.Fatal(errOut)
+	sh(setup)
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	paths := []string{"plan.bin", "sub/plan.bin", "gpt2.plan.bin"}
+	for _, p := range paths {
+		if code, _, errOut := runCLI("plan", "-o", filepath.Join(dir, p), "gpt2-124m"); code != 0 {
+			t.Fatal(errOut)
+		}
 	}
 	git("add", ".")
 	git("commit", "-q", "-m", "plan")
 	src, _ := os.ReadFile("../../plans/gpt2-124m.toml")
-	variant := filepath.Join(dir, "v.toml")
-	os.WriteFile(variant, []byte(strings.Replace(string(src), "world_size = 8", "world_size = 16", 1)), 0o644)
-	if code, _, errOut := runCLI("plan", "-o", bin, variant); code != 0 {
-		t.Fatal(errOut)
+	// Two keys: the world size and the reduce dtype, which change every
+	// layer's collectives alike.
+	changed := strings.Replace(strings.Replace(string(src), "world_size = 8", "world_size = 16", 1), `reduce_dtype = "fp32"`, `reduce_dtype = "bf16"`, 1)
+	if changed == string(src) || !strings.Contains(changed, "world_size = 16") || !strings.Contains(changed, `reduce_dtype = "bf16"`) {
+		t.Fatal("gpt2-124m.toml no longer has the keys this test changes")
 	}
-	out := git("diff", "model.plan.bin")
-	if !strings.Contains(out, "-cluster 8 ×") || !strings.Contains(out, "+cluster 16 ×") {
-		t.Errorf("git diff does not show the plan text:\n%.2000s", out)
+	variant := filepath.Join(t.TempDir(), "v.toml")
+	os.WriteFile(variant, []byte(changed), 0o644)
+	for _, p := range paths {
+		if code, _, errOut := runCLI("plan", "-o", filepath.Join(dir, p), variant); code != 0 {
+			t.Fatal(errOut)
+		}
 	}
-	if strings.Contains(out, "Binary files") {
-		t.Error("git treated the plan as binary")
+	var folded string
+	for _, p := range paths {
+		out := git("diff", "--", p)
+		if strings.Contains(out, "Binary files") || !strings.Contains(out, "-cluster 8 ×") || !strings.Contains(out, "+cluster 16 ×") {
+			t.Errorf("git diff %s does not show the plan text:\n%.2000s", p, out)
+		}
+		folded = out
 	}
+	if !strings.Contains(folded, "× {") || !strings.Contains(folded, "tokens/s per GPU") {
+		t.Errorf("the documented driver does not fold as show does:\n%.3000s", folded)
+	}
+	git("config", "diff.fsdpc.textconv", "fsdpc textconv")
+	unfolded := git("diff", "--", "plan.bin")
+	nf, nu := strings.Count(folded, "\n"), strings.Count(unfolded, "\n")
+	if strings.Contains(unfolded, "× {") || nf*3 > nu {
+		t.Errorf("folded diff %d lines, unfolded %d: want the folded one under a third (12 layers fold into one)", nf, nu)
+	}
+	t.Logf("two-key change on gpt2-124m: %d diff lines folded, %d unfolded", nf, nu)
+}
+
+// gitSetupBlock is the shell block of docs/diff.md's git section.
+func gitSetupBlock(t *testing.T, doc string) string {
+	t.Helper()
+	_, sec, ok := strings.Cut(doc, "\n## git\n")
+	if !ok {
+		t.Fatal("docs/diff.md has no git section")
+	}
+	_, block, ok := strings.Cut(sec, "```sh\n")
+	if !ok {
+		t.Fatal("docs/diff.md's git section has no sh block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	if !strings.Contains(block, ".gitattributes") || !strings.Contains(block, "textconv") {
+		t.Fatalf("docs/diff.md's git block sets up no textconv driver:\n%s", block)
+	}
+	return block
 }
 
 // TestTextconvZooName: textconv, like every command that takes a plan,

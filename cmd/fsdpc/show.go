@@ -60,14 +60,10 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		lines = summaryLines(lines)
 	}
 	if !*full {
-		lines = schedule.FoldRepeats(lines)
-		// -full is the canonical text (plans/*.plan.txt, textconv); the
-		// folded view adds the prediction in a training log's units.
-		units, err := showUnits(p, flopsPerToken(m))
-		if err != nil {
+		// -full is the canonical text (plans/*.plan.txt, textconv).
+		if lines, err = foldedText(p, flopsPerToken(m), lines); err != nil {
 			return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
 		}
-		lines = insertAfter(lines, "predicted step ", units)
 	}
 	fmt.Fprintln(stdout, strings.Join(lines, "\n"))
 	return 0
@@ -94,6 +90,19 @@ func summaryLines(lines []string) []string {
 		}
 	}
 	return out
+}
+
+// foldedText is show's view of a plan's text lines (and whatever follows
+// them): repeated blocks folded, and the prediction also in a training
+// log's units, after the predicted step's line. textconv -fold prints it
+// too, so a review in git reads as show does.
+func foldedText(p *schedule.Plan, perToken float64, lines []string) ([]string, error) {
+	lines = schedule.FoldRepeats(lines)
+	units, err := showUnits(p, perToken)
+	if err != nil {
+		return nil, err
+	}
+	return insertAfter(lines, "predicted step ", units), nil
 }
 
 // showUnits is the step as the sum of its parts and its throughput, for
