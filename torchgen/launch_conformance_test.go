@@ -2,15 +2,12 @@ package torchgen
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/fsdpc/fsdpc/ir"
-	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/python"
 )
 
@@ -60,30 +57,28 @@ sys.exit(r.returncode)
 `
 
 // TestLaunchTorchrunConformance launches the file `fsdpc emit launch
-// --engine torchrun` writes, as a user runs it on one node of 2 CPU
-// ranks: torchrun starts both, each runs `python -m fsdpc preflight`
+// --engine torchrun` writes for a scaled zoo plan (llama3-8b), as a user
+// runs it on one node of 2 CPU ranks: torchrun starts both, each runs `python -m fsdpc preflight`
 // against the plan export and then the training program `emit torch`
 // writes, whose apply_plan and verify_first_step check FSDP2's first step
 // against the plan on every rank.
 func TestLaunchTorchrunConformance(t *testing.T) {
 	py := needTorch(t)
-	m, err := ir.Load("launch.toml", []byte(fmt.Sprintf(decoderModel, "", "world_size = 2", "prefetch_forward = 1", "", "")))
+	// llama3-8b as the conformance suite shrinks it, on 2 ranks, then
+	// scaled down as `emit torch --scale 2` does.
+	m, p, _, err := zooPlan(zooCases[1])
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(m, planner.Options{})
+	q, spec, err := ScalePlan(m, p, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, spec, err := ScalePlan(m, p, 1)
+	e, err := NewExport(spec, q, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewExport(spec, q, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog, err := Program(e, spec.Model, "launch.toml", "launch.toml")
+	prog, err := Program(e, spec.Model, "llama3-8b.toml", "llama3-8b.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +87,7 @@ func TestLaunchTorchrunConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	launch, err := LaunchFile(q, LaunchJob{Engine: "torchrun", PlanExport: "plan.json", Script: "train.py",
-		Source: "launch.toml", PlanSHA256: e.PlanSHA256, Endpoint: "127.0.0.1:29500", Name: "fsdpc-launch-test"})
+		Source: "llama3-8b.plan.bin", PlanSHA256: e.PlanSHA256, Endpoint: "127.0.0.1:29500", Name: "fsdpc-launch-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
