@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -84,8 +85,8 @@ func Load(name string, r io.Reader, verbose io.Writer) (*Set, error) {
 }
 
 // Predict simulates every run under the calibration cal gives for its GPU
-// (schedule.CalibrationFor when cal is nil).
-func (s *Set) Predict(cal func(gpu string) schedule.Calibration) ([]Result, error) {
+// (hardware.CalibrationFor when cal is nil).
+func (s *Set) Predict(cal func(gpu string) hardware.Calibration) ([]Result, error) {
 	out := make([]Result, 0, len(s.Runs))
 	for i := range s.Runs {
 		r, err := s.Runs[i].predict(cal)
@@ -182,7 +183,7 @@ func networkPerGPU(r run) float64 {
 	return r.nodeNetwork / float64(r.gpusPerNode)
 }
 
-func (p *Planned) predict(cal func(gpu string) schedule.Calibration) (Result, error) {
+func (p *Planned) predict(cal func(gpu string) hardware.Calibration) (Result, error) {
 	res := Result{run: p.run}
 	plan, err := p.plan()
 	if err != nil || plan == nil {
@@ -193,7 +194,9 @@ func (p *Planned) predict(cal func(gpu string) schedule.Calibration) (Result, er
 		// The calibration under test, with what the run's own plan sets
 		// over it (its attention kernel's efficiencies).
 		m.Cal = cal(p.gpu)
-		m.Cal.ApplyProfile(plan.Cluster.Profile)
+		if err := schedule.ApplyProfile(&m.Cal, plan.Cluster.Profile); err != nil {
+			return res, fmt.Errorf("row %s: %w", p.id, err)
+		}
 	}
 	sim, err := schedule.Simulate(plan, m)
 	if err != nil {

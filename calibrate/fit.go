@@ -7,32 +7,36 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/internal/safetext"
-	"github.com/fsdpc/fsdpc/schedule"
 )
 
 // Parameter is a physical constant of the cost model that a fit may
-// adjust, within bounds that keep it physical. Relative bounds are
-// multiples of the GPU's built-in (sourced) value: an attention kernel's
-// efficiency differs by chip, and a fit may move it only as far as the
-// published measurements of that kernel spread.
+// adjust, within bounds that keep it physical (hardware.ProfileKey.Fit,
+// which cites them). Relative bounds are multiples of the GPU's built-in
+// (sourced) value: an attention kernel's efficiency differs by chip, and a
+// fit may move it only as far as the published measurements of that
+// kernel spread.
 type Parameter struct {
 	Name     string
 	Lo, Hi   float64
 	Relative bool
-	get      func(*schedule.Calibration) float64
-	set      func(*schedule.Calibration, float64)
+	get      func(*hardware.Calibration) float64
+	set      func(*hardware.Calibration, float64)
 }
 
-func field(name string, lo, hi float64, f func(*schedule.Calibration) *float64) Parameter {
-	return Parameter{name, lo, hi, false, func(c *schedule.Calibration) float64 { return *f(c) },
-		func(c *schedule.Calibration, v float64) { *f(c) = v }}
+// fitted is the parameter that fits profile key name, within its range.
+func fitted(name string) Parameter {
+	k, ok := hardware.LookupProfileKey(name)
+	if !ok || !k.Fit.Fitted() {
+		panic(fmt.Sprintf("calibrate: %q is not a profile key a fit adjusts (hardware.ProfileKeys)", name))
+	}
+	return Parameter{name, k.Fit.Lo, k.Fit.Hi, k.Fit.Relative, func(c *hardware.Calibration) float64 { return *k.Field(c) },
+		func(c *hardware.Calibration, v float64) { *k.Field(c) = v }}
 }
-
-func relative(p Parameter) Parameter { p.Relative = true; return p }
 
 // bounds are p's limits for a fit starting from start.
-func (p Parameter) bounds(start *schedule.Calibration) (lo, hi float64) {
+func (p Parameter) bounds(start *hardware.Calibration) (lo, hi float64) {
 	if p.Relative {
 		v := p.get(start)
 		return p.Lo * v, p.Hi * v
@@ -40,34 +44,33 @@ func (p Parameter) bounds(start *schedule.Calibration) (lo, hi float64) {
 	return p.Lo, p.Hi
 }
 
-// Parameters are the constants `fsdpc calibrate` can fit. attention is
+// Parameters are the constants `fsdpc calibrate` can fit: every profile
+// key with a fit range (hardware.ProfileKeys, which holds the ranges and
+// their sources), in the order a profile file lists them, and attention,
 // the forward attention efficiency with the backward one kept in
 // proportion (FlashAttention's backward is slower than its forward on
-// every GPU); attention_forward and attention_backward move one alone.
-//
-// The physical ranges: max_efficiency, the share of peak that large
-// GEMMs sustain, is 0.51–0.86 on every GPU with a published best-shape
-// measurement (stas00/ml-engineering, "Maximum Achievable Matmul FLOPS":
-// MI300X 0.51 … A100 SXM 0.86), so 0.45–0.9. Attention efficiencies stay
-// within 0.75–1.35 times the chip's sourced figure: FlashAttention-2's
-// forward spans 50–73% of the A100's peak across head dims and lengths
-// (Dao 2023, arXiv 2307.08691, figures 4–7), ±20% around its 0.6. A NIC
-// delivers at most its line rate less protocol overhead, and nccl-tests
-// measure 80–92% of it across nodes on InfiniBand and RoCE: 0.5–0.95.
+// every GPU) within attention_forward's range; attention_forward and
+// attention_backward move one alone.
 var Parameters = []Parameter{
-	field("max_efficiency", 0.45, 0.9, func(c *schedule.Calibration) *float64 { return &c.MaxEfficiency }),
-	{"attention", 0.75, 1.35, true, func(c *schedule.Calibration) float64 { return c.AttentionForward },
-		func(c *schedule.Calibration, v float64) {
-			if c.AttentionForward > 0 {
-				c.AttentionBackward *= v / c.AttentionForward
-			}
-			c.AttentionForward = v
-		}},
-	relative(field("attention_forward", 0.75, 1.35, func(c *schedule.Calibration) *float64 { return &c.AttentionForward })),
-	relative(field("attention_backward", 0.75, 1.35, func(c *schedule.Calibration) *float64 { return &c.AttentionBackward })),
-	field("nic_efficiency", 0.5, 0.95, func(c *schedule.Calibration) *float64 { return &c.NICEfficiency }),
-	field("memory_efficiency", 0.3, 0.95, func(c *schedule.Calibration) *float64 { return &c.MemoryEfficiency }),
-	field("overlap", 0, 0.5, func(c *schedule.Calibration) *float64 { return &c.Overlap }),
+	fitted(hardware.KeyMaxEfficiency),
+	attention(fitted(hardware.KeyAttentionForward)),
+	fitted(hardware.KeyAttentionForward),
+	fitted(hardware.KeyAttentionBackward),
+	fitted(hardware.KeyNICEfficiency),
+	fitted(hardware.KeyMemoryEfficiency),
+	fitted(hardware.KeyOverlap),
+}
+
+// attention is the compound "attention" parameter, within fwd's range.
+func attention(fwd Parameter) Parameter {
+	fwd.Name = "attention"
+	fwd.set = func(c *hardware.Calibration, v float64) {
+		if c.AttentionForward > 0 {
+			c.AttentionBackward *= v / c.AttentionForward
+		}
+		c.AttentionForward = v
+	}
+	return fwd
 }
 
 // DefaultFit is what `fsdpc calibrate` fits unless told otherwise: the
@@ -84,7 +87,7 @@ type Residual struct {
 type Fit struct {
 	GPU        string
 	Parameters []string
-	Start, Cal schedule.Calibration
+	Start, Cal hardware.Calibration
 	Residuals  []Residual
 	// MAPE before and after, over the runs fitted.
 	Before, After float64
@@ -140,17 +143,17 @@ func (s *Set) Fit(gpus []string, names []string) (*Fit, error) {
 	if len(runs) <= len(params) {
 		return nil, fmt.Errorf("%s: %d runs that ran and fit, not enough to fit %d parameters (need more runs than parameters)", gpu, len(runs), len(params))
 	}
-	start := schedule.CalibrationFor(presetName(gpus[0]))
+	start := builtIn(gpus[0])
 	for _, g := range gpus[1:] {
-		if schedule.CalibrationFor(presetName(g)) != start {
+		if builtIn(g) != start {
 			return nil, fmt.Errorf("%s: the GPUs start from different profiles; fit them one at a time", gpu)
 		}
 	}
 	f := &Fit{GPU: gpu, Parameters: names, Start: start}
-	predictAll := func(c schedule.Calibration) ([]float64, error) {
+	predictAll := func(c hardware.Calibration) ([]float64, error) {
 		out := make([]float64, len(runs))
 		for i, r := range runs {
-			res, err := r.predict(func(string) schedule.Calibration { return c })
+			res, err := r.predict(func(string) hardware.Calibration { return c })
 			if err != nil {
 				return nil, err
 			}
@@ -159,7 +162,7 @@ func (s *Set) Fit(gpus []string, names []string) (*Fit, error) {
 		f.Evaluations++
 		return out, nil
 	}
-	loss := func(c schedule.Calibration) (float64, error) {
+	loss := func(c hardware.Calibration) (float64, error) {
 		pred, err := predictAll(c)
 		if err != nil {
 			return 0, err
@@ -251,18 +254,19 @@ func paramIndex(ps []Parameter, name string) int {
 	return -1
 }
 
-// Families groups the GPU presets the set's runs use by their chip: one
-// die has one set of physical constants, so H100 and H200 (GH100) are
-// fitted together, as are the A100s (GA100).
+// Families groups the GPU presets the set's runs use by their chip's
+// profile (hardware.GPU.Profile): one die has one set of physical
+// constants, so H100 and H200 (GH100) are fitted together, as are the
+// A100s (GA100).
 func (s *Set) Families() [][]string {
 	seen := map[string]bool{}
 	byChip := map[string][]string{}
 	for _, r := range s.Runs {
 		if !seen[r.gpu] {
 			seen[r.gpu] = true
-			chip := chips[r.gpu]
-			if chip == "" {
-				chip = r.gpu
+			chip := r.gpu
+			if g, ok := hardware.Preset(r.gpu); ok && g.Profile != "" {
+				chip = g.Profile
 			}
 			byChip[chip] = append(byChip[chip], r.gpu)
 		}
@@ -276,8 +280,6 @@ func (s *Set) Families() [][]string {
 	return out
 }
 
-var chips = map[string]string{"a100-80gb": "GA100", "a100-40gb": "GA100", "h100-sxm": "GH100", "h200": "GH100"}
-
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
@@ -287,10 +289,11 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// presetName is the GPU's name as plans store it, which profiles are
-// keyed by.
-func presetName(gpu string) string {
-	return map[string]string{"a100-80gb": "NVIDIA A100 SXM4 80GB", "h100-sxm": "NVIDIA H100 SXM5 80GB", "h200": "NVIDIA H200 SXM 141GB"}[gpu]
+// builtIn is the built-in calibration of GPU preset gpu, the one a plan
+// for it starts from (DefaultCalibration for a name that is no preset).
+func builtIn(gpu string) hardware.Calibration {
+	g, _ := hardware.Preset(gpu)
+	return hardware.CalibrationFor(g.Device)
 }
 
 // WriteFit prints the fitted values and the residuals.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fsdpc/fsdpc/schedule"
+	"github.com/fsdpc/fsdpc/hardware"
 )
 
 func loadSet(t *testing.T) *Set {
@@ -69,7 +69,7 @@ func TestPredictKeepsRunProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	explicit, err := set.Predict(func(gpu string) schedule.Calibration { return schedule.CalibrationFor(presetName(gpu)) })
+	explicit, err := set.Predict(func(gpu string) hardware.Calibration { return builtIn(gpu) })
 	if err != nil {
 		t.Fatal(err)
 	}

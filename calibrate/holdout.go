@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fsdpc/fsdpc/schedule"
+	"github.com/fsdpc/fsdpc/hardware"
 )
 
 // HeldOut is one source's throughput error twice over: predicted with the
@@ -36,7 +36,7 @@ type ChipFit struct {
 
 // LeaveOneSourceOut computes HeldOut for every source with a row that
 // ran: for each, the GEMM efficiency (the only fitted constant of the
-// built-in profiles, schedule/profiles.go) is refitted for each chip its
+// built-in profiles, hardware/profiles.go) is refitted for each chip its
 // rows use, over the rows of every other source on that chip, and its
 // rows are predicted with that fit. Rows that ran out of memory or were
 // predicted not to fit keep their in-sample figures' treatment: a run
@@ -63,23 +63,23 @@ func (s *Set) LeaveOneSourceOut() ([]HeldOut, error) {
 				rest.Runs = append(rest.Runs, r)
 			}
 		}
-		cal := map[string]schedule.Calibration{}
+		cal := map[string]hardware.Calibration{}
 		for _, fam := range families {
 			if !s.sourceUses(src, fam) {
 				continue
 			}
-			builtIn := schedule.CalibrationFor(presetName(fam[0]))
+			start := builtIn(fam[0])
 			fit, err := rest.Fit(fam, []string{"max_efficiency"})
-			var c schedule.Calibration
+			var c hardware.Calibration
 			switch {
 			case err == nil:
 				c = fit.Cal
-				h.Fitted = append(h.Fitted, ChipFit{GPUs: fam, BuiltIn: builtIn.MaxEfficiency, Fit: c.MaxEfficiency, RunsFittedOver: len(fit.Residuals)})
+				h.Fitted = append(h.Fitted, ChipFit{GPUs: fam, BuiltIn: start.MaxEfficiency, Fit: c.MaxEfficiency, RunsFittedOver: len(fit.Residuals)})
 			case strings.Contains(err.Error(), "not enough"):
 				// No other source measured this chip: the prior every
 				// unfitted GPU gets.
-				c = builtIn
-				c.MaxEfficiency = schedule.DefaultCalibration.MaxEfficiency
+				c = start
+				c.MaxEfficiency = hardware.DefaultCalibration.MaxEfficiency
 				h.Unfitted = append(h.Unfitted, strings.Join(fam, "+"))
 			default:
 				return nil, fmt.Errorf("source %s: %w", src, err)
@@ -94,11 +94,11 @@ func (s *Set) LeaveOneSourceOut() ([]HeldOut, error) {
 			if r.source != src || r.oom || r.tokensPerGPU == 0 {
 				continue
 			}
-			res, err := r.predict(func(gpu string) schedule.Calibration {
+			res, err := r.predict(func(gpu string) hardware.Calibration {
 				if c, ok := cal[gpu]; ok {
 					return c
 				}
-				return schedule.CalibrationFor(presetName(gpu))
+				return builtIn(gpu)
 			})
 			if err != nil {
 				return nil, err
@@ -144,7 +144,7 @@ func WriteHeldOut(w io.Writer, hs []HeldOut) {
 			fits = append(fits, fmt.Sprintf("%s %.3f (%.3f, %d runs)", strings.Join(f.GPUs, "+"), f.Fit, f.BuiltIn, f.RunsFittedOver))
 		}
 		for _, u := range h.Unfitted {
-			fits = append(fits, fmt.Sprintf("%s: no other source, default %.2f", u, schedule.DefaultCalibration.MaxEfficiency))
+			fits = append(fits, fmt.Sprintf("%s: no other source, default %.2f", u, hardware.DefaultCalibration.MaxEfficiency))
 		}
 		fmt.Fprintf(w, "| %s | %d | %.1f%% | %.1f%% | %s |\n", h.Source, h.Rows, h.InSample, h.HeldOut, strings.Join(fits, "; "))
 		in += h.InSample * float64(h.Rows)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -76,7 +77,7 @@ func TestKernelShapesH200(t *testing.T) {
 	}
 	m := schedule.NewModel(p)
 	peak := m.HW.PeakFLOPS[ir.BF16]
-	fwdEff, bwdEff, ok := ir.AttentionKernelEfficiency("cudnn", "h200")
+	fwdEff, bwdEff, ok := hardware.AttentionKernelEfficiency("cudnn", "h200")
 	if !ok {
 		t.Fatal("no cudnn attention figures for h200")
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
 )
@@ -34,7 +35,7 @@ func (s *Set) AddLog(modelFile string, model []byte, logFile string, log io.Read
 	if err != nil {
 		return err
 	}
-	gpu := ir.GPUPresetOf(m.Cluster.GPU.Name)
+	gpu := hardware.PresetByDevice(m.Cluster.GPU.Name)
 	if gpu == "" {
 		return fmt.Errorf("%s: the GPU is given as figures; a measured run needs a GPU preset to fit its profile", modelFile)
 	}

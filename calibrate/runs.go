@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/hardware"
 )
 
 // run is one measured training run of the calibration CSV, as fsdpc can
@@ -102,38 +102,26 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 }
 
 // gpuPreset is the fsdpc GPU preset of a row's gpu label and stated
-// memory, or "" where fsdpc has none. The 40 GB A100 and the PCIe H100
-// are presets of their own: their memory (and the PCIe card's clocks and
-// links) decide what fits.
+// memory ("40GB" tells the 40 GB A100), or "" where fsdpc has none.
 func gpuPreset(label, stated string) string {
-	g := strings.ToUpper(strings.TrimSpace(label))
-	// The vendor's name before the part: "NVIDIA A100-SXM4-80GB" (what
-	// nvidia-smi prints), "AMD Instinct MI300X".
-	for _, vendor := range []string{"NVIDIA ", "AMD INSTINCT ", "AMD "} {
-		g = strings.TrimPrefix(g, vendor)
+	gib := 0.0
+	if m := leadingNumber.FindString(strings.TrimSpace(stated)); m != "" {
+		gib, _ = strconv.ParseFloat(m, 64)
 	}
-	switch {
-	case strings.HasPrefix(g, "A100") && (strings.Contains(g, "40G") || strings.HasPrefix(strings.TrimSpace(stated), "40")):
-		return "a100-40gb"
-	case strings.HasPrefix(g, "A100"):
-		return "a100-80gb"
-	case strings.HasPrefix(g, "H200"):
-		return "h200"
-	case strings.HasPrefix(g, "H100") && strings.Contains(g, "PCIE"):
-		return "h100-pcie"
-	case strings.HasPrefix(g, "H100"):
-		return "h100-sxm"
-	case strings.HasPrefix(g, "B200"):
-		return "b200"
-	case strings.HasPrefix(g, "MI300X"):
-		return "mi300x"
-	}
-	return ""
+	return hardware.Recognize(label, gib)
+}
+
+// presetHBM is a GPU preset's device memory in bytes, as PyTorch reports
+// the card's total, and whether the preset exists.
+func presetHBM(preset string) (int64, bool) {
+	g, ok := hardware.Preset(preset)
+	return g.HBMBytes, ok
 }
 
 var (
-	isoDate = regexp.MustCompile(`\b(\d{4})-(\d{2})(?:-(\d{2}))?\b`)
-	memSize = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b`)
+	leadingNumber = regexp.MustCompile(`^\d+(\.\d+)?`)
+	isoDate       = regexp.MustCompile(`\b(\d{4})-(\d{2})(?:-(\d{2}))?\b`)
+	memSize       = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b`)
 )
 
 // sourceDate is the first ISO date in a source_date cell, as
@@ -162,7 +150,7 @@ func cardGiB(x *run) (float64, error) {
 		}
 		return v, nil
 	}
-	b, ok := ir.GPUPresetHBM(x.gpu)
+	b, ok := presetHBM(x.gpu)
 	if !ok {
 		return 0, fmt.Errorf("a share of the device's memory needs the card's size; GPU %q has no preset size", x.gpu)
 	}
@@ -191,7 +179,7 @@ func statedHBM(field, preset string) (string, error) {
 		return m[1] + "GiB", nil
 	}
 	gib := v * 0.99
-	if have, ok := ir.GPUPresetHBM(preset); ok && math.Abs(gib*(1<<30)-float64(have)) < 0.03*float64(have) {
+	if have, ok := presetHBM(preset); ok && math.Abs(gib*(1<<30)-float64(have)) < 0.03*float64(have) {
 		return "", nil
 	}
 	return fmt.Sprintf("%.2fGiB", gib), nil

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/fsdpc/fsdpc/ir"
 )
 
 // TestReadCalibrationSet: the committed calibration set parses; what fsdpc
@@ -409,7 +407,7 @@ func TestMemoryOnlyAndUnits(t *testing.T) {
 	if r := got["mib"]; r.memGiB != 40 || r.memReserved {
 		t.Errorf("MiB row: %v GiB reserved %v, want 40 allocated", r.memGiB, r.memReserved)
 	}
-	if have, _ := ir.GPUPresetHBM("a100-80gb"); got["share"].memGiB != float64(have)/(1<<30)/2 {
+	if have, _ := presetHBM("a100-80gb"); got["share"].memGiB != float64(have)/(1<<30)/2 {
 		t.Errorf("%% of device row: %v GiB, want half of the A100's %v GiB", got["share"].memGiB, float64(have)/(1<<30))
 	}
 	if r := got["othermetric"]; r.memGiB != 0 || r.tokensPerGPU == 0 {

@@ -1,66 +1,23 @@
 package ir
 
-// attentionKernels are the fused attention kernels [train]
-// attention_kernel names, with the fractions of dense bf16 peak their
-// forward and backward reach on the GPU presets fsdpc has a measurement
-// for. "flash2" has none here: it is what the cost model's built-in
-// profiles describe (docs/cost-model.md).
-//
-// cuDNN on Hopper: PyTorch's SDPA runs cuDNN's kernel when asked to
-// (SDPBackend.CUDNN_ATTENTION), or by default where the trainer or
-// PyTorch version prefers it. Forward: 631.3 TFLOP/s at batch 1, 24
-// heads, 4,608 tokens, head dim 128 on H100, against 329.5 for SDPA's
-// FlashAttention-2 (tritonbench, pytorch/pytorch#142132): 631.3 / 989.4 =
-// 0.638. Training (forward and backward): cuDNN is "consistently 1.7–2.3×
-// faster for training shapes" on Hopper (huggingface/transformers#48163);
-// at the low end, 1.7×, against FlashAttention-2's 0.35 forward and 0.30
-// backward with backward 2.5× the forward's FLOPs, the backward reaches
-// 2.5 / (1/1.7 · (1/0.35 + 2.5/0.30) − 1/0.638) = 0.50. H200 has H100
-// SXM's GH100 configuration and clocks. On Ampere cuDNN is slower than
-// FlashAttention-2 (0.82× on A100, the same thread): no figure, so the
-// GPU's FlashAttention-2 figures stay.
-//
-// cuDNN on B200: PyTorch's SDPA with SDPBackend.CUDNN_ATTENTION, causal,
-// head dim 128, 8,192 tokens (batch 1, 128 query and 8 key-value heads),
-// 1,197.4 TFLOP/s forward and 940.0 backward (NVIDIA/cudnn-frontend,
-// benchmark/sdpa_benchmark_training/artifacts/
-// sdpa_bf16_benchmark_results_NVIDIA_B200.csv at 9793df5, 2025-07-16,
-// row pyt_cudnn; cuDNN 9.10.2, PyTorch 2.8.0): 0.532 and 0.418 of the
-// B200's 2,250. The benchmark counts the causal half and the backward as
-// 2.5 forwards, as fsdpc does. torchtitan puts cuDNN first on compute
-// capability 10.0 and above since pytorch/torchtitan#1196 (3b85aa31f,
-// 2025-05-14).
-var attentionKernels = map[string]map[string][2]float64{
-	"flash2": nil,
-	"cudnn": {
-		"h100-sxm": {0.638, 0.50},
-		"h200":     {0.638, 0.50},
-		"b200":     {0.532, 0.418},
-	},
-}
+import "github.com/fsdpc/fsdpc/hardware"
 
-// AttentionKernelEfficiency is the forward and backward fraction of dense
-// bf16 peak that attention_kernel kernel reaches on GPU preset preset, where
-// fsdpc has a measurement of it.
-func AttentionKernelEfficiency(kernel, preset string) (forward, backward float64, ok bool) {
-	eff, ok := attentionKernels[kernel][preset]
-	return eff[0], eff[1], ok
-}
+// The attention kernels and their measured efficiencies are package
+// hardware's (hardware/attention.go).
 
 // attentionKernelProfile adds the attention kernel's efficiencies to a
 // cluster's profile for its GPU preset, unless the profile file set them
 // (a fitted value is the target system's own).
 func (d *decoder) attentionKernelProfile(prof []ProfileValue, kernel, preset string) []ProfileValue {
-	figures, ok := attentionKernels[kernel]
-	if !ok || figures == nil {
+	if !hardware.AttentionKernelMeasured(kernel) {
 		return prof
 	}
-	eff, ok := figures[preset]
+	fwd, bwd, ok := hardware.AttentionKernelEfficiency(kernel, preset)
 	if !ok {
 		d.warnf("train.attention_kernel", "fsdpc has no measured efficiency of attention_kernel %q on %s; the GPU's FlashAttention-2 figures are used", kernel, presetLabel(preset))
 		return prof
 	}
-	return withDefaults(prof, ProfileValue{"attention_backward", eff[1]}, ProfileValue{"attention_forward", eff[0]})
+	return withDefaults(prof, ProfileValue{hardware.KeyAttentionBackward, bwd}, ProfileValue{hardware.KeyAttentionForward, fwd})
 }
 
 func presetLabel(preset string) string {

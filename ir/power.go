@@ -3,6 +3,8 @@ package ir
 import (
 	"math"
 	"strings"
+
+	"github.com/fsdpc/fsdpc/hardware"
 )
 
 // A power limit below the one a GPU's figures were measured at lowers the
@@ -22,17 +24,6 @@ import (
 // predicted within 5% with it and the platform's 2.4 TB/s HBM2e, 26–30%
 // too fast without (docs/cost-model.md).
 
-// gpuTDPWatts is the power limit each preset's figures assume: the
-// datasheets' maximum TDP of the SXM modules (NVIDIA H100 and H200
-// datasheets: up to 700 W).
-var gpuTDPWatts = map[string]float64{"h100-sxm": 700, "h200": 700}
-
-// gpuIdleWatts is the draw of an idle GPU in its highest performance
-// state: 80 W on an H200 (nvidia-smi at P0, 345 MHz, .ci/gpu-acceptance's
-// gpu.txt of 2026-11-27); the H100 SXM is the same GH100 die and board
-// power class.
-var gpuIdleWatts = map[string]float64{"h100-sxm": 80, "h200": 80}
-
 // powerClockRatio is the SM clock a power limit of watts sustains over
 // the one the GPU's TDP sustains.
 func powerClockRatio(watts, tdp, idle float64) float64 {
@@ -46,10 +37,12 @@ func (d *decoder) powerProfile(t *tbl, prof []ProfileValue, preset string) []Pro
 	if !ok {
 		return prof
 	}
-	tdp, idle := gpuTDPWatts[preset], gpuIdleWatts[preset]
+	g, _ := hardware.Preset(preset)
+	tdp, idle := g.TDPWatts, g.IdleWatts
 	switch {
 	case tdp == 0 || idle == 0:
-		d.errorf(t.at("power_limit_w"), "power_limit_w needs a GPU preset whose TDP and idle draw fsdpc knows (%s), not %s; give the clock it sustains as sm_clock_mhz instead", strings.Join(sortedKeys(gpuTDPWatts), ", "), presetLabel(preset))
+		knows := hardware.PresetsWith(func(g hardware.GPU) bool { return g.TDPWatts != 0 && g.IdleWatts != 0 })
+		d.errorf(t.at("power_limit_w"), "power_limit_w needs a GPU preset whose TDP and idle draw fsdpc knows (%s), not %s; give the clock it sustains as sm_clock_mhz instead", strings.Join(knows, ", "), presetLabel(preset))
 		return prof
 	case t.has("sm_clock_mhz"):
 		d.errorf(t.at("power_limit_w"), "power_limit_w and sm_clock_mhz both set the clock: give one")
@@ -61,25 +54,27 @@ func (d *decoder) powerProfile(t *tbl, prof []ProfileValue, preset string) []Pro
 		d.errorf(t.at("power_limit_w"), "power_limit_w = %d is at or below the %s's %.0f W idle draw", watts, preset, idle)
 		return prof
 	}
-	return withDefaults(prof, ProfileValue{"clock_ratio", powerClockRatio(float64(watts), tdp, idle)})
+	return withDefaults(prof, ProfileValue{hardware.KeyClockRatio, powerClockRatio(float64(watts), tdp, idle)})
 }
 
 // clockProfile adds clock_ratio, [cluster] sm_clock_mhz over the preset's
-// reference clock (gpuRefClockMHz), to the profile, unless the profile
+// reference clock (hardware.GPU.RefClockMHz), to the profile, unless the profile
 // file sets it.
 func (d *decoder) clockProfile(t *tbl, prof []ProfileValue, preset string) []ProfileValue {
 	mhz, ok := t.integer("sm_clock_mhz", 100, 10000)
 	if !ok {
 		return prof
 	}
-	ref := gpuRefClockMHz[preset]
+	g, _ := hardware.Preset(preset)
+	ref := g.RefClockMHz
 	if ref == 0 {
-		d.errorf(t.at("sm_clock_mhz"), "sm_clock_mhz needs a GPU preset whose peak fsdpc knows the clock of (%s), not %s", strings.Join(sortedKeys(gpuRefClockMHz), ", "), presetLabel(preset))
+		knows := hardware.PresetsWith(func(g hardware.GPU) bool { return g.RefClockMHz != 0 })
+		d.errorf(t.at("sm_clock_mhz"), "sm_clock_mhz needs a GPU preset whose peak fsdpc knows the clock of (%s), not %s", strings.Join(knows, ", "), presetLabel(preset))
 		return prof
 	}
 	if mhz > ref {
 		d.errorf(t.at("sm_clock_mhz"), "sm_clock_mhz = %d is above the %d MHz the %s's dense peak already assumes", mhz, ref, preset)
 		return prof
 	}
-	return withDefaults(prof, ProfileValue{"clock_ratio", float64(mhz) / float64(ref)})
+	return withDefaults(prof, ProfileValue{hardware.KeyClockRatio, float64(mhz) / float64(ref)})
 }

@@ -2,7 +2,6 @@ package ir
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -10,21 +9,18 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/internal/safetext"
 )
 
 // ProfileValue is one constant of a hardware profile: a cost-model
-// calibration constant by its name in the profile file.
+// calibration constant by its name in the profile file (hardware.ProfileKeys
+// names them, with their ranges).
 type ProfileValue struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
 }
-
-// ProfileKeys are the constants a hardware profile may set (what `fsdpc
-// calibrate` writes), each a fraction: efficiencies in (0, 1], overlap in
-// [0, 1).
-var ProfileKeys = []string{"attention_backward", "attention_forward", "clock_ratio", "max_efficiency", "memory_efficiency", "nic_efficiency", "overlap"}
 
 // maxProfileSize bounds a profile file: it holds a handful of numbers.
 const maxProfileSize = 64 << 10
@@ -84,8 +80,9 @@ func (d *decoder) readProfile(t *tbl, preset string) []ProfileValue {
 		if k == "gpus" {
 			continue
 		}
-		if !slices.Contains(ProfileKeys, k) {
-			return fail("unknown constant %q (constants: %s)", k, strings.Join(ProfileKeys, ", "))
+		key, ok := hardware.LookupProfileKey(k)
+		if !ok {
+			return fail("unknown constant %q (constants: %s)", k, strings.Join(hardware.ProfileKeyNames(), ", "))
 		}
 		var f float64
 		switch x := v.(type) {
@@ -96,11 +93,7 @@ func (d *decoder) readProfile(t *tbl, preset string) []ProfileValue {
 		default:
 			return fail("%s must be a number", k)
 		}
-		lo, hiOpen := 0.0, false
-		if k == "overlap" {
-			hiOpen = true
-		}
-		if math.IsNaN(f) || f > 1 || hiOpen && f == 1 || !hiOpen && f <= lo || hiOpen && f < lo {
+		if !key.Range.Contains(f) {
 			return fail("%s = %g is outside its range (a fraction)", k, f)
 		}
 		out = append(out, ProfileValue{k, f})

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/fsdpc/fsdpc/hardware"
 )
 
 // Decoding of the [model], [train], [cluster] and [policy] sections.
@@ -69,7 +71,7 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		tr.ExpandableSegments = *b
 	}
 	tr.AttentionKernel = "flash2"
-	if s, ok := t.enum("attention_kernel", sortedKeys(attentionKernels)...); ok {
+	if s, ok := t.enum("attention_kernel", hardware.AttentionKernelNames()...); ok {
 		tr.AttentionKernel = s
 	}
 	if s, ok := t.enum("accumulate", "sharded", "unsharded"); ok {
@@ -124,18 +126,18 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	preset := ""
 	switch g := t.m["gpu"].(type) {
 	case nil:
-		d.keyErrorf("cluster", "[cluster] needs gpu: a preset (%s) or a table of figures", strings.Join(GPUPresetNames(), ", "))
+		d.keyErrorf("cluster", "[cluster] needs gpu: a preset (%s) or a table of figures", strings.Join(hardware.PresetNames(), ", "))
 	case string:
-		p, ok := gpuPresets[g]
+		p, ok := presetGPU(g)
 		if !ok {
-			d.unknownPreset(t.at("gpu"), "GPU", g, GPUPresetNames())
+			d.unknownPreset(t.at("gpu"), "GPU", g, hardware.PresetNames())
 		} else {
-			preset, c.GPU = g, p.gpu()
+			preset, c.GPU = g, p
 		}
 	case map[string]any:
 		preset = d.gpuTable(t.at("gpu"), g, &c.GPU)
 	default:
-		d.errorf(t.at("gpu"), "gpu must be a preset name (%s) or a table of figures, not %s", strings.Join(GPUPresetNames(), ", "), tomlType(g))
+		d.errorf(t.at("gpu"), "gpu must be a preset name (%s) or a table of figures, not %s", strings.Join(hardware.PresetNames(), ", "), tomlType(g))
 	}
 	c.GPU.Preset = preset
 
@@ -165,7 +167,8 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		c.Mesh = d.mesh(t.at("mesh"), mv, c.WorldSize)
 	}
 
-	intraDefault := defaultIntraNode[preset]
+	ref, _ := hardware.Preset(preset)
+	intraDefault := ref.IntraNode
 	if intraDefault == "" {
 		// A GPU given as figures without a preset: PCIe 5 between GPUs
 		// (docs/model-format.md), never a link without bandwidth.
@@ -176,7 +179,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	// (rail-optimised: one per GPU by default). The plan keeps each GPU's
 	// share of the node's NICs; the cost model knows that a ring through
 	// the node stripes its channels over all of them.
-	interDefault := defaultInterNode[preset]
+	interDefault := ref.InterNode
 	if interDefault == "" {
 		interDefault = "ndr400"
 	}
@@ -184,7 +187,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	if nics, ok := t.integer("nics_per_node", 1, 1024); ok {
 		c.InterNodeBandwidth *= float64(nics) / float64(gpusPerNode)
 	}
-	hostDefault := defaultHostLink[preset]
+	hostDefault := ref.HostLink
 	if hostDefault == "" {
 		hostDefault = "pcie4"
 	}
@@ -204,7 +207,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	if c.Mesh != nil && c.Mesh.Replicate > 1 {
 		communicators = 2
 	}
-	c.MemoryBudget = c.GPU.HBMBytes - CUDAContextBytes - communicators*NCCLBytesPerCommunicator
+	c.MemoryBudget = c.GPU.HBMBytes - hardware.CUDAContextBytes - communicators*hardware.NCCLBytesPerCommunicator
 	if c.MemoryBudget <= c.GPU.HBMBytes/2 {
 		c.MemoryBudget = c.GPU.HBMBytes // a toy GPU of a few bytes
 	}
@@ -232,10 +235,10 @@ func (d *decoder) gpuTable(path string, v any, g *GPU) string {
 	t := d.table(path, v, "[cluster.gpu]", "preset", "name", "hbm", "hbm_bandwidth", "flops")
 	preset := ""
 	if s, ok := t.str("preset"); ok {
-		if p, ok := gpuPresets[s]; ok {
-			preset, *g = s, p.gpu()
+		if p, ok := presetGPU(s); ok {
+			preset, *g = s, p
 		} else {
-			d.unknownPreset(t.at("preset"), "GPU", s, GPUPresetNames())
+			d.unknownPreset(t.at("preset"), "GPU", s, hardware.PresetNames())
 		}
 	}
 	if s, ok := t.str("name"); ok {
@@ -337,9 +340,9 @@ func (d *decoder) link(t *tbl, key, def string) float64 {
 	if s, ok := t.str(key); ok {
 		name = s
 	}
-	bw, ok := linkPresets[name]
+	bw, ok := hardware.Link(name)
 	if !ok && name != "" {
-		d.unknownPreset(t.at(key), "link", name, LinkPresetNames())
+		d.unknownPreset(t.at(key), "link", name, hardware.LinkNames())
 	}
 	return bw
 }

@@ -3,10 +3,9 @@ package schedule
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
-	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/hardware"
 )
 
 // Check verifies a plan's structure: indices in range, group layouts that
@@ -64,7 +63,7 @@ func (c *checker) errorf(format string, args ...any) {
 
 func (c *checker) groups() {
 	p := c.p
-	if p.Cluster.Preset != "" && ir.GPUPresetDevice(p.Cluster.Preset) == "" {
+	if _, ok := hardware.Preset(p.Cluster.Preset); p.Cluster.Preset != "" && !ok {
 		c.errorf("cluster: unknown GPU preset %q", p.Cluster.Preset)
 	}
 	if p.Cluster.WorldSize < 1 || p.Cluster.Replicate < 1 || p.Cluster.Shard < 1 ||
@@ -334,12 +333,13 @@ func (c *checker) prediction() {
 }
 
 // profile: the cluster's hardware profile names known constants, once
-// each, in order, each a fraction.
+// each, in order, each within its range (hardware.ProfileKeys).
 func (c *checker) profile() {
 	prof := c.p.Cluster.Profile
 	for i, v := range prof {
-		if !slices.Contains(ir.ProfileKeys, v.Name) || i > 0 && prof[i-1].Name >= v.Name || !(v.Value >= 0 && v.Value <= 1) {
-			c.errs = append(c.errs, fmt.Sprintf("cluster profile constant %d (%q = %g) is unknown, out of order or not a fraction", i, v.Name, v.Value))
+		key, known := hardware.LookupProfileKey(v.Name)
+		if !known || i > 0 && prof[i-1].Name >= v.Name || !key.Range.Contains(v.Value) {
+			c.errs = append(c.errs, fmt.Sprintf("cluster profile constant %d (%q = %g) is unknown, out of order or outside its range", i, v.Name, v.Value))
 		}
 	}
 }

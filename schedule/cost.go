@@ -1,14 +1,18 @@
 package schedule
 
 import (
+	"fmt"
 	"math"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/ir"
 )
 
 // The cost model: how long each operation takes on the target hardware.
 // docs/cost-model.md states the equations and where the constants come
-// from; Calibration holds every constant so a measured run can replace them.
+// from; the constants themselves, with their sources, are package
+// hardware's (hardware.Calibration holds every one, so a measured run can
+// replace them).
 
 // Hardware is what the cost model reads of the target.
 type Hardware struct {
@@ -18,120 +22,43 @@ type Hardware struct {
 	InterNodeBandwidth float64
 	HostBandwidth      float64 // host <-> device, bytes/s
 	GPUsPerNode        int
-	// SMs is the GPU's streaming multiprocessor count (ir.SMCount), over
+	// SMs is the GPU's streaming multiprocessor count (hardware.GPU.SMs), over
 	// which a GEMM's output tiles run in waves; 0 when unknown (no wave
 	// quantisation).
 	SMs int
 }
 
-// GEMMTile is the output tile one SM computes per wave: cuBLAS's most
-// efficient tiles are 256×128 and 128×256, and with them "one thread
-// block per SM" runs, so a wave is as many tiles as the GPU has SMs
-// (NVIDIA, "Matrix Multiplication Background User's Guide", DU-09799-001,
-// sections 2.3 "Typical Tile Dimensions in cuBLAS and Performance" and
-// 3.2 "Wave Quantization"). On Hopper, CUTLASS's bf16 kernels use the
-// same 128×256 tile area.
-var GEMMTile = [2]int64{256, 128}
-
-// Calibration holds the model's constants.
-type Calibration struct {
-	// MaxEfficiency is the fraction of peak FLOP/s that large, dense
-	// matmuls reach; HalfEfficiencyTime is the amount of work, in seconds at
-	// peak, at which a kernel reaches half of that (small kernels cannot
-	// fill the GPU).
-	MaxEfficiency      float64
-	HalfEfficiencyTime float64
-	// AttentionForward and AttentionBackward are the fractions of peak
-	// FLOP/s the fused attention core (FlashAttention-class kernels)
-	// reaches in forward and backward.
-	AttentionForward, AttentionBackward float64
-	// MemoryEfficiency is the fraction of HBM bandwidth copies and
-	// memory-bound kernels reach.
-	MemoryEfficiency float64
-	// Launch is the fixed GPU-side cost of a kernel.
-	Launch float64
-	// Alpha is NCCL's per-step latency within a node and across nodes;
-	// BusEfficiency the fraction of link bandwidth a collective's bus
-	// bandwidth reaches (nccl-tests conventions).
-	AlphaIntra, AlphaInter float64
-	BusEfficiency          float64
-	// NICEfficiency is the fraction of a NIC's line rate NCCL reaches
-	// across nodes.
-	NICEfficiency float64
-	// Overlap is how much slower compute runs while a collective runs
-	// beside it (NCCL kernels take SMs and memory bandwidth).
-	Overlap float64
-	// IssueKernel and IssueOther are the CPU's cost of issuing an
-	// operation: a kernel or collective, and bookkeeping (alloc, free,
-	// events).
-	IssueKernel, IssueOther float64
-	// HostOptimizer is the CPU's optimizer throughput, bytes/s.
-	HostOptimizer float64
-	// ClockRatio is the SM clock the GPU sustains (under its power limit)
-	// over the clock its dense peak assumes ([cluster] sm_clock_mhz); it
-	// scales every FLOP/s figure. 0 means 1.
-	ClockRatio float64
-}
-
-// DefaultCalibration holds figures typical of Hopper-class systems with
-// NCCL 2.2x; see docs/cost-model.md.
-var DefaultCalibration = Calibration{
-	MaxEfficiency:      0.75,
-	HalfEfficiencyTime: 10e-6,
-	AttentionForward:   0.35,
-	AttentionBackward:  0.30,
-	MemoryEfficiency:   0.8,
-	Launch:             4e-6,
-	AlphaIntra:         3e-6,
-	AlphaInter:         8e-6,
-	BusEfficiency:      0.8,
-	NICEfficiency:      0.92,
-	Overlap:            0.15,
-	IssueKernel:        8e-6,
-	IssueOther:         1e-6,
-	HostOptimizer:      20e9,
-}
-
 // Model computes operation durations.
 type Model struct {
 	HW  Hardware
-	Cal Calibration
+	Cal hardware.Calibration
 }
 
 // NewModel builds the cost model for a plan's cluster: the default
-// calibration with the GPU's fitted profile, if it has one.
+// calibration with the GPU's fitted profile, if it has one, and the
+// plan's own profile over it. The plan must be one Verify accepts (the
+// planner's, or one read by Decode): its profile names only known
+// constants within their ranges, so an error applying it is a bug in
+// fsdpc, and it panics.
 func NewModel(p *Plan) *Model {
-	cal := CalibrationFor(p.Cluster.Chip())
-	cal.ApplyProfile(p.Cluster.Profile)
+	cal := hardware.CalibrationFor(p.Cluster.Chip())
+	if err := ApplyProfile(&cal, p.Cluster.Profile); err != nil {
+		panic(fmt.Sprintf("internal error: an unverified plan reached the cost model: %v", err))
+	}
 	return &Model{HW: p.Cluster.hardware(), Cal: cal}
 }
 
 // ApplyProfile sets the constants a plan's profile names (a profile file,
-// or the attention kernel's figures, ir.Cluster.Profile) over c.
-func (c *Calibration) ApplyProfile(vals []ir.ProfileValue) {
+// or the attention kernel's figures, ir.Cluster.Profile) over c. A name
+// hardware.ProfileKeys does not list, or a value outside its range, is an
+// error.
+func ApplyProfile(c *hardware.Calibration, vals []ir.ProfileValue) error {
 	for _, v := range vals {
-		c.set(v.Name, v.Value)
+		if err := c.Set(v.Name, v.Value); err != nil {
+			return err
+		}
 	}
-}
-
-// set changes the constant a hardware profile names (ir.ProfileKeys).
-func (c *Calibration) set(name string, v float64) {
-	switch name {
-	case "attention_backward":
-		c.AttentionBackward = v
-	case "attention_forward":
-		c.AttentionForward = v
-	case "clock_ratio":
-		c.ClockRatio = v
-	case "max_efficiency":
-		c.MaxEfficiency = v
-	case "memory_efficiency":
-		c.MemoryEfficiency = v
-	case "nic_efficiency":
-		c.NICEfficiency = v
-	case "overlap":
-		c.Overlap = v
-	}
+	return nil
 }
 
 // Kernel is the time of a forward or backward segment: its GEMMs by shape
@@ -228,7 +155,7 @@ func (m *Model) WaveUtilization(rows, cols int64) float64 {
 		return 1
 	}
 	best := 0.0
-	for _, t := range [][2]int64{GEMMTile, {GEMMTile[1], GEMMTile[0]}} {
+	for _, t := range [][2]int64{hardware.GEMMTile, {hardware.GEMMTile[1], hardware.GEMMTile[0]}} {
 		tiles := ceilDiv(rows, t[0]) * ceilDiv(cols, t[1])
 		if tiles < sms {
 			return 1
@@ -357,8 +284,8 @@ func (m *Model) linkClass(n, stride int, kind OpKind) (int, float64) {
 // Chip is the device name the GPU's built-in profile and SM count are
 // keyed by: its preset's, whatever the GPU is called, else its name.
 func (c Cluster) Chip() string {
-	if d := ir.GPUPresetDevice(c.Preset); d != "" {
-		return d
+	if g, ok := hardware.Preset(c.Preset); ok {
+		return g.Device
 	}
 	return c.GPU
 }
@@ -366,5 +293,13 @@ func (c Cluster) Chip() string {
 func (c Cluster) hardware() Hardware {
 	return Hardware{PeakFLOPS: c.PeakFLOPS, HBMBandwidth: c.HBMBandwidth, IntraNodeBandwidth: c.IntraNodeBandwidth,
 		InterNodeBandwidth: c.InterNodeBandwidth, HostBandwidth: c.HostBandwidth, GPUsPerNode: c.GPUsPerNode,
-		SMs: ir.SMCount(c.Chip())}
+		SMs: smCount(c.Chip())}
+}
+
+// smCount is the SM count of the GPU preset whose device name is device,
+// 0 for a GPU given as figures (its GEMMs are then charged without wave
+// quantisation).
+func smCount(device string) int {
+	g, _ := hardware.Preset(hardware.PresetByDevice(device))
+	return g.SMs
 }

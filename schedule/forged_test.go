@@ -126,6 +126,14 @@ var forgeries = []struct {
 	{"a prediction for fewer groups", func(t *testing.T, p *Plan) {
 		p.Prediction.ExposedByGroup = p.Prediction.ExposedByGroup[:1]
 	}, "over 1 groups"},
+	// The cost model would panic on these (NewModel): Verify holds the
+	// profile to hardware.ProfileKeys, names and ranges.
+	{"a profile constant the cost model does not know", func(t *testing.T, p *Plan) {
+		p.Cluster.Profile = []ir.ProfileValue{{Name: "warp_efficiency", Value: 0.5}}
+	}, `("warp_efficiency" = 0.5) is unknown`},
+	{"an overlap of 100%", func(t *testing.T, p *Plan) {
+		p.Cluster.Profile = []ir.ProfileValue{{Name: "overlap", Value: 1}}
+	}, `("overlap" = 1) is unknown, out of order or outside its range`},
 }
 
 // TestForgedPlans: each forgery is refused by Verify with a reason, and

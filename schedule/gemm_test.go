@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/ir"
 	. "github.com/fsdpc/fsdpc/schedule"
 )
@@ -13,7 +14,7 @@ import (
 func a100() *Model {
 	hw := Hardware{PeakFLOPS: make([]float64, 16), HBMBandwidth: 2e12, SMs: 108}
 	hw.PeakFLOPS[ir.BF16] = 312e12
-	return &Model{HW: hw, Cal: DefaultCalibration}
+	return &Model{HW: hw, Cal: hardware.DefaultCalibration}
 }
 
 // TestWaveUtilization: output tiles of 256×128 run one per SM; a last

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/plans"
@@ -149,7 +150,7 @@ func TestLinkSharingSkipsIdleRounds(t *testing.T) {
 // TestKernelByKind: a compute op's GEMMs, attention core and element-wise
 // traffic are charged at their own rates, one after the other.
 func TestKernelByKind(t *testing.T) {
-	m := &schedule.Model{Cal: schedule.DefaultCalibration}
+	m := &schedule.Model{Cal: hardware.DefaultCalibration}
 	m.Cal.Launch, m.Cal.HalfEfficiencyTime = 0, 0
 	m.HW.PeakFLOPS = make([]float64, int(ir.BF16)+1)
 	m.HW.PeakFLOPS[ir.BF16] = 1e15

@@ -3,7 +3,7 @@ package torchgen
 import (
 	"fmt"
 
-	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -44,10 +44,10 @@ func Environment(p *schedule.Plan) []EnvVar {
 			Why: "the step overlaps 5 CUDA streams a rank (docs/cost-model.md); fewer hardware queues serialize them",
 		},
 		{
-			// ir.NCCLBytesPerCommunicator: the memory budget's allowance
+			// hardware.NCCLBytesPerCommunicator: the memory budget's allowance
 			// for NCCL's buffers is sized for its default NCCL_BUFFSIZE.
 			Name: "NCCL_BUFFSIZE", Value: fmt.Sprint(ncclDefaultBuffSize), UnsetOK: true,
-			Why: fmt.Sprintf("the memory budget leaves %d MiB a communicator for NCCL's buffers at its default 4 MiB NCCL_BUFFSIZE (ir.NCCLBytesPerCommunicator)", ir.NCCLBytesPerCommunicator>>20),
+			Why: fmt.Sprintf("the memory budget leaves %d MiB a communicator for NCCL's buffers at its default 4 MiB NCCL_BUFFSIZE (hardware.NCCLBytesPerCommunicator)", hardware.NCCLBytesPerCommunicator>>20),
 		},
 		{
 			// schedule.Train.ExpandableSegments: the reserved-memory

@@ -51,7 +51,7 @@ func main() {
 }
 
 // fitted is the set the built-in profiles' max_efficiency was fitted to
-// (schedule/profiles.go): for it alone the harness also prints the
+// (hardware/profiles.go): for it alone the harness also prints the
 // leave-one-source-out error. Every other set's rows are already held
 // out from that fit.
 const fitted = "calibrate/published-runs.csv"

@@ -5,9 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/fsdpc/fsdpc/cuda/devices"
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/ir"
 )
 
@@ -51,35 +51,11 @@ func runDevices(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// presetFor matches an NVML device name to a GPU preset.
-func presetFor(name string) string {
-	n := strings.ToLower(name)
-	switch {
-	case strings.Contains(n, "h100") && strings.Contains(n, "pcie"):
-		return "h100-pcie"
-	case strings.Contains(n, "h100"):
-		return "h100-sxm"
-	case strings.Contains(n, "h200"):
-		return "h200"
-	case strings.Contains(n, "b200"):
-		return "b200"
-	case strings.Contains(n, "a100") && strings.Contains(n, "40gb"):
-		return "a100-40gb"
-	case strings.Contains(n, "a100"):
-		return "a100-80gb"
-	case strings.Contains(n, "l40s"):
-		return "l40s"
-	case strings.Contains(n, "mi300x"):
-		return "mi300x"
-	}
-	return ""
-}
-
 func printClusterTOML(w io.Writer, info devices.Info) {
 	g := info.GPUs[0]
 	fmt.Fprintf(w, "# From fsdpc devices on this machine: %d × %s, driver %s.\n", len(info.GPUs), g.Name, info.Driver)
 	fmt.Fprintln(w, "[cluster]")
-	if p := presetFor(g.Name); p != "" {
+	if p := hardware.Recognize(g.Name, float64(g.MemoryBytes)/(1<<30)); p != "" {
 		fmt.Fprintf(w, "gpu = %q\n", p)
 	} else {
 		fmt.Fprintf(w, "gpu = { name = %q, hbm = %d, hbm_bandwidth = \"FILL IN (e.g. 2TB/s)\", flops = { bf16 = \"FILL IN (e.g. 300TFLOPS)\" } }\n", g.Name, g.MemoryBytes)

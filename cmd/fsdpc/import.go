@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/ir"
@@ -47,7 +48,7 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	out := fl.String("o", "", "write the model to this file instead of stdout")
 	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
-	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(ir.GPUPresetNames(), ", "))
+	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
 	world := fl.Int("world-size", hf.DefaultWorldSize, "number of GPUs")
 	gpusPerNode := fl.Int("gpus-per-node", hf.DefaultGPUsPerNode, "GPUs per node")
 	microBatch := fl.Int("micro-batch", 1, "sequences per micro-batch")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/ir/hf"
@@ -37,7 +38,7 @@ func runImportTorch(args []string, stdout, stderr io.Writer) int {
 	fl.Var(&kv, "arg", "key=value passed to the factory as a keyword argument (JSON values: numbers, true, lists; otherwise a string); repeatable")
 	pythonPath := fl.String("python", "", "run this python3 (your environment: its torch, transformers and model code) instead of the torch root")
 	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("tokens per sequence (default %d; for --hf min(max_position_embeddings, %d))", defaultTorchSeqLen, defaultTorchSeqLen))
-	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(ir.GPUPresetNames(), ", "))
+	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
 	world := fl.Int("world-size", hf.DefaultWorldSize, "number of GPUs")
 	gpusPerNode := fl.Int("gpus-per-node", hf.DefaultGPUsPerNode, "GPUs per node")
 	microBatch := fl.Int("micro-batch", 1, "sequences per micro-batch")

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/ir"
 )
 
@@ -117,8 +118,8 @@ func (o Options) Validate() error {
 	if o.SeqLen < 0 || o.SeqLen > maxSeqLen {
 		return fmt.Errorf("seq-len %d is out of range (1 to %d)", o.SeqLen, maxSeqLen)
 	}
-	if o.GPU != "" && !slices.Contains(ir.GPUPresetNames(), o.GPU) {
-		return fmt.Errorf("unknown GPU preset %q (presets: %s)", o.GPU, strings.Join(ir.GPUPresetNames(), ", "))
+	if o.GPU != "" && !slices.Contains(hardware.PresetNames(), o.GPU) {
+		return fmt.Errorf("unknown GPU preset %q (presets: %s)", o.GPU, strings.Join(hardware.PresetNames(), ", "))
 	}
 	if o.WorldSize < 0 || o.WorldSize > maxWorldSize {
 		return fmt.Errorf("world-size %d is out of range (1 to %d)", o.WorldSize, maxWorldSize)

@@ -1,21 +1,19 @@
-package schedule
+package hardware
 
 // Hardware profiles: the calibration constants that differ by chip.
 // Sourced figures are cited where they are set; fitted ones come from
 // `fsdpc calibrate -fit max_efficiency calibrate/published-runs.csv`
 // (docs/cost-model.md, "Fidelity"), one value per chip, fitted over every
-// measured run on that chip, nothing per run. Keys are the GPU presets'
-// names, as plans store them; a GPU given as a table of figures gets
+// measured run on that chip, nothing per run. Keys are the names GPU
+// presets give as their Profile; a GPU given as a table of figures gets
 // DefaultCalibration.
 var profiles = map[string]func(*Calibration){
-	"NVIDIA A100 SXM4 80GB":     ga100Profile,
-	"NVIDIA A100 SXM4 40GB":     ga100Profile,
-	"NVIDIA H100 SXM5 80GB":     gh100Profile,
-	"NVIDIA H200 SXM 141GB":     gh100Profile,
-	"NVIDIA B200 180GB":         b200Profile,
-	"AMD Instinct MI300X 192GB": mi300xProfile,
-	"NVIDIA L40S 48GB":          l40sProfile,
-	"NVIDIA H100 PCIe 80GB":     h100PCIeProfile,
+	"GA100":     ga100Profile,
+	"GH100":     gh100Profile,
+	"B200":      b200Profile,
+	"MI300X":    mi300xProfile,
+	"L40S":      l40sProfile,
+	"H100 PCIe": h100PCIeProfile,
 }
 
 // ga100Profile: FlashAttention-2 reaches 50–73% of the A100's peak in
@@ -56,7 +54,7 @@ func gh100Profile(c *Calibration) {
 // the causal half and the backward as 2.5 forwards, as fsdpc's do
 // (ir/kindcost.go). FlashAttention-2 is an Ampere kernel and does not
 // use Blackwell's tensor-core instructions; cuDNN's kernel is
-// attention_kernel = "cudnn" (ir/attention_kernel.go).
+// attention_kernel = "cudnn" (attention.go).
 func b200Profile(c *Calibration) {
 	c.MaxEfficiency = 0.776
 	c.AttentionForward, c.AttentionBackward = 0.167, 0.137
@@ -99,10 +97,12 @@ func h100PCIeProfile(c *Calibration) {
 	c.MaxEfficiency = 0.656
 }
 
-// CalibrationFor returns the calibration for a GPU by its preset name.
-func CalibrationFor(gpu string) Calibration {
+// CalibrationFor returns the calibration for a GPU by its device name, as
+// plans store it: its preset's chip profile over DefaultCalibration, or
+// DefaultCalibration for a GPU given as figures.
+func CalibrationFor(device string) Calibration {
 	c := DefaultCalibration
-	if f, ok := profiles[gpu]; ok {
+	if f, ok := profiles[gpus[PresetByDevice(device)].Profile]; ok {
 		f(&c)
 	}
 	return c

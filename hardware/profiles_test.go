@@ -1,18 +1,22 @@
-package schedule
+package hardware
 
-import (
-	"testing"
+import "testing"
 
-	"github.com/fsdpc/fsdpc/ir"
-)
-
-// TestProfilesNamePresets: every profile is keyed by a GPU preset's device
-// name, as plans store it (a misspelt key would leave its chip on the
+// TestProfilesNamePresets: every profile is some preset's, and every
+// preset's profile exists (a misspelt name would leave its chip on the
 // defaults without a word).
 func TestProfilesNamePresets(t *testing.T) {
+	used := map[string]bool{}
+	for _, name := range PresetNames() {
+		g, _ := Preset(name)
+		if _, ok := profiles[g.Profile]; !ok {
+			t.Errorf("preset %s names profile %q, which does not exist", name, g.Profile)
+		}
+		used[g.Profile] = true
+	}
 	for name := range profiles {
-		if ir.GPUPresetOf(name) == "" {
-			t.Errorf("profile %q names no GPU preset", name)
+		if !used[name] {
+			t.Errorf("profile %q is no preset's", name)
 		}
 	}
 }

@@ -1,0 +1,123 @@
+package hardware
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// The constants a hardware profile may set, by their names in a profile
+// file and in a plan's cluster profile.
+const (
+	KeyAttentionBackward = "attention_backward"
+	KeyAttentionForward  = "attention_forward"
+	KeyClockRatio        = "clock_ratio"
+	KeyMaxEfficiency     = "max_efficiency"
+	KeyMemoryEfficiency  = "memory_efficiency"
+	KeyNICEfficiency     = "nic_efficiency"
+	KeyOverlap           = "overlap"
+)
+
+// ProfileKey is a constant a hardware profile may set: what `fsdpc
+// calibrate` writes, ir reads from a profile file, a plan carries and the
+// cost model applies. It is the one table of them; ir, schedule and
+// calibrate all read it.
+type ProfileKey struct {
+	Name string
+	// Field is the Calibration constant the key sets.
+	Field func(*Calibration) *float64
+	// Range is what a profile file or a plan may give it.
+	Range Range
+	// Fit is the physical range a fit (`fsdpc calibrate`) may move it
+	// within, relative to the chip's sourced value when Relative; a zero
+	// Fit is a key no fit adjusts.
+	Fit FitRange
+}
+
+// Range is an interval of values, each end open or closed.
+type Range struct {
+	Lo, Hi         float64
+	LoOpen, HiOpen bool
+}
+
+// Contains reports whether v lies in r (NaN lies in no range).
+func (r Range) Contains(v float64) bool {
+	return !math.IsNaN(v) && (v > r.Lo || !r.LoOpen && v == r.Lo) && (v < r.Hi || !r.HiOpen && v == r.Hi)
+}
+
+// FitRange bounds a fitted constant: Lo and Hi, or Lo and Hi times the
+// value it starts from when Relative.
+type FitRange struct {
+	Lo, Hi   float64
+	Relative bool
+}
+
+// Fitted reports whether a fit may adjust the key.
+func (f FitRange) Fitted() bool { return f != FitRange{} }
+
+// efficiency is a fraction of a peak that something reaches: above 0, at
+// most all of it. overlap is a slowdown that cannot reach 100%.
+var (
+	efficiency = Range{Lo: 0, Hi: 1, LoOpen: true}
+	slowdown   = Range{Lo: 0, Hi: 1, HiOpen: true}
+)
+
+// profileKeys, in name order (a plan's profile is kept in it).
+//
+// The fit ranges: max_efficiency, the share of peak that large GEMMs
+// sustain, is 0.51–0.86 on every GPU with a published best-shape
+// measurement (stas00/ml-engineering, "Maximum Achievable Matmul FLOPS":
+// MI300X 0.51 … A100 SXM 0.86), so 0.45–0.9. Attention efficiencies stay
+// within 0.75–1.35 times the chip's sourced figure: FlashAttention-2's
+// forward spans 50–73% of the A100's peak across head dims and lengths
+// (Dao 2023, arXiv 2307.08691, figures 4–7), ±20% around its 0.6. A NIC
+// delivers at most its line rate less protocol overhead, and nccl-tests
+// measure 80–92% of it across nodes on InfiniBand and RoCE: 0.5–0.95.
+// clock_ratio is set by [cluster] sm_clock_mhz or power_limit_w, not
+// fitted.
+var profileKeys = []ProfileKey{
+	{KeyAttentionBackward, func(c *Calibration) *float64 { return &c.AttentionBackward }, efficiency, FitRange{0.75, 1.35, true}},
+	{KeyAttentionForward, func(c *Calibration) *float64 { return &c.AttentionForward }, efficiency, FitRange{0.75, 1.35, true}},
+	{KeyClockRatio, func(c *Calibration) *float64 { return &c.ClockRatio }, efficiency, FitRange{}},
+	{KeyMaxEfficiency, func(c *Calibration) *float64 { return &c.MaxEfficiency }, efficiency, FitRange{0.45, 0.9, false}},
+	{KeyMemoryEfficiency, func(c *Calibration) *float64 { return &c.MemoryEfficiency }, efficiency, FitRange{0.3, 0.95, false}},
+	{KeyNICEfficiency, func(c *Calibration) *float64 { return &c.NICEfficiency }, efficiency, FitRange{0.5, 0.95, false}},
+	{KeyOverlap, func(c *Calibration) *float64 { return &c.Overlap }, slowdown, FitRange{0, 0.5, false}},
+}
+
+// ProfileKeys returns the profile keys in name order.
+func ProfileKeys() []ProfileKey { return append([]ProfileKey(nil), profileKeys...) }
+
+// ProfileKeyNames lists the profile keys' names in name order.
+func ProfileKeyNames() []string {
+	names := make([]string, len(profileKeys))
+	for i, k := range profileKeys {
+		names[i] = k.Name
+	}
+	return names
+}
+
+// LookupProfileKey returns the profile key named name and whether there
+// is one.
+func LookupProfileKey(name string) (ProfileKey, bool) {
+	for _, k := range profileKeys {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return ProfileKey{}, false
+}
+
+// Set changes the constant the profile key name sets to v. An unknown
+// name or a value outside the key's range is an error, never ignored.
+func (c *Calibration) Set(name string, v float64) error {
+	k, ok := LookupProfileKey(name)
+	if !ok {
+		return fmt.Errorf("unknown profile constant %q (constants: %s)", name, strings.Join(ProfileKeyNames(), ", "))
+	}
+	if !k.Range.Contains(v) {
+		return fmt.Errorf("profile constant %s = %g is outside its range", name, v)
+	}
+	*k.Field(c) = v
+	return nil
+}
