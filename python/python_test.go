@@ -122,22 +122,23 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestPreflightReadsThisFormat: the start-up check accepts the exports
-// this fsdpc writes, whose plan_format is schedule.FormatVersion; a new
-// plan format must be added to PLAN_FORMATS deliberately.
+// TestPreflightReadsThisFormat: load_plan and the start-up check (which
+// takes plan.py's PLAN_FORMATS) accept the exports this fsdpc writes,
+// whose plan_format is schedule.FormatVersion; a new plan format must be
+// added to PLAN_FORMATS deliberately.
 func TestPreflightReadsThisFormat(t *testing.T) {
-	src, err := os.ReadFile("fsdpc/preflight.py")
+	src, err := os.ReadFile("fsdpc/plan.py")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?m)^PLAN_FORMATS = \(([0-9, ]+)\)`).FindSubmatch(src)
 	if m == nil {
-		t.Fatal("preflight.py sets no PLAN_FORMATS tuple")
+		t.Fatal("plan.py sets no PLAN_FORMATS tuple")
 	}
 	for _, f := range strings.Split(string(m[1]), ",") {
 		if strings.TrimSpace(f) == strconv.Itoa(schedule.FormatVersion) {
 			return
 		}
 	}
-	t.Errorf("preflight.py's PLAN_FORMATS (%s) lacks plan format %d, which fsdpc writes", m[1], schedule.FormatVersion)
+	t.Errorf("plan.py's PLAN_FORMATS (%s) lacks plan format %d, which fsdpc writes", m[1], schedule.FormatVersion)
 }

@@ -19,6 +19,7 @@ from typing import Any, Union
 __all__ = [
     "SCHEMA",
     "COMMAND",
+    "PLAN_FORMATS",
     "PlanError",
     "Plan",
     "Mesh",
@@ -34,6 +35,9 @@ __all__ = [
 
 SCHEMA = "fsdpc/v1"
 COMMAND = "export"
+# The plan.bin format versions whose export this package reads: an export
+# of another version may carry fields that mean something else.
+PLAN_FORMATS = (7,)
 
 # The collective kinds and reduce ops an export names.
 KINDS = ("all-gather", "reduce-scatter", "all-reduce")
@@ -261,6 +265,10 @@ def loads_plan(text: str | bytes | dict[str, Any], source: str = "<plan>") -> Pl
     command = doc.get("command")
     if command != COMMAND:
         raise PlanError("%s: this is the JSON of `fsdpc %s`, not a plan export: write one with `fsdpc export plan.bin -o plan.json`" % (source, command))
+    plan_format = r.integer("plan_format")
+    if plan_format not in PLAN_FORMATS:
+        raise PlanError("%s: plan format %d: this fsdpc package reads formats %s; export the plan with the fsdpc whose Python package the job runs"
+                        % (source, plan_format, ", ".join(map(str, PLAN_FORMATS))))
     m = r.object("mesh")
     mesh = Mesh(m.integer("world_size"), m.integer("shard"), m.integer("replicate"), m.integer("nodes"), m.integer("gpus_per_node"), m.strings("dim_names"))
     if mesh.shard * mesh.replicate != mesh.world_size or mesh.shard < 1 or mesh.replicate < 1:
@@ -295,7 +303,7 @@ def loads_plan(text: str | bytes | dict[str, Any], source: str = "<plan>") -> Pl
             raise PlanError("%s: %s is of group %d, which is no unit" % (source, c.where, col.group))
         cols.append(col)
     return Plan(
-        fsdpc_version=r.string("fsdpc_version"), plan_format=r.integer("plan_format"), semantics=r.string("semantics"),
+        fsdpc_version=r.string("fsdpc_version"), plan_format=plan_format, semantics=r.string("semantics"),
         plan_sha256=r.string("plan_sha256"), model=r.string("model"), model_sha256=r.string("model_sha256"), scale=r.integer("scale"),
         mesh=mesh, train=train, parameters=params, reduce_scatter_buffers=r.integer("reduce_scatter_buffers"),
         units=tuple(units), collectives=tuple(cols), source=source,

@@ -25,10 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "fsdpc/v1"
-COMMAND = "export"
-# The plan.bin format versions whose export this package reads.
-PLAN_FORMATS = (7,)
+from .plan import COMMAND, PLAN_FORMATS, SCHEMA
+
 PLAN_SHA256_VAR = "FSDPC_PLAN_SHA256"
 
 

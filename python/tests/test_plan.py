@@ -61,6 +61,12 @@ class LoadPlanTest(unittest.TestCase):
         doc["schema"] = "fsdpc/v2"
         self.refused(doc, "x.json", "fsdpc/v2", "fsdpc/v1")
 
+    def test_other_plan_format(self) -> None:
+        for version in (6, 8):
+            doc = fixture_doc("decoder2.plan.json")
+            doc["plan_format"] = version
+            self.refused(doc, "plan format %d" % version, "reads formats 7")
+
     def test_other_command(self) -> None:
         self.refused({"schema": "fsdpc/v1", "command": "show", "plan": {}}, "`fsdpc show`", "fsdpc export")
 
