@@ -40,11 +40,17 @@ func chromium(t *testing.T) string {
 
 func headless(t *testing.T, bin string, args ...string) []byte {
 	t.Helper()
+	return headlessAt(t, bin, shotW, shotH, args...)
+}
+
+// headlessAt runs chromium with a window of w×h CSS pixels.
+func headlessAt(t *testing.T, bin string, w, h int, args ...string) []byte {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	home := t.TempDir()
 	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-		"--user-data-dir=" + filepath.Join(home, "profile"), "--window-size=" + strconv.Itoa(shotW) + "," + strconv.Itoa(shotH)}, args...)
+		"--user-data-dir=" + filepath.Join(home, "profile"), "--window-size=" + strconv.Itoa(w) + "," + strconv.Itoa(h)}, args...)
 	cmd := exec.CommandContext(ctx, bin, all...)
 	cmd.Env = append(os.Environ(), "HOME="+home)
 	var stdout, stderr bytes.Buffer
@@ -209,5 +215,88 @@ func TestScreenshot(t *testing.T) {
 	if got.w != want.w || got.h != want.h || abs(got.forwardRow-want.forwardRow) > rows || abs(got.backwardRow-want.backwardRow) > rows ||
 		abs(got.memoryRow-want.memoryRow) > rows || abs(got.inkPermille-want.inkPermille) > 150 {
 		t.Errorf("the screenshot's structure moved from docs/report.png:\n got %+v\nwant %+v\n(review, then go test ./report -run TestScreenshot -update)", got, want)
+	}
+}
+
+// The first screen of a laptop: what a reviewer sees on opening the page.
+const firstW, firstH = 1280, 800
+
+// TestDifferenceFirstScreen opens a two-plan report in a 1280×800 window:
+// the difference table, with its before, after and delta, is the first
+// thing on the page and ends inside the first screen, by the DOM (where the
+// page's script measured the table's bottom) and by the screenshot (the
+// table's header colour in the picture's top rows, and a delta coloured as
+// better or worse below it).
+func TestDifferenceFirstScreen(t *testing.T) {
+	bin := chromium(t)
+	old, new := zooInput(t, "llama3-8b"), variantInput(t, "llama3-8b", "world_size = 8", "world_size = 16", `reduce_dtype = "fp32"`, `reduce_dtype = "bf16"`)
+	page := writePage(t, old, new)
+
+	dom := headlessAt(t, bin, firstW, firstH, "--dump-dom", "file://"+page)
+	if !regexp.MustCompile(`<body[^>]*data-ready="1"`).Match(dom) {
+		t.Fatalf("the page's script did not finish:\n%.2000s", dom)
+	}
+	m := regexp.MustCompile(`data-diff-bottom="(\d+)"`).FindSubmatch(dom)
+	if m == nil {
+		t.Fatal("the page has no difference table (no data-diff-bottom)")
+	}
+	bottom, _ := strconv.Atoi(string(m[1]))
+	vp := regexp.MustCompile(`data-viewport="(\d+)x(\d+)"`).FindSubmatch(dom)
+	if vp == nil {
+		t.Fatal("the page's script did not measure the window")
+	}
+	// A window of 1280×800 shows a viewport of its width and a little less
+	// than its height (headless Chromium 156 keeps 143 px of window frame
+	// when dumping the DOM): the first screen is that viewport.
+	vw, _ := strconv.Atoi(string(vp[1]))
+	vh, _ := strconv.Atoi(string(vp[2]))
+	if vw != firstW || vh < firstH*3/4 || vh > firstH {
+		t.Fatalf("the viewport is %d×%d in a window of %d×%d", vw, vh, firstW, firstH)
+	}
+	if bottom <= 0 || bottom > vh {
+		t.Errorf("the difference table ends %d px down the page, below the first screen of %d px", bottom, vh)
+	}
+	t.Logf("the difference table ends at %d px of a %d×%d first screen", bottom, vw, vh)
+	if d, p := bytes.Index(dom, []byte(`id="diff"`)), bytes.Index(dom, []byte(`class="plan"`)); d < 0 || p < d {
+		t.Errorf("the difference is not the first section (diff at %d, first plan at %d)", d, p)
+	}
+
+	shot := filepath.Join(t.TempDir(), "first.png")
+	headlessAt(t, bin, firstW, firstH, "--screenshot="+shot, "file://"+page)
+	raw, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the screenshot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != firstW || b.Dy() != firstH {
+		t.Fatalf("screenshot %d×%d, want %d×%d", b.Dx(), b.Dy(), firstW, firstH)
+	}
+	header, better := -1, -1
+	for y := 0; y < firstH; y++ {
+		head, green := 0, 0
+		for x := 0; x < firstW; x++ {
+			c := img.At(x, y)
+			switch {
+			case near(c, 0xdc, 0xe8, 0xf5): // table.diff th
+				head++
+			case near(c, 0x1a, 0x7f, 0x37): // td.better
+				green++
+			}
+		}
+		if head > 600 && header < 0 {
+			header = y
+		}
+		if green > 0 && better < 0 && header >= 0 {
+			better = y
+		}
+	}
+	if header < 0 || header > firstH/4 {
+		t.Errorf("the difference table's header is not at the top of the first screen (row %d)", header)
+	}
+	if better < 0 {
+		t.Error("no delta coloured as better in the first screen (the step, exposed communication and memory fall)")
 	}
 }

@@ -95,9 +95,9 @@ func (f *folder) finish(rects []rect) {
 		sort.Slice(kinds, func(a, b int) bool { return kinds[a] < kinds[b] })
 		var parts []string
 		for _, k := range kinds {
-			parts = append(parts, fmt.Sprintf("%d %s", fd.kinds[k], k))
+			parts = append(parts, fmt.Sprintf("%s %s", commas(fd.kinds[k]), k))
 		}
-		r.Title = fmt.Sprintf("%d operations, each narrower than a pixel (%s), %s to %s", r.Ops, strings.Join(parts, ", "), diff.Seconds(fd.start), diff.Seconds(fd.end))
+		r.Title = fmt.Sprintf("%s operations, each narrower than a pixel (%s), %s to %s", commas(r.Ops), strings.Join(parts, ", "), diff.Seconds(fd.start), diff.Seconds(fd.end))
 	}
 }
 

@@ -34,7 +34,8 @@ func Write(w io.Writer, plans ...Input) error {
 	}
 	if len(plans) == 2 {
 		pg.Title = fmt.Sprintf("fsdpc report: %s → %s", plans[0].Name, plans[1].Name)
-		pg.Diff = diffText(plans[0], plans[1])
+		d := newDifference(plans[0], plans[1])
+		pg.Diff = &d
 	}
 	return pageTemplate.Execute(w, pg)
 }

@@ -35,6 +35,29 @@ func zooInput(t testing.TB, name string) Input {
 	return Input{Name: name, Plan: zooPlan(t, name), FLOPsPerToken: m.FLOPsPerToken()}
 }
 
+// variantInput is a zoo model with its file's text edited (pairs of old,
+// new strings), planned, with its FLOPs per token.
+func variantInput(t testing.TB, name string, edits ...string) Input {
+	t.Helper()
+	src, file, _ := plans.Source(name)
+	s := string(src)
+	for i := 0; i+1 < len(edits); i += 2 {
+		if !strings.Contains(s, edits[i]) {
+			t.Fatalf("%s has no %q", file, edits[i])
+		}
+		s = strings.Replace(s, edits[i], edits[i+1], 1)
+	}
+	m, err := ir.Load(file, []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Input{Name: name + "-variant", Plan: p, FLOPsPerToken: m.FLOPsPerToken()}
+}
+
 // drawnOps counts the operations the timeline must draw: those that take
 // time and are not allocator or event bookkeeping.
 func drawnOps(t *testing.T, p *schedule.Plan) int {

@@ -8,7 +8,6 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"sort"
@@ -102,7 +101,7 @@ type planView struct {
 type page struct {
 	Title string
 	Plans []planView
-	Diff  string
+	Diff  *difference
 }
 
 var streamNames = []string{"compute", "copy-in", "all-gather", "reduce-scatter", "all-reduce", "host"}
@@ -148,7 +147,7 @@ func build(in Input, id string) (planView, error) {
 	step := math.Max(sim.StepTime, 1e-12)
 	v.Summary = []kv{
 		{"model", p.Header.Model},
-		{"cluster", fmt.Sprintf("%d × %s (%d per node)", p.Cluster.WorldSize, p.Cluster.GPU, p.Cluster.GPUsPerNode)},
+		{"cluster", fmt.Sprintf("%s × %s (%s per node)", commas(p.Cluster.WorldSize), p.Cluster.GPU, commas(p.Cluster.GPUsPerNode))},
 		{"step time", diff.Seconds(sim.StepTime)},
 	}
 	// The step as the sum of its parts (schedule.StepBreakdown).
@@ -163,12 +162,12 @@ func build(in Input, id string) (planView, error) {
 	v.Summary = append(v.Summary, []kv{
 		{"compute alone", diff.Seconds(sim.ComputeTime)},
 		{"CPU issue", diff.Seconds(sim.CPUTime)},
-		{"throughput", fmt.Sprintf("%.0f tokens/s per GPU, %d tokens per step", tp.TokensPerSecondPerGPU, tp.TokensPerStep)},
+		{"throughput", fmt.Sprintf("%s tokens/s per GPU, %s tokens per step", number(tp.TokensPerSecondPerGPU, 0), commas(tp.TokensPerStep))},
 		{"MFU", mfu},
 		{"HFU", fmt.Sprintf("%.1f%% of the %s peak", 100*tp.HFU, tp.PeakDType)},
 		{"peak allocated", ir.FormatBytes(sim.PeakAllocated)},
 		{"peak reserved", fmt.Sprintf("%s of a %s budget", ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(p.Cluster.MemoryBudget))},
-		{"groups, ops", fmt.Sprintf("%d groups, %d ops", len(p.Groups), len(p.Ops))},
+		{"groups, ops", fmt.Sprintf("%s groups, %s ops", commas(len(p.Groups)), commas(len(p.Ops)))},
 	}...)
 	x := func(t float64) float64 { return leftMargin + t/step*chartWidth }
 	v.Ticks = timeTicks(step, x)
@@ -199,13 +198,13 @@ func build(in Input, id string) (planView, error) {
 		if o.Group >= 0 {
 			label += " " + p.Groups[o.Group].Label()
 		}
-		v.Rects[len(v.Rects)-1].Title = fmt.Sprintf("%s: %s, %s to %s (op %d, %s)", label, diff.Seconds(tm.End-tm.Start), diff.Seconds(tm.Start), diff.Seconds(tm.End), i, o.Phase)
+		v.Rects[len(v.Rects)-1].Title = fmt.Sprintf("%s: %s, %s to %s (op %s, %s)", label, diff.Seconds(tm.End-tm.Start), diff.Seconds(tm.Start), diff.Seconds(tm.End), commas(i), o.Phase)
 	}
 	folds.finish(v.Rects)
 
 	// Memory over GPU time, stacked by buffer kind.
 	peak := clk.Memory[clk.Peak].Total
-	top := float64(max(peak, p.Cluster.MemoryBudget, sim.PeakReserved, 1))
+	top, memTicks, memLabels := byteAxis(float64(max(peak, p.Cluster.MemoryBudget, sim.PeakReserved, 1)))
 	y := func(b float64) float64 { return memHeight - b/top*memHeight }
 	v.BudgetY = y(float64(p.Cluster.MemoryBudget))
 	present := make([]bool, schedule.NumBufferKinds)
@@ -250,9 +249,8 @@ func build(in Input, id string) (planView, error) {
 	pk := clk.Memory[clk.Peak]
 	v.PeakX, v.PeakY = x(pk.Time)-leftMargin, y(float64(pk.Total))
 	v.MemTicks = v.Ticks
-	for i := 0; i <= 4; i++ {
-		b := top * float64(i) / 4
-		v.MemYTicks = append(v.MemYTicks, tick{y(b), ir.FormatBytes(int64(b))})
+	for i, b := range memTicks {
+		v.MemYTicks = append(v.MemYTicks, tick{y(b), memLabels[i]})
 	}
 	v.PeakText = peakText(p, sim, clk)
 	type kb struct {
@@ -278,7 +276,7 @@ func build(in Input, id string) (planView, error) {
 	})
 	for i, b := range live {
 		if i == 8 {
-			v.PeakBufs = append(v.PeakBufs, kv{fmt.Sprintf("… %d more", len(live)-8), ""})
+			v.PeakBufs = append(v.PeakBufs, kv{fmt.Sprintf("… %s more", commas(len(live)-8)), ""})
 			break
 		}
 		buf := &p.Buffers[b]
@@ -329,7 +327,7 @@ func build(in Input, id string) (planView, error) {
 		if pol.Offload {
 			offload = "yes"
 		}
-		v.Decisions = append(v.Decisions, decision{Name: gr.Label(), Params: fmt.Sprintf("%d tensors, %s shard", len(gr.Params), ir.FormatBytes(gr.ShardBytes)),
+		v.Decisions = append(v.Decisions, decision{Name: gr.Label(), Params: fmt.Sprintf("%s tensors, %s shard", commas(len(gr.Params)), ir.FormatBytes(gr.ShardBytes)),
 			Reshard: reshard, Prefetch: prefetch, DTypes: fmt.Sprintf("%s → %s", pol.Orig, pol.Param), Reduce: fmt.Sprintf("%s, %s", pol.Reduce, pol.ReduceScatterOp), Offload: offload})
 	}
 	v.Warnings = append(v.Warnings, p.Warnings...)
@@ -351,28 +349,4 @@ func peakText(p *schedule.Plan, sim *schedule.Simulation, clk *schedule.Clocks) 
 	}
 	return fmt.Sprintf("On the GPU clock, %s is in use at %s (%s). The caching allocator's peak, when the CPU asks for memory ahead of the GPU, is %s allocated and %s reserved across its pools: that is what must fit the budget.",
 		ir.FormatBytes(pk.Total), diff.Seconds(pk.Time), where, ir.FormatBytes(sim.PeakAllocated), ir.FormatBytes(sim.PeakReserved))
-}
-
-func timeTicks(step float64, x func(float64) float64) []tick {
-	raw := step / 8
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	unit := mag
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*mag >= raw {
-			unit = m * mag
-			break
-		}
-	}
-	var out []tick
-	for t := 0.0; t <= step*1.0001; t += unit {
-		out = append(out, tick{x(t), diff.Seconds(t)})
-	}
-	return out
-}
-
-// diffText is the textual plan diff, without colour.
-func diffText(a, b Input) string {
-	var buf bytes.Buffer
-	diff.Text(&buf, diff.Compare(a.Name, a.Plan, b.Name, b.Plan), false)
-	return buf.String()
 }

@@ -21,8 +21,8 @@ func Text(w io.Writer, r *Result, color bool) {
 	}
 	t.line("")
 	t.line("summary")
-	for _, s := range summary(r, 4) {
-		t.line("  %-22s %s", s.label, t.paint(s.text))
+	for _, s := range Summary(r, 4) {
+		t.line("  %-22s %s", s.Label, t.paint(s.Text))
 	}
 	if len(r.Causes) > 0 {
 		t.line("  %-22s %s", "likely causes", strings.Join(firstN(r.Causes, 3), "; "))
@@ -79,43 +79,65 @@ func (t *textOut) paint(s string) painted {
 	return painted(s)
 }
 
-type summaryLine struct{ label, text string }
+// SummaryLine is one line of the summary every view of a difference opens
+// with: a label and its text, folded to a few entries. Changes holds the
+// values behind the text where the line lists changed values (cluster,
+// training, policy, parameters, other fields, provenance, each prediction),
+// at most as many as the text names, so a view can lay them out as before,
+// after and delta; More counts those the text folds into "… N more".
+type SummaryLine struct {
+	Label, Text string
+	Changes     []Change
+	More        int
+}
 
-// summary gives the one-screen view: each section folded to at most n
-// entries.
-func summary(r *Result, n int) []summaryLine {
-	var out []summaryLine
-	pairs := func(cs []Change) string {
+// Summary gives the one-screen view of r that the text, Markdown and HTML
+// views share: each section folded to at most n entries.
+func Summary(r *Result, n int) []SummaryLine {
+	var out []SummaryLine
+	pairs := func(label string, cs []Change) SummaryLine {
 		var parts []string
 		for _, c := range cs {
 			parts = append(parts, fmt.Sprintf("%s %s → %s", c.What, c.Old, c.New))
 		}
-		return strings.Join(firstN(parts, n), "; ")
+		l := SummaryLine{Label: label, Text: strings.Join(firstN(parts, n), "; "), Changes: cs}
+		if len(cs) > n {
+			l.Changes, l.More = cs[:n], len(cs)-n
+		}
+		return l
 	}
 	if len(r.Cluster) > 0 {
-		out = append(out, summaryLine{"cluster", pairs(r.Cluster)})
+		out = append(out, pairs("cluster", r.Cluster))
 	}
 	if len(r.Train) > 0 {
-		out = append(out, summaryLine{"training", pairs(r.Train)})
+		out = append(out, pairs("training", r.Train))
 	}
 	g := r.Groups
 	if g.OldCount != g.NewCount || len(g.Added)+len(g.Removed)+len(g.Split)+len(g.Merged) > 0 {
-		out = append(out, summaryLine{"groups", fmt.Sprintf("%d → %d: %d added, %d removed, %d split, %d merged",
+		out = append(out, SummaryLine{Label: "groups", Text: fmt.Sprintf("%d → %d: %d added, %d removed, %d split, %d merged",
 			g.OldCount, g.NewCount, len(g.Added), len(g.Removed), len(g.Split), len(g.Merged))})
 	}
 	var pol []string
+	var polChanges []Change
 	for _, e := range g.Policy {
 		pol = append(pol, fmt.Sprintf("%s %s → %s on %s", e.What, e.Old, e.New, e.Folded))
+		c := e.Change
+		c.What += " on " + e.Folded
+		polChanges = append(polChanges, c)
 	}
 	if len(pol) > 0 {
-		out = append(out, summaryLine{"policy", strings.Join(firstN(pol, n), "; ")})
+		l := SummaryLine{Label: "policy", Text: strings.Join(firstN(pol, n), "; "), Changes: polChanges}
+		if len(polChanges) > n {
+			l.Changes, l.More = polChanges[:n], len(polChanges)-n
+		}
+		out = append(out, l)
 	}
 	if len(g.Layout) > 0 {
-		out = append(out, summaryLine{"layout", fmt.Sprintf("%d changes to shard sizes or padding (details below)", len(g.Layout))})
+		out = append(out, SummaryLine{Label: "layout", Text: fmt.Sprintf("%d changes to shard sizes or padding (details below)", len(g.Layout))})
 	}
 	sch := scheduleSummary(r)
 	if len(sch) > 0 {
-		out = append(out, summaryLine{"schedule", strings.Join(firstN(sch, n), "; ")})
+		out = append(out, SummaryLine{Label: "schedule", Text: strings.Join(firstN(sch, n), "; ")})
 	}
 	if len(r.Program) > 0 && len(sch) == 0 {
 		// Counts per kind agree: say what changed op by op instead.
@@ -123,33 +145,33 @@ func summary(r *Result, n int) []summaryLine {
 		for _, e := range r.Program {
 			ps = append(ps, e.String())
 		}
-		out = append(out, summaryLine{"program", strings.Join(firstN(ps, n), "; ")})
+		out = append(out, SummaryLine{Label: "program", Text: strings.Join(firstN(ps, n), "; ")})
 	}
 	if len(r.Params) > 0 {
-		out = append(out, summaryLine{"parameters", pairs(r.Params)})
+		out = append(out, pairs("parameters", r.Params))
 	}
 	if len(r.Buffers) > 0 && len(g.Layout) == 0 {
 		var bs []string
 		for _, e := range r.Buffers {
 			bs = append(bs, fmt.Sprintf("%s %s → %s on %s", e.What, e.Old, e.New, e.Folded))
 		}
-		out = append(out, summaryLine{"buffers", strings.Join(firstN(bs, n), "; ")})
+		out = append(out, SummaryLine{Label: "buffers", Text: strings.Join(firstN(bs, n), "; ")})
 	}
 	if len(r.Other) > 0 {
-		out = append(out, summaryLine{"other fields", pairs(r.Other)})
+		out = append(out, pairs("other fields", r.Other))
 	}
 	for _, c := range r.Prediction {
 		text := fmt.Sprintf("%s → %s", c.Old, c.New)
 		if c.Delta != "" {
 			text += " (" + c.Delta + ")"
 		}
-		out = append(out, summaryLine{c.What, text})
+		out = append(out, SummaryLine{Label: c.What, Text: text, Changes: []Change{c}})
 	}
 	if r.Checkpoint != nil {
-		out = append(out, summaryLine{"checkpoint", r.Checkpoint.summaryText()})
+		out = append(out, SummaryLine{Label: "checkpoint", Text: r.Checkpoint.summaryText()})
 	}
 	if len(r.Provenance) > 0 {
-		out = append(out, summaryLine{"provenance", pairs(r.Provenance)})
+		out = append(out, pairs("provenance", r.Provenance))
 	}
 	return out
 }
@@ -322,8 +344,8 @@ func Markdown(w io.Writer, r *Result) {
 	}
 	fmt.Fprintln(w, "| | |")
 	fmt.Fprintln(w, "|---|---|")
-	for _, s := range summary(r, 4) {
-		fmt.Fprintf(w, "| %s | %s |\n", s.label, mdEscape(s.text))
+	for _, s := range Summary(r, 4) {
+		fmt.Fprintf(w, "| %s | %s |\n", s.Label, mdEscape(s.Text))
 	}
 	if len(r.Causes) > 0 {
 		fmt.Fprintf(w, "| likely causes | %s |\n", mdEscape(strings.Join(firstN(r.Causes, 3), "; ")))
