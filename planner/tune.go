@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 	"strings"
@@ -365,16 +366,27 @@ func prefetchLabel(v int) string {
 	return fmt.Sprint(v)
 }
 
+// stepTolerance is how close two predicted step times are to count as
+// equally fast: the simulator sums thousands of operation times, and
+// candidates that plan the same work in another order differ by a few
+// rounding steps (about 1e-16 of the step each), never by 1e-9.
+const stepTolerance = 1e-9
+
+// sameStep reports whether two step times are equal to stepTolerance.
+func sameStep(a, b float64) bool {
+	return math.Abs(a-b) <= stepTolerance*max(math.Abs(a), math.Abs(b))
+}
+
 // better orders candidates: fitting first, then faster, then smaller.
+// Equally fast (sameStep) fitting candidates are ordered by memory; where
+// that is equal too neither is better, and the search keeps the one it
+// met first (docs/tuning.md).
 func better(a, b *Candidate) bool {
 	if a.Fits != b.Fits {
 		return a.Fits
 	}
-	if !a.Fits {
-		return a.PeakReserved < b.PeakReserved
-	}
-	if a.StepTime != b.StepTime {
-		return a.StepTime < b.StepTime*(1-1e-9)
+	if a.Fits && !sameStep(a.StepTime, b.StepTime) {
+		return a.StepTime < b.StepTime
 	}
 	return a.PeakReserved < b.PeakReserved
 }
@@ -858,12 +870,10 @@ func (t *tuner) sorted() []*Candidate {
 	for _, c := range t.cache {
 		all = append(all, c)
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if better(all[i], all[j]) != better(all[j], all[i]) {
-			return better(all[i], all[j])
-		}
-		return all[i].knobs.key() < all[j].knobs.key()
-	})
+	// better's tolerance is not transitive: order by key first, so the
+	// stable sort by better starts from the same order on every run.
+	sort.Slice(all, func(i, j int) bool { return all[i].knobs.key() < all[j].knobs.key() })
+	sort.SliceStable(all, func(i, j int) bool { return better(all[i], all[j]) })
 	return all
 }
 

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -240,5 +241,55 @@ func BenchmarkTuneShortModels(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestBetterEquallyFast: two fitting candidates whose predicted steps are
+// one floating-point rounding step apart are equally fast, so the one that
+// reserves less memory is better whichever is nominally faster; a real
+// difference in time still decides before memory.
+func TestBetterEquallyFast(t *testing.T) {
+	const step = 3.2901234567
+	next := math.Nextafter(step, math.Inf(1))
+	cases := []struct {
+		name    string
+		a, b    Candidate
+		aBetter bool
+		bBetter bool
+	}{
+		{"one rounding step slower, less memory",
+			Candidate{StepTime: next, PeakReserved: 60 << 30, Fits: true},
+			Candidate{StepTime: step, PeakReserved: 61 << 30, Fits: true}, true, false},
+		{"one rounding step faster, more memory",
+			Candidate{StepTime: step, PeakReserved: 61 << 30, Fits: true},
+			Candidate{StepTime: next, PeakReserved: 60 << 30, Fits: true}, false, true},
+		{"equal in both: neither",
+			Candidate{StepTime: step, PeakReserved: 60 << 30, Fits: true},
+			Candidate{StepTime: next, PeakReserved: 60 << 30, Fits: true}, false, false},
+		{"faster by more than the tolerance wins on time",
+			Candidate{StepTime: step * (1 - 1e-8), PeakReserved: 61 << 30, Fits: true},
+			Candidate{StepTime: step, PeakReserved: 60 << 30, Fits: true}, true, false},
+		{"fitting beats faster",
+			Candidate{StepTime: 2 * step, PeakReserved: 70 << 30, Fits: true},
+			Candidate{StepTime: step, PeakReserved: 60 << 30}, true, false},
+		{"neither fits: less memory",
+			Candidate{StepTime: 2 * step, PeakReserved: 80 << 30},
+			Candidate{StepTime: step, PeakReserved: 90 << 30}, true, false},
+	}
+	for _, c := range cases {
+		if got := better(&c.a, &c.b); got != c.aBetter {
+			t.Errorf("%s: better(a, b) = %v, want %v", c.name, got, c.aBetter)
+		}
+		if got := better(&c.b, &c.a); got != c.bBetter {
+			t.Errorf("%s: better(b, a) = %v, want %v", c.name, got, c.bBetter)
+		}
+	}
+	// The descent keeps the equally fast candidate that reserves less.
+	tu := &tuner{cache: map[string]*Candidate{}}
+	slow := &Candidate{StepTime: step, PeakReserved: 61 << 30, Fits: true, knobs: knobs{prefetchF: 2}}
+	lean := &Candidate{StepTime: next, PeakReserved: 60 << 30, Fits: true, knobs: knobs{prefetchF: 1}}
+	tu.cache[slow.knobs.key()], tu.cache[lean.knobs.key()] = slow, lean
+	if got := tu.sorted(); got[0] != lean {
+		t.Errorf("sorted puts the candidate reserving %d bytes first, want the one reserving %d", got[0].PeakReserved, lean.PeakReserved)
 	}
 }
