@@ -227,6 +227,9 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 	if len(md.blocks) > 0 && instance {
 		block = md.blocks[l.m.Modules[id].Instance%len(md.blocks)]
 	}
+	if instance {
+		l.m.Modules[id].Block = block
+	}
 	switch {
 	case md.spec != nil:
 		shape, err := md.kind.shape(md.attrs)

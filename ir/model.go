@@ -77,6 +77,9 @@ type Module struct {
 	// `blocks` pattern such as DeepSeek's dense, then MoE layers): one
 	// instance does not stand for the others.
 	Varied bool
+	// Block is the [block.NAME] an instance was made from, "" for a
+	// module that is no instance or an instance written inline.
+	Block string
 
 	// Compute marks the nodes of the dataflow graph: modules of a kind with a
 	// cost formula, modules with explicit costs, and parameter-only leaves.

@@ -20,9 +20,11 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w, "usage: fsdpc import hf [flags] config.json [-o model.toml]")
 		fmt.Fprintln(w, "       fsdpc import torch [flags] pkg.module:factory [--arg key=value ...] [-o model.toml]")
 		fmt.Fprintln(w, "       fsdpc import torch [flags] --hf config.json [-o model.toml]")
+		fmt.Fprintln(w, "       fsdpc import accelerate [flags] accelerate.yaml --model MODEL [-o model.toml]")
 		fmt.Fprintln(w, "\nimport hf writes the fsdpc model file for a Hugging Face model's config.json, in Go.")
 		fmt.Fprintf(w, "Supported model_type values: %s.\n", strings.Join(hf.Supported(), ", "))
 		fmt.Fprintln(w, "import torch builds the model with PyTorch on the meta device and writes what it finds (docs/import.md).")
+		fmt.Fprintln(w, "import accelerate writes the model whose policy is what accelerate's FSDP2 path does under a config (docs/accelerate.md).")
 	}
 	if len(args) == 0 {
 		usage(stderr)
@@ -37,8 +39,10 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		return runImportHF(args[1:], stdout, stderr)
 	case "torch":
 		return runImportTorch(args[1:], stdout, stderr)
+	case "accelerate":
+		return runImportAccelerate(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "fsdpc import: unknown format %q (supported: hf, torch)\n\n", args[0])
+	fmt.Fprintf(stderr, "fsdpc import: unknown format %q (supported: hf, torch, accelerate)\n\n", args[0])
 	usage(stderr)
 	return 2
 }
