@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/internal/inputfile"
 	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/ir"
@@ -23,7 +24,7 @@ func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
 	out := fl.String("o", "", "write the model to this file instead of stdout")
 	model := fl.String("model", "", "the model: a zoo name, a model file, or a Hugging Face config.json")
 	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("for a config.json: tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
-	gpu := fl.String("gpu", hf.DefaultGPU, "for a config.json: GPU preset: "+strings.Join(ir.GPUPresetNames(), ", "))
+	gpu := fl.String("gpu", hf.DefaultGPU, "for a config.json: GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
 	microBatch := fl.Int("micro-batch", 1, "for a config.json: sequences per micro-batch")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc import accelerate [flags] accelerate.yaml --model MODEL [-o model.toml]")
