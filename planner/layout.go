@@ -201,7 +201,8 @@ func newPlanShell(m *ir.Model) *schedule.Plan {
 		Train: schedule.Train{MicroBatch: m.Train.MicroBatch, SeqLen: m.Train.SeqLen, GradAccum: m.Train.GradAccum,
 			AccumulateUnsharded: m.Train.AccumulateUnsharded,
 			Checkpointing:       m.Train.Checkpointing.String(), Optimizer: m.Train.Optimizer,
-			OptimizerStateBytes: m.Train.OptimizerStateBytes, ExpandableSegments: m.Train.ExpandableSegments},
+			OptimizerStateBytes: m.Train.OptimizerStateBytes, ExpandableSegments: m.Train.ExpandableSegments,
+			ModelFLOPsPerToken: m.FLOPsPerToken()},
 	}
 	if c.Mesh != nil {
 		p.Cluster.Replicate, p.Cluster.Shard = c.Mesh.Replicate, c.Mesh.Shard

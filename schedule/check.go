@@ -164,6 +164,9 @@ func (c *checker) program() {
 			c.errorf("buffer %q: bad group or size", b.Name)
 		}
 	}
+	if f := p.Train.ModelFLOPsPerToken; f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		c.errorf("model FLOPs per token %g: want a finite count, 0 when not known", f)
+	}
 	// Every micro-batch runs at least one op, so there are no more
 	// micro-batches than ops: later passes allocate per micro-batch.
 	ga := p.Train.GradAccum

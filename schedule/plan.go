@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 7
+const FormatVersion = 8
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) as torch 2.14 runs it, the version the conformance suite
@@ -113,6 +113,11 @@ type Train struct {
 	// segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) instead
 	// of fixed ones; it changes what is reserved (allocator.go).
 	ExpandableSegments bool `json:"expandable_segments"`
+	// ModelFLOPsPerToken is the model's FLOPs per training token by MFU's
+	// convention (ir.Model.FLOPsPerToken: 6N plus the attention core's),
+	// so MFU needs nothing but the plan (format 8 on; older plans read 0,
+	// and MFU then needs the model file they were made from).
+	ModelFLOPsPerToken float64 `json:"model_flops_per_token"`
 }
 
 // ReshardKind is reshard_after_forward after defaults are applied.

@@ -68,6 +68,9 @@ func (t *textWriter) header() {
 	}
 	t.f("train micro_batch %d × seq_len %d, grad_accum %d (%s accumulation), checkpointing %s, %s (%d B/param)\n",
 		tr.MicroBatch, tr.SeqLen, tr.GradAccum, accumulate, tr.Checkpointing, tr.Optimizer, tr.OptimizerStateBytes)
+	if tr.ModelFLOPsPerToken > 0 {
+		t.f("  model %s per token (MFU's count: 6N and the attention core)\n", ir.FormatFLOP(tr.ModelFLOPsPerToken))
+	}
 	if pr := p.Prediction; pr.StepTime > 0 {
 		t.f("predicted step %s: compute %s, exposed communication %s, CPU issue %s\n",
 			secs(pr.StepTime), secs(pr.ComputeTime), secs(pr.ExposedComm), secs(pr.CPUTime))

@@ -2,7 +2,7 @@
 // its bytes; docs/plan-format.md is the same specification with examples
 // and the reasons. testdata/tiny.plan.hex pins it byte by byte.
 //
-// Layout (format version 6). All integers are little-endian.
+// Layout (format version 8). All integers are little-endian.
 //
 //	offset     what
 //	0          magic, 4 bytes: 89 46 53 50 ("\x89FSP")
@@ -44,7 +44,8 @@
 //	ProfileValue str Name, float Value
 //	Train       int MicroBatch, int SeqLen, int GradAccum,
 //	            bool AccumulateUnsharded, str Checkpointing, str Optimizer,
-//	            int OptimizerStateBytes, bool ExpandableSegments
+//	            int OptimizerStateBytes, bool ExpandableSegments,
+//	            float ModelFLOPsPerToken
 //	Group       str Name, list of str Modules, bool Root,
 //	            list of GroupParam Params, int ShardNumel, int GradShardNumel,
 //	            int ShardBytes, GroupPolicy Policy, bool DeferredReduce
@@ -868,6 +869,9 @@ func (c *codec) plan(p *Plan) {
 	sint(c, &t.OptimizerStateBytes, "OptimizerStateBytes")
 	if c.version >= 5 {
 		c.bool(&t.ExpandableSegments, "ExpandableSegments")
+	}
+	if c.version >= 8 {
+		c.float(&t.ModelFLOPsPerToken, "ModelFLOPsPerToken")
 	}
 	c.pop()
 

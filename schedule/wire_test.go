@@ -444,7 +444,7 @@ func tinyPlan() *Plan {
 		Cluster: Cluster{GPU: "h100-sxm", Preset: "h100-sxm", WorldSize: 2, GPUsPerNode: 2, Replicate: 1, Shard: 2,
 			IntraNodeBandwidth: 450e9, InterNodeBandwidth: 50e9, HBMBytes: 80 << 30, MemoryBudget: 72 << 30,
 			PeakFLOPS: []float64{0, 67e12, 67e12, 989e12}, HBMBandwidth: 3.35e12, HostBandwidth: 64e9},
-		Train: Train{MicroBatch: 1, SeqLen: 128, GradAccum: 1, Checkpointing: "none", Optimizer: "adamw", OptimizerStateBytes: 8, ExpandableSegments: true},
+		Train: Train{MicroBatch: 1, SeqLen: 128, GradAccum: 1, Checkpointing: "none", Optimizer: "adamw", OptimizerStateBytes: 8, ExpandableSegments: true, ModelFLOPsPerToken: 1.5e9},
 		Groups: []Group{{
 			Name:    "embed",
 			Modules: []string{"embed", "lm_head"},
@@ -1165,11 +1165,12 @@ func BenchmarkEncodeDecode405B(b *testing.B) {
 // ElemBytes), a version-2 one (before the cluster carried a profile), a
 // version-3 one (before ops carried GEMM shapes), a version-4 one (before
 // the training setup carried expandable_segments), a version-5 one
-// (before parameters carried their state-dict order) and a version-6 one
-// (before the cluster carried its GPU preset) still decode, to the same
+// (before parameters carried their state-dict order), a version-6 one
+// (before the cluster carried its GPU preset) and a version-7 one (before
+// the training setup carried the model's FLOPs per token) still decode, to the same
 // plan with those fields zero (StateOrder -1).
 func TestFixtureOlder(t *testing.T) {
-	for _, v := range []int{1, 2, 3, 4, 5, 6} {
+	for _, v := range []int{1, 2, 3, 4, 5, 6, 7} {
 		text, err := os.ReadFile(fmt.Sprintf("testdata/tiny-v%d.plan.hex", v))
 		if err != nil {
 			t.Fatal(err)
@@ -1187,6 +1188,9 @@ func TestFixtureOlder(t *testing.T) {
 		}
 		if v < 7 {
 			want.Cluster.Preset = ""
+		}
+		if v < 8 {
+			want.Train.ModelFLOPsPerToken = 0
 		}
 		for g := range want.Groups {
 			for i := range want.Groups[g].Params {

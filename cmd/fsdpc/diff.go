@@ -23,14 +23,17 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	format := fl.String("format", "text", "text, markdown (a pull-request comment) or json")
 	color := fl.String("color", "auto", "colour the text: auto (on a terminal), always, never")
 	quiet := fl.Bool("quiet", false, "print nothing; only the exit code says whether the plans differ")
+	// Read again by run (detailedExitcode), which maps the codes.
+	detailed := fl.Bool("detailed-exitcode", false, "terraform plan's exit codes: 0 the same, 1 an error, 2 different (3 a gate failed)")
 	var failIf gateList
 	fl.Var(&failIf, "fail-if", "a CI gate: exit 3 if this holds, e.g. 'step>+5%' (against OLD) or 'reserved>70GiB' (of NEW); repeatable (docs/json.md)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fsdpc diff [-format text|markdown|json] [-color auto|always|never] [-quiet] [-fail-if EXPR]... OLD NEW")
+		fmt.Fprintln(stderr, "usage: fsdpc diff [-format text|markdown|json] [-color auto|always|never] [-quiet] [-detailed-exitcode] [-fail-if EXPR]... OLD NEW")
 		fmt.Fprintln(stderr, "\nCompares two plans: groups added, removed, split or merged; policy, layout and schedule changes;")
 		fmt.Fprintln(stderr, "predicted time and memory deltas with their causes. OLD and NEW are plan.bin files or models")
 		fmt.Fprintln(stderr, "(model.toml or a zoo name), compiled on the fly. Exit status: 0 same, 1 different, 2 error;")
-		fmt.Fprintln(stderr, "with -fail-if: 0 every gate passed, 3 a gate failed, 2 error.")
+		fmt.Fprintln(stderr, "with -fail-if: 0 every gate passed, 3 a gate failed, 2 error. -detailed-exitcode: 0 same, 1 error,")
+		fmt.Fprintln(stderr, "2 different (with -fail-if, when every gate passed), 3 a gate failed, as terraform plan -detailed-exitcode.")
 		fl.PrintDefaults()
 	}
 	if code, ok := parseFlags(fl, args); !ok {
@@ -76,7 +79,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
-		*side.out = newMetrics(side.p, sim, flopsPerToken(side.m), 0)
+		*side.out = newMetrics(side.p, sim, flopsPerToken(side.p, side.m), 0)
 	}
 	results, err := evalGates(gates, &both.Old, &both.New)
 	if err != nil {
@@ -105,7 +108,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(gates) > 0 && anyFailed(results):
 		return exitGateFailed
-	case len(gates) > 0 || r.Identical:
+	case len(gates) > 0 && !*detailed || r.Identical:
 		return 0
 	}
 	return 1
@@ -210,7 +213,7 @@ func runTextconv(args []string, stdout, stderr io.Writer) int {
 	if err := schedule.WriteText(&text, p); err != nil {
 		return reportErr(stderr, err)
 	}
-	lines, err := foldedText(p, flopsPerToken(m), strings.Split(strings.TrimSuffix(text.String(), "\n"), "\n"))
+	lines, err := foldedText(p, flopsPerToken(p, m), strings.Split(strings.TrimSuffix(text.String(), "\n"), "\n"))
 	if err != nil {
 		return reportErr(stderr, fmt.Errorf("%s: %w", arg, err))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -69,7 +70,24 @@ var gateMetrics = []metricDef{
 	{"hfu", unitFraction, func(m *metrics) (float64, bool) { return known(m.HFU) }},
 }
 
+// titanAliases are the names torchtitan's step lines give metrics
+// (calibrate/log.go: "memory: 41.49GiB(51.14%)  tps: 6,100  tflops: 96.17
+// mfu: 9.72%"; memory is max_memory_reserved), so a gate reads as the
+// training log does: --fail-if 'tps<6000' --fail-if 'memory>70GiB'. An
+// absolute value is in the log's unit: tflops in TFLOP/s.
+var titanAliases = map[string]struct {
+	name  string
+	scale float64
+}{
+	"tps":    {"tokens_per_second_per_gpu", 1},
+	"memory": {"reserved", 1},
+	"tflops": {"model_flops_per_second_per_gpu", 1e12},
+}
+
 func lookupMetric(name string) (metricDef, bool) {
+	if a, ok := titanAliases[name]; ok {
+		name = a.name
+	}
 	for _, d := range gateMetrics {
 		if d.name == name {
 			return d, true
@@ -83,7 +101,20 @@ func metricNames() string {
 	for _, d := range gateMetrics {
 		names = append(names, d.name)
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(names, ", ") + "; torchtitan's tps, memory, tflops, mfu"
+}
+
+// allMetricNames are every name a gate accepts, for suggestions.
+func allMetricNames() []string {
+	var names []string
+	for _, d := range gateMetrics {
+		names = append(names, d.name)
+	}
+	for a := range titanAliases {
+		names = append(names, a)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // gate is one parsed --fail-if expression.
@@ -141,6 +172,9 @@ func parseGate(expr string, relativeOK bool) (gate, error) {
 	}
 	d, ok := lookupMetric(name)
 	if !ok {
+		if s := ir.Suggest(name, allMetricNames()); s != "" {
+			return bad("no metric %q; did you mean %q? (metrics: %s)", name, s, metricNames())
+		}
 		return bad("no metric %q (metrics: %s)", name, metricNames())
 	}
 	g.metric = d
@@ -164,6 +198,9 @@ func parseGate(expr string, relativeOK bool) (gate, error) {
 		return bad("%s: %v", name, err)
 	}
 	g.threshold = v
+	if a, ok := titanAliases[name]; ok {
+		g.threshold *= a.scale
+	}
 	return g, nil
 }
 
@@ -249,14 +286,14 @@ func evalGates(gates []gate, old, new *metrics) ([]gateResult, error) {
 	for _, g := range gates {
 		v, ok := g.metric.get(new)
 		if !ok {
-			return nil, fmt.Errorf("--fail-if %q: %s is not known: MFU needs the model a plan file was made from (-model model.toml, or pass the model itself)", g.expr, g.metric.name)
+			return nil, fmt.Errorf("--fail-if %q: %s is not known: %s", g.expr, g.metric.name, mfuUnknown)
 		}
 		r := gateResult{Expr: g.expr, Metric: g.metric.name, Op: g.op, Relative: g.relative, Threshold: g.threshold, Value: v}
 		x := v
 		if g.relative {
 			o, ok := g.metric.get(old)
 			if !ok {
-				return nil, fmt.Errorf("--fail-if %q: the old plan's %s is not known (-model, or pass the model itself)", g.expr, g.metric.name)
+				return nil, fmt.Errorf("--fail-if %q: the old plan's %s is not known: %s", g.expr, g.metric.name, mfuUnknown)
 			}
 			if o == 0 {
 				return nil, fmt.Errorf("--fail-if %q: the old plan's %s is 0, so a relative change means nothing; give an absolute value", g.expr, g.metric.name)

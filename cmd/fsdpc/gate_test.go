@@ -29,6 +29,12 @@ func TestParseGate(t *testing.T) {
 		{expr: "hfu<0.4", metric: "hfu", op: "<", threshold: 0.4},
 		{expr: "tokens_per_second_per_gpu<5K", metric: "tokens_per_second_per_gpu", op: "<", threshold: 5000},
 		{expr: "mfu<-1%", diff: true, metric: "mfu", op: "<", threshold: -0.01, relative: true},
+		// torchtitan's log names.
+		{expr: "tps<6000", metric: "tokens_per_second_per_gpu", op: "<", threshold: 6000},
+		{expr: "memory>70GiB", metric: "reserved", op: ">", threshold: 70 << 30},
+		{expr: "tflops<300", metric: "model_flops_per_second_per_gpu", op: "<", threshold: 300e12},
+		{expr: "tps<-5%", diff: true, metric: "tokens_per_second_per_gpu", op: "<", threshold: -0.05, relative: true},
+		{expr: "reserverd>70GiB", err: `no metric "reserverd"; did you mean "reserved"?`},
 
 		{expr: "step>+5%", err: "use it with fsdpc diff"},
 		{expr: "step>5%", diff: true, err: "give a time unit"},
@@ -151,12 +157,22 @@ func TestGateExitCodes(t *testing.T) {
 		{[]string{"diff", "gpt2-124m", "gpt2-124m", "-fail-if", "reserved>1MiB"}, 3, ""},
 		{[]string{"diff", "gpt2-124m", "llama3-8b", "-fail-if", "step>+5"}, 2, ""},
 		{[]string{"diff", "-quiet", "gpt2-124m", "llama3-8b", "-fail-if", "step>+5%"}, 3, ""},
+		{[]string{"sim", bin, "-fail-if", "tps<1", "-fail-if", "memory>70GiB", "-fail-if", "tflops>2000"}, 0, "gate memory>70GiB: passed: reserved"},
+		{[]string{"sim", bin, "-fail-if", "tps>1"}, 3, "gate tps>1: FAILED: tokens_per_second_per_gpu"},
+		// terraform's -detailed-exitcode: 0 same, 1 error, 2 different.
+		{[]string{"diff", "-detailed-exitcode", "gpt2-124m", "gpt2-124m"}, 0, ""},
+		{[]string{"diff", "-detailed-exitcode", "gpt2-124m", "llama3-8b"}, 2, "fsdpc diff gpt2-124m"},
+		{[]string{"diff", "gpt2-124m", "no-such-model", "--detailed-exitcode"}, 1, ""},
+		{[]string{"diff", "-detailed-exitcode=false", "gpt2-124m", "llama3-8b"}, 1, ""},
+		{[]string{"diff", "-detailed-exitcode", "gpt2-124m", "llama3-8b", "-fail-if", "step>+500%"}, 2, "passed"},
+		{[]string{"diff", "-detailed-exitcode", "gpt2-124m", "llama3-8b", "-fail-if", "step>+5%"}, 3, "FAILED"},
+		{[]string{"diff", "-detailed-exitcode", "gpt2-124m", "gpt2-124m", "-fail-if", "step>+5%"}, 0, "passed"},
 	} {
 		code, out, errOut := runCLI(c.args...)
 		if code != c.code || !strings.Contains(out, c.out) {
 			t.Errorf("%s: exit %d (want %d)\n%s%s", strings.Join(c.args, " "), code, c.code, out, errOut)
 		}
-		if c.code == 2 && !strings.Contains(errOut, "-fail-if") && !strings.Contains(errOut, "-d") {
+		if c.code == 2 && c.args[0] != "diff" && !strings.Contains(errOut, "-fail-if") && !strings.Contains(errOut, "-d") {
 			t.Errorf("%s: the error does not name the flag: %q", strings.Join(c.args, " "), errOut)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/fsdpc/fsdpc/internal/safetext"
@@ -79,7 +80,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errOut.Err() != nil {
 		code = max(code, trouble)
 	}
+	if detailedExitcode(args) {
+		// diff's codes in terraform's order: an error 1, different 2.
+		switch code {
+		case 1:
+			code = 2
+		case 2:
+			code = 1
+		}
+	}
 	return code
+}
+
+// detailedExitcode reports whether args are a diff asking for terraform
+// plan's exit codes (-detailed-exitcode): 0 the same, 1 an error, 2
+// different. diff computes its own codes (1 different, 2 an error) and
+// run swaps them last, so every path to an exit status, a failed write
+// included, is mapped alike.
+func detailedExitcode(args []string) bool {
+	if len(args) == 0 || args[0] != "diff" {
+		return false
+	}
+	on := false
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "detailed-exitcode" {
+			continue
+		}
+		v, err := strconv.ParseBool(value)
+		on = !hasValue || err == nil && v
+	}
+	return on
 }
 
 func dispatch(args []string, stdout, stderr io.Writer) int {

@@ -35,7 +35,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return reportErr(stderr, err)
 		}
-		inputs = append(inputs, report.Input{Name: arg, Plan: p, FLOPsPerToken: flopsPerToken(m)})
+		inputs = append(inputs, report.Input{Name: arg, Plan: p, FLOPsPerToken: flopsPerToken(p, m)})
 	}
 	var buf bytes.Buffer
 	if err := report.Write(&buf, inputs...); err != nil {

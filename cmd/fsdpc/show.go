@@ -61,7 +61,7 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*full {
 		// -full is the canonical text (plans/*.plan.txt, textconv).
-		if lines, err = foldedText(p, flopsPerToken(m), lines); err != nil {
+		if lines, err = foldedText(p, flopsPerToken(p, m), lines); err != nil {
 			return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
 		}
 	}

@@ -17,7 +17,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	trace := fl.String("trace", "", "write a Chrome trace (open it in Perfetto) to this file")
 	traceRanks := fl.String("trace-ranks", "", "ranks the trace draws: all, or a list like 0,3,8-15 (default: all of up to 8 ranks, else the first node)")
 	trainTokens := fl.String("train-tokens", "", "also say how long training on this many tokens takes (15T, 300B, 2.5e12)")
-	modelFile := fl.String("model", "", "with a plan file: the model it was made from, for MFU (built-in models are found by themselves)")
+	modelFile := fl.String("model", "", "with a plan file from before format 8: the model it was made from, for MFU (newer plans carry what MFU needs; built-in models are found by themselves)")
 	asJSON := fl.Bool("json", false, "print the prediction as JSON (docs/json.md)")
 	var failIf gateList
 	fl.Var(&failIf, "fail-if", "exit 3 if this holds of the plan, e.g. 'step>1.5s' or 'mfu<35%' (repeatable; docs/json.md)")
@@ -57,7 +57,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
 	}
-	mt := newMetrics(p, sim, flopsPerToken(m), tokens)
+	mt := newMetrics(p, sim, flopsPerToken(p, m), tokens)
 	results, err := evalGates(gates, nil, &mt)
 	if err != nil {
 		return reportErr(stderr, err)
@@ -82,7 +82,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			return reportErr(stderr, err)
 		}
 	} else {
-		printSim(stdout, p, sim, flopsPerToken(m), tokens)
+		printSim(stdout, p, sim, flopsPerToken(p, m), tokens)
 		if *trace != "" {
 			fmt.Fprintf(stdout, "trace: %s, %s (open in https://ui.perfetto.dev)\n", *trace, rankList(ranks, p.Cluster.WorldSize))
 		}

@@ -76,14 +76,21 @@ func modelFor(p *schedule.Plan, path string) (*ir.Model, error) {
 	return nil, nil
 }
 
-// flopsPerToken is the model's FLOPs per token by MFU's convention, 0
-// without a model.
-func flopsPerToken(m *ir.Model) float64 {
+// flopsPerToken is the model's FLOPs per token by MFU's convention: what
+// the plan carries (format 8 on), else the model's; 0 when neither is
+// known (an older plan whose model fsdpc cannot find).
+func flopsPerToken(p *schedule.Plan, m *ir.Model) float64 {
+	if p.Train.ModelFLOPsPerToken > 0 {
+		return p.Train.ModelFLOPsPerToken
+	}
 	if m == nil {
 		return 0
 	}
 	return m.FLOPsPerToken()
 }
+
+// mfuUnknown says why MFU is not known and what gives it.
+const mfuUnknown = "MFU needs the model's FLOPs per token, which plans before format 8 do not carry: re-plan, or give the model file it was made from (-model model.toml)"
 
 // printBreakdown prints the step as the sum of its parts.
 func printBreakdown(w io.Writer, indent string, sim *schedule.Simulation) {
@@ -108,8 +115,8 @@ func printThroughput(w io.Writer, indent string, p *schedule.Plan, step float64,
 		fmt.Fprintf(w, "%sMFU %.1f%% (%s per GPU, %s per token), HFU %.1f%% (%s executed), %s\n", indent,
 			100*t.MFU, tflops(t.ModelFLOPS), ir.FormatFLOP(t.ModelFLOPsPerToken), 100*t.HFU, tflops(t.HardwareFLOPS), peak)
 	} else {
-		fmt.Fprintf(w, "%sHFU %.1f%% (%s executed) %s; MFU needs the model the plan was made from (-model model.toml)\n", indent,
-			100*t.HFU, tflops(t.HardwareFLOPS), peak)
+		fmt.Fprintf(w, "%sHFU %.1f%% (%s executed) %s; %s\n", indent,
+			100*t.HFU, tflops(t.HardwareFLOPS), peak, mfuUnknown)
 	}
 	if trainTokens > 0 {
 		d := t.TrainTime(trainTokens, step)

@@ -83,6 +83,7 @@ const (
 	UnitSeconds   = "s"
 	UnitBytes     = "bytes"
 	UnitBandwidth = "bytes/s"
+	UnitFLOP      = "FLOP"
 )
 
 // GroupChanges describes the groups.
@@ -590,6 +591,11 @@ func (r *Result) prediction() {
 	addNum(&r.Prediction, "exposed communication", o.ExposedComm, n.ExposedComm, Seconds, UnitSeconds)
 	addNum(&r.Prediction, "peak memory allocated", float64(o.PeakAllocated), float64(n.PeakAllocated), bytesF, UnitBytes)
 	addNum(&r.Prediction, "peak memory reserved", float64(o.PeakReserved), float64(n.PeakReserved), bytesF, UnitBytes)
+	// MFU's count per token, which the plans carry from format 8 on (0
+	// before: not known, so not a change).
+	if of, nf := r.Old.Plan.Train.ModelFLOPsPerToken, r.New.Plan.Train.ModelFLOPsPerToken; of > 0 && nf > 0 {
+		addNum(&r.Prediction, "model FLOPs per token", of, nf, ir.FormatFLOP, UnitFLOP)
+	}
 	if len(r.Prediction) == 0 {
 		return
 	}
