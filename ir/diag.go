@@ -3,6 +3,7 @@ package ir
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -28,15 +29,22 @@ type Pos struct {
 	Line, Col int
 }
 
-// Diagnostic is one problem found in a model file. Path is the TOML key
-// path of the offending value (for example module[2].module[0].kind), so a
-// reader can find it even when the position is unknown.
+// Diagnostic is one problem found in a model file, by the front end or by
+// a later stage (the planner places its errors and warnings at the module,
+// parameter or policy entry they are about). Path is the TOML key path of
+// the offending value (for example module[2].module[0].kind), so a reader
+// can find it even when the position is unknown; it is "" where the
+// message names what it is about. The zero Pos places it in the file as a
+// whole.
 type Diagnostic struct {
 	Severity Severity
 	File     string
 	Pos      Pos
 	Path     string
 	Msg      string
+	// Notes point at other places the problem involves: the checkpoint
+	// region a unit sits in, the unit that shares a tied parameter.
+	Notes []Note
 	// Limit marks an error that a size beyond one of fsdpc's documented
 	// limits caused (docs/model-format.md, Limits), not a mistake in the
 	// file: a generator such as the HF importer passes it on as the
@@ -44,13 +52,17 @@ type Diagnostic struct {
 	Limit bool
 }
 
+// Note is a further place a diagnostic involves, in the same file.
+type Note struct {
+	Pos Pos
+	Msg string
+}
+
+// String prints the diagnostic as file:line:col: message, each note on a
+// line of its own below it, indented, as file:line:col: note: message.
 func (d Diagnostic) String() string {
 	var b strings.Builder
-	b.WriteString(d.File)
-	if d.Pos.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", d.Pos.Line, d.Pos.Col)
-	}
-	b.WriteString(": ")
+	writePlace(&b, d.File, d.Pos)
 	if d.Severity == Warning {
 		b.WriteString("warning: ")
 	}
@@ -59,7 +71,27 @@ func (d Diagnostic) String() string {
 		b.WriteString(": ")
 	}
 	b.WriteString(d.Msg)
+	for _, n := range d.Notes {
+		b.WriteString("\n\t")
+		writePlace(&b, d.File, n.Pos)
+		b.WriteString("note: ")
+		b.WriteString(n.Msg)
+	}
 	return b.String()
+}
+
+func writePlace(b *strings.Builder, file string, pos Pos) {
+	b.WriteString(file)
+	if pos.Line > 0 {
+		fmt.Fprintf(b, ":%d:%d", pos.Line, pos.Col)
+	}
+	b.WriteString(": ")
+}
+
+// same reports whether two diagnostics are the same in every field.
+func (d Diagnostic) same(e Diagnostic) bool {
+	return d.Severity == e.Severity && d.File == e.File && d.Pos == e.Pos && d.Path == e.Path &&
+		d.Msg == e.Msg && d.Limit == e.Limit && slices.Equal(d.Notes, e.Notes)
 }
 
 // Diagnostics is the error the front end returns: every problem found, in
@@ -84,6 +116,9 @@ func (ds Diagnostics) HasErrors() bool {
 	return false
 }
 
+// Sorted returns the diagnostics in source order (see sorted).
+func (ds Diagnostics) Sorted() Diagnostics { return ds.sorted() }
+
 // sorted returns the diagnostics ordered by position, then path, then
 // message, with exact duplicates removed, so output never depends on the
 // order in which checks ran.
@@ -104,13 +139,43 @@ func (ds Diagnostics) sorted() Diagnostics {
 	})
 	j := 0
 	for i, d := range out {
-		if i > 0 && d == out[j-1] {
+		if i > 0 && d.same(out[j-1]) {
 			continue
 		}
 		out[j] = d
 		j++
 	}
 	return out[:j]
+}
+
+// Collapse orders diagnostics for a reader: by position, exact duplicates
+// removed, one problem per place (the instances of a repeated declaration,
+// layers.0.attn and layers.1.attn, make one problem, not one per
+// instance), at most maxDiagnostics with a last line counting the rest.
+func (ds Diagnostics) Collapse() Diagnostics { return ds.collapse(0) }
+
+// collapse is Collapse for a list that left dropped problems out when it
+// filled up.
+func (ds Diagnostics) collapse(dropped int) Diagnostics {
+	all := ds.sorted()
+	var out Diagnostics
+	seen := map[string]bool{}
+	for _, x := range all {
+		key := x.key()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, x)
+	}
+	if len(out) > maxDiagnostics {
+		more := fmt.Sprintf("%d more problems not shown", len(out)-maxDiagnostics)
+		if dropped > 0 {
+			more = "at least " + more
+		}
+		out = append(out[:maxDiagnostics], Diagnostic{Severity: Error, File: out[0].File, Msg: more})
+	}
+	return out
 }
 
 // Warnings returns only the warnings.

@@ -91,7 +91,7 @@ func load(file string, src []byte, override func(*Model), repeats map[string]int
 	}
 
 	d := &decoder{file: file, locs: locate(string(text))}
-	m = &Model{File: file, src: src, repeats: repeats}
+	m = &Model{File: file, src: src, repeats: repeats, locs: d.locs}
 	sum := sha256.Sum256(src)
 	m.SourceHash = hex.EncodeToString(sum[:])
 
@@ -233,25 +233,7 @@ func firstInvalidUTF8(b []byte) int {
 // finish sorts the diagnostics, keeps one per place (a block expanded 32
 // times reports its problem once) and bounds their number.
 func (d *decoder) finish() Diagnostics {
-	all := d.diags.sorted()
-	var out Diagnostics
-	seen := map[string]bool{}
-	for _, x := range all {
-		key := x.key()
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		out = append(out, x)
-	}
-	if len(out) > maxDiagnostics {
-		more := fmt.Sprintf("%d more problems not shown", len(out)-maxDiagnostics)
-		if d.dropped > 0 {
-			more = "at least " + more
-		}
-		out = append(out[:maxDiagnostics], Diagnostic{Severity: Error, File: d.file, Msg: more})
-	}
-	return out
+	return d.diags.collapse(d.dropped)
 }
 
 // checkPolicyPatterns rejects patterns that match no module: a typo there

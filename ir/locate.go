@@ -39,6 +39,13 @@ func isBareKey(k string) bool {
 	return true
 }
 
+// KeyPos is where the model's file writes the key at path, a TOML key path
+// as the front end's diagnostics name them (train.grad_accum,
+// policy.override[1].reshard_after_forward, policy.units[0]); the zero Pos
+// when the file does not write it. Later stages place their diagnostics
+// with it.
+func (m *Model) KeyPos(path string) Pos { return m.locs[path].key }
+
 // location is where a key and its value start.
 type location struct {
 	key, val Pos

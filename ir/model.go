@@ -46,6 +46,8 @@ type Model struct {
 	Warnings Diagnostics
 
 	src []byte // the source, for Relower
+	// locs places every key of the source (locate), for KeyPos.
+	locs map[string]location
 	// repeats replace the declared counts of repeated modules, by name
 	// (Resized); nil for a model as its file declares it.
 	repeats map[string]int

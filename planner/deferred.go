@@ -59,7 +59,7 @@ func markDeferred(s *state) error {
 		g.DeferredReduce = !needs[gi]
 		if g.DeferredReduce && g.GradShardNumel > 0 {
 			bytes := g.GradShardNumel * int64(s.m.Cluster.ShardSize()) * g.Policy.Reduce.Size()
-			s.warnf("%s: its inputs need no gradient, so FSDP2 fires no post-backward hook for it: its reduce-scatter of %s runs after the whole backward with nothing to overlap it, and its parameters stay unsharded until then",
+			s.warnAt(s.groupPos(gi), "%s: its inputs need no gradient, so FSDP2 fires no post-backward hook for it: its reduce-scatter of %s runs after the whole backward with nothing to overlap it, and its parameters stay unsharded until then",
 				groupLabel(g), ir.FormatBytes(bytes))
 		}
 	}

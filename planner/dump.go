@@ -25,7 +25,7 @@ func (s *state) dump() string {
 		return b.String()
 	}
 	saved := s.plan.Warnings
-	s.plan.Warnings = append(append([]string(nil), saved...), s.warnings...)
+	s.plan.Warnings = append(append([]string(nil), saved...), s.warningTexts()...)
 	schedule.WriteText(&b, s.plan)
 	s.plan.Warnings = saved
 	return b.String()

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -38,15 +37,16 @@ import (
 // outputs at two.
 func emitSchedule(s *state) error {
 	e := newEmitter(s)
-	if err := e.checkGradientsReach(); err != nil {
-		return err
+	if e.checkGradientsReach(); s.failed() {
+		return nil
 	}
 	accum := s.m.Train.GradAccum
 	// Every group and segment issues several operations per micro-batch
 	// (at least a gather, its wait, a compute and a free), so a schedule
 	// that cannot fit is refused before it is built.
 	if least := minOpsPerUnit * accum * int64(len(e.p.Groups)+len(e.segments)); least > int64(opLimit) {
-		return e.tooLongError()
+		e.tooLongError()
+		return nil
 	}
 	e.presize(int(accum))
 	e.persistent()
@@ -60,16 +60,16 @@ func emitSchedule(s *state) error {
 	e.phase = schedule.PhaseOptimizer
 	e.optimizer()
 	if e.tooLong {
-		return e.tooLongError()
+		e.tooLongError()
+		return nil
 	}
 	e.p.Events = e.nextEvent
 	for g := range e.p.Groups {
 		if e.mistargeted[g] {
-			s.warnf("%s: backward prefetch all-gathers it although no gradient flows through it (FSDP2 pitfall 5): the gather is wasted and its %s are held until the end of backward; FSDP2's explicit prefetch lists (set_modules_to_backward_prefetch) can skip it, fsdpc's prefetch depth cannot",
+			s.warnAt(s.groupPos(g), "%s: backward prefetch all-gathers it although no gradient flows through it (FSDP2 pitfall 5): the gather is wasted and its %s are held until the end of backward; FSDP2's explicit prefetch lists (set_modules_to_backward_prefetch) can skip it, fsdpc's prefetch depth cannot",
 				groupLabel(&e.p.Groups[g]), ir.FormatBytes(e.unshardedBytes(g)))
 		}
 	}
-	e.p.Warnings = append(e.p.Warnings, s.warnings...)
 	return nil
 }
 
@@ -88,15 +88,16 @@ var opLimit = MaxOpsPerRank
 // micro-batch (the zoo issues 12 to 47).
 const minOpsPerUnit = 4
 
-func (e *emitter) tooLongError() error {
-	return scheduleTooLong(e.m.Train.GradAccum, len(e.p.Groups))
+func (e *emitter) tooLongError() {
+	e.s.scheduleTooLong(len(e.p.Groups))
 }
 
 // scheduleTooLong is the one error for a schedule over opLimit, whether
 // the units pass foresees it or the emitter reaches it.
-func scheduleTooLong(accum int64, units int) error {
-	return fmt.Errorf("the schedule needs more than %d operations per rank (train.grad_accum = %d micro-batches over %d FSDP units), fsdpc's limit: use fewer micro-batches per step or coarser units",
-		opLimit, accum, units)
+// It is placed at train.grad_accum, the setting it names.
+func (s *state) scheduleTooLong(units int) {
+	s.errorAt(s.m.KeyPos("train.grad_accum"), nil, "the schedule needs more than %d operations per rank (train.grad_accum = %d micro-batches over %d FSDP units), fsdpc's limit: use fewer micro-batches per step or coarser units",
+		opLimit, s.m.Train.GradAccum, units)
 }
 
 type emitter struct {
@@ -187,7 +188,7 @@ func newEmitter(s *state) *emitter {
 // loss with a gradient, so backward never reaches it. FSDP2 would leave
 // those gradients None and skip them; a model file that says they train
 // has a mistake the user should hear about, not a plan that pretends.
-func (e *emitter) checkGradientsReach() error {
+func (e *emitter) checkGradientsReach() {
 	reached := make([]bool, len(e.p.Groups))
 	for i := range e.segments {
 		if e.segments[i].grad {
@@ -198,17 +199,16 @@ func (e *emitter) checkGradientsReach() error {
 		if !e.trains(g) || reached[g] {
 			continue
 		}
-		name := ""
-		for _, gp := range e.p.Groups[g].Params {
+		name, pos := "", ir.Pos{}
+		for i, gp := range e.p.Groups[g].Params {
 			if gp.RequiresGrad {
-				name = gp.Name
+				name, pos = gp.Name, e.m.Params[e.s.units[g].params[i]].Pos
 				break
 			}
 		}
-		return fmt.Errorf("parameter %q requires a gradient, but backward never reaches %s: no module of it computes with a trainable parameter or an input that needs a gradient; set requires_grad = false or give it a module that uses it",
+		e.s.errorAt(pos, nil, "parameter %q requires a gradient, but backward never reaches %s: no module of it computes with a trainable parameter or an input that needs a gradient; set requires_grad = false or give it a module that uses it",
 			name, groupLabel(&e.p.Groups[g]))
 	}
-	return nil
 }
 
 // opsPool holds the operation lists of scored tuner candidates, so the

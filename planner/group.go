@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -72,8 +71,10 @@ func groupUnits(s *state) error {
 		}
 		for p := m.Modules[i].Parent; p != ir.NoModule; p = m.Modules[p].Parent {
 			if m.Modules[p].Compute {
-				return fmt.Errorf("policy.units makes %q a unit, but it is part of %s module %q, which runs as one piece; make %q the unit instead",
+				s.errorAt(s.unitPos(ir.ModuleID(i)), []ir.Note{note(m.Modules[p].Pos, "%s module %q is declared here", m.Modules[p].Kind, m.Modules[p].Name)},
+					"policy.units makes %q a unit, but it is part of %s module %q, which runs as one piece; make %q the unit instead",
 					m.Modules[i].Name, m.Modules[p].Kind, m.Modules[p].Name, m.Modules[p].Name)
+				break
 			}
 			// FSDP2 skips a unit's forward hooks during recompute only in
 			// the pre-backward state (_fsdp_state.py _pre_forward): a unit
@@ -83,10 +84,15 @@ func groupUnits(s *state) error {
 			// astray. fsdpc does not model that recompute, so it refuses
 			// rather than plan collectives FSDP2 would not issue.
 			if m.Modules[p].Checkpoint {
-				return fmt.Errorf("%q is an FSDP unit inside the activation-checkpoint region %q: FSDP2 re-runs the unit's hooks when backward recomputes the region (gathering it again), which fsdpc does not model; make %q (or a module around it) the unit, or checkpoint inside the unit instead (train.checkpointing, checkpoint = true on a module within it)",
+				s.errorAt(s.unitPos(ir.ModuleID(i)), []ir.Note{note(m.Modules[p].Pos, "the activation-checkpoint region %q is declared here", m.Modules[p].Name)},
+					"%q is an FSDP unit inside the activation-checkpoint region %q: FSDP2 re-runs the unit's hooks when backward recomputes the region (gathering it again), which fsdpc does not model; make %q (or a module around it) the unit, or checkpoint inside the unit instead (train.checkpointing, checkpoint = true on a module within it)",
 					m.Modules[i].Name, m.Modules[p].Name, m.Modules[p].Name)
+				break
 			}
 		}
+	}
+	if s.failed() {
+		return nil // every unit is checked; the driver reports them all
 	}
 
 	s.unitOf = make([]int, len(m.Modules))
@@ -114,7 +120,7 @@ func groupUnits(s *state) error {
 	// Refuse a schedule too long to hold before the passes build it; the
 	// emitter bounds it exactly (MaxOpsPerRank).
 	if minOpsPerUnit*m.Train.GradAccum*int64(len(s.units)) > int64(opLimit) {
-		return scheduleTooLong(m.Train.GradAccum, len(s.units))
+		s.scheduleTooLong(len(s.units))
 	}
 	return nil
 }
@@ -257,7 +263,7 @@ func insideInstance(m *ir.Model, id ir.ModuleID) bool {
 // mode that matches no module checkpoints nothing.
 func checkpointingApplies(s *state) {
 	if s.m.CheckpointingUnused() {
-		s.warnf("%s", s.m.CheckpointingUnusedMessage())
+		s.warnAt(s.m.KeyPos("train.checkpointing"), "%s", s.m.CheckpointingUnusedMessage())
 	}
 }
 
@@ -342,20 +348,23 @@ func resolveTies(s *state) error {
 	}
 	sort.Slice(shared, func(i, j int) bool { return shared[i] < shared[j] })
 	if m.Policy.Tied == ir.TiedError {
-		var lines []string
+		// Each shared tensor is a problem of its own, placed at the
+		// parameter, with a note at each unit that uses it.
 		for _, p := range shared {
 			var units []string
+			var notes []ir.Note
 			for _, ui := range users[p] {
 				units = append(units, quoteUnit(s.units[ui].name(m)))
+				notes = append(notes, note(s.unitPos(s.units[ui].modules[0]), "unit %s uses it", quoteUnit(s.units[ui].name(m))))
 			}
 			names := append([]string{m.Params[p].Name}, s.units[users[p][0]].aliases[p]...)
 			for _, ui := range users[p][1:] {
 				names = append(names, s.units[ui].aliases[p]...)
 			}
-			lines = append(lines, fmt.Sprintf("parameter %s is shared by units %s (tied: %s)",
-				m.Params[p].Name, strings.Join(units, " and "), strings.Join(dedup(names), " = ")))
+			s.errorAt(m.Params[p].Pos, notes, "parameter %s is shared by units %s (tied: %s); FSDP2 rejects a tensor shared between parameter groups: set policy.tied = \"merge\" to put the units in one group, or choose units that keep tied parameters together",
+				m.Params[p].Name, strings.Join(units, " and "), strings.Join(dedup(names), " = "))
 		}
-		return fmt.Errorf("%s; FSDP2 rejects a tensor shared between parameter groups: set policy.tied = \"merge\" to put the units in one group, or choose units that keep tied parameters together", strings.Join(lines, "; "))
+		return nil
 	}
 	// Merge with union-find; the merged unit keeps the lowest index.
 	parent := make([]int, len(s.units))
@@ -401,7 +410,7 @@ func resolveTies(s *state) error {
 			for _, mod := range u.modules {
 				names = append(names, quoteUnit(m.Modules[mod].Name))
 			}
-			s.warnf("units %s share tied parameters and were merged into one group (policy.tied = \"merge\")", strings.Join(names, ", "))
+			s.warnAt(m.KeyPos("policy.tied"), "units %s share tied parameters and were merged into one group (policy.tied = \"merge\")", strings.Join(names, ", "))
 		}
 	}
 	for i := range s.unitOf {

@@ -54,7 +54,8 @@ func buildGroups(s *state) error {
 			}
 			d := p.Shape[dim]
 			if dim > 0 && d%W != 0 {
-				return fmt.Errorf("parameter %s: shard_dim = %d needs dimension %d (%d) divisible by the shard group size %d", p.Name, dim, dim, d, W)
+				s.errorAt(p.Pos, []ir.Note{note(s.settingPos(u, "shard_dim"), "shard_dim = %d is set here", dim)},
+					"parameter %s: shard_dim = %d needs dimension %d (%d) divisible by the shard group size %d", p.Name, dim, dim, d, W)
 			}
 			c := (d + W - 1) / W
 			shard := c * (p.Numel / d)
@@ -69,7 +70,7 @@ func buildGroups(s *state) error {
 			}
 			if d%W != 0 {
 				withData := (d + c - 1) / c
-				padded = append(padded, paddingNote{name: p.Name, d: d, pad: (W*c - d) * (p.Numel / d) * p.DType.Size(), empty: W - withData})
+				padded = append(padded, paddingNote{name: p.Name, pos: p.Pos, d: d, pad: (W*c - d) * (p.Numel / d) * p.DType.Size(), empty: W - withData})
 			}
 			g.Params = append(g.Params, gp)
 		}
@@ -114,6 +115,7 @@ func stateOrder(m *ir.Model) []int {
 
 type paddingNote struct {
 	name  string
+	pos   ir.Pos
 	d     int64
 	pad   int64 // bytes of padding in the unsharded parameter
 	empty int64 // ranks holding no rows
@@ -131,6 +133,7 @@ func (s *state) warnPadding(notes []paddingNote, W int64) {
 		d, pad       int64
 		empty        int64
 		firstExample string
+		pos          ir.Pos
 	}
 	byPattern := map[string]*agg{}
 	var keys []string
@@ -138,7 +141,7 @@ func (s *state) warnPadding(notes []paddingNote, W int64) {
 		key := instanceIndex.ReplaceAllString(n.name, ".*.")
 		a, ok := byPattern[key]
 		if !ok {
-			a = &agg{d: n.d, empty: n.empty, firstExample: n.name}
+			a = &agg{d: n.d, empty: n.empty, firstExample: n.name, pos: n.pos}
 			byPattern[key] = a
 			keys = append(keys, key)
 		}
@@ -156,7 +159,7 @@ func (s *state) warnPadding(notes []paddingNote, W int64) {
 		if a.empty > 0 {
 			msg += fmt.Sprintf(", and %d of %d ranks hold no rows (float8 all-gather and other extensions fail on empty shards)", a.empty, W)
 		}
-		s.warnf("%s", msg)
+		s.warnAt(a.pos, "%s", msg)
 	}
 }
 

@@ -52,8 +52,11 @@ type state struct {
 	unitOf []int
 	units  []*unit
 
-	plan     *schedule.Plan
-	warnings []string
+	plan *schedule.Plan
+	// diags are the problems and warnings the passes reported (diag.go).
+	diags ir.Diagnostics
+	// sim is the simulation the predict pass made.
+	sim *schedule.Simulation
 	// simAhead, when set, receives the simulation the verify pass started
 	// beside the verifier (both only read the finished program).
 	simAhead chan simulated
@@ -69,20 +72,39 @@ type unit struct {
 
 func (u *unit) name(m *ir.Model) string { return m.Modules[u.modules[0]].Name }
 
-func (s *state) warnf(format string, args ...any) {
-	s.warnings = append(s.warnings, fmt.Sprintf(format, args...))
+// Result is what a planning run makes.
+type Result struct {
+	Plan *schedule.Plan
+	// Sim is the simulation the predict pass made of the plan, the one
+	// its Prediction was read from: a caller that shows the step's
+	// breakdown reads it rather than simulating the plan again.
+	Sim *schedule.Simulation
+	// Warnings are the plan's warnings (Plan.Warnings holds their
+	// messages) placed in the model file, in source order.
+	Warnings ir.Diagnostics
 }
 
-// Plan runs every pass and returns the plan. Errors name what the user must
-// change; a panic inside a pass is reported as an internal error naming the
-// pass.
+// Plan runs every pass and returns the plan; see Compile.
 func Plan(m *ir.Model, opts Options) (*schedule.Plan, error) {
+	r, err := Compile(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.Plan, nil
+}
+
+// Compile runs every pass and returns the plan with its simulation and
+// warnings. What the user must change comes back as ir.Diagnostics: every
+// problem the first pass that found any could find, each placed at the
+// module, parameter or policy entry it is about. A panic inside a pass is
+// reported as an internal error naming the pass.
+func Compile(m *ir.Model, opts Options) (*Result, error) {
 	if len(m.Params) == 0 {
 		// FSDP2 would shard nothing and the optimizer step nothing: a
 		// plan's figures (memory, MFU, the peak of a dtype no parameter
 		// has) would mean nothing. A unit without parameters in a model
 		// with some is fine (docs/semantics.md D13).
-		return nil, fmt.Errorf("%s: the model has no parameters: FSDP shards parameters and training updates them; there is nothing to plan", m.File)
+		return nil, ir.Diagnostics{{Severity: ir.Error, File: m.File, Msg: "the model has no parameters: FSDP shards parameters and training updates them; there is nothing to plan"}}
 	}
 	s := &state{m: m, opts: opts}
 	for _, p := range passes {
@@ -90,8 +112,9 @@ func Plan(m *ir.Model, opts Options) (*schedule.Plan, error) {
 			return nil, err
 		}
 	}
+	s.plan.Warnings = append(s.plan.Warnings, s.warningTexts()...)
 	sort.Strings(s.plan.Warnings)
-	return s.plan, nil
+	return &Result{Plan: s.plan, Sim: s.sim, Warnings: s.warnings()}, nil
 }
 
 func (s *state) run(p pass) (err error) {
@@ -102,6 +125,9 @@ func (s *state) run(p pass) (err error) {
 	}()
 	if err := p.fn(s); err != nil {
 		return fmt.Errorf("%s: %w", s.m.File, err)
+	}
+	if s.failed() {
+		return s.errors()
 	}
 	if s.opts.CheckEveryPass || p.name == passes[len(passes)-1].name {
 		if err := s.check(p.name); err != nil {

@@ -85,10 +85,10 @@ func resolvePolicies(s *state) error {
 			r.Reshard = schedule.ReshardFalse
 		case rf.N == 1:
 			r.Reshard = schedule.ReshardFalse
-			s.warnf("%s: reshard_after_forward = 1 keeps the whole unsharded parameters, the same as false", groupLabel(g))
+			s.warnAt(s.settingPos(u, "reshard_after_forward"), "%s: reshard_after_forward = 1 keeps the whole unsharded parameters, the same as false", groupLabel(g))
 		case rf.N == W:
 			r.Reshard = schedule.ReshardTrue
-			s.warnf("%s: reshard_after_forward = %d is the whole shard group, the same as true", groupLabel(g), W)
+			s.warnAt(s.settingPos(u, "reshard_after_forward"), "%s: reshard_after_forward = %d is the whole shard group, the same as true", groupLabel(g), W)
 		default:
 			r.Reshard, r.ReshardTo = schedule.ReshardTo, rf.N
 		}
@@ -100,8 +100,8 @@ func resolvePolicies(s *state) error {
 		}
 		r.CastForwardInputs = pol.CastForwardInputs == nil || *pol.CastForwardInputs
 		r.Offload = pol.Offload != nil && *pol.Offload
-		if err := s.mixedPrecision(g, pol); err != nil {
-			return err
+		if !s.mixedPrecision(gi, pol) {
+			continue // reported; the other groups are still checked
 		}
 		divideFactors(r, pol, W, replicate)
 	}
@@ -112,22 +112,33 @@ func resolvePolicies(s *state) error {
 // dtype is the one dtype of the trainable parameters; param_dtype equal to
 // it means no cast; reduce_dtype equal to the (cast) parameter dtype means
 // none; the gradient is reduced in reduce_dtype, or in the parameter dtype.
-func (s *state) mixedPrecision(g *schedule.Group, pol ir.GroupPolicy) error {
+// A group whose trainable parameters do not share a dtype is reported,
+// and mixedPrecision returns false.
+func (s *state) mixedPrecision(gi int, pol ir.GroupPolicy) bool {
+	g := &s.plan.Groups[gi]
 	r := &g.Policy
 	var origs []string
-	for _, p := range g.Params {
+	first := -1
+	for i, p := range g.Params {
 		if !p.RequiresGrad {
 			continue
 		}
 		if r.Orig == ir.DTypeInvalid {
-			r.Orig = p.DType
+			r.Orig, first = p.DType, i
 		} else if p.DType != r.Orig {
 			origs = append(origs, fmt.Sprintf("%s is %s", p.Name, p.DType))
 		}
 	}
 	if len(origs) > 0 {
-		return fmt.Errorf("%s: trainable parameters of one group must share a dtype (FSDP2 asserts it); the group is %s but %s",
+		var notes []ir.Note
+		for i, p := range g.Params {
+			if p.RequiresGrad && (i == first || p.DType != r.Orig) {
+				notes = append(notes, note(s.m.Params[s.units[gi].params[i]].Pos, "%s is %s", p.Name, p.DType))
+			}
+		}
+		s.errorAt(s.groupPos(gi), notes, "%s: trainable parameters of one group must share a dtype (FSDP2 asserts it); the group is %s but %s",
 			groupLabel(g), r.Orig, strings.Join(origs, ", "))
+		return false
 	}
 	if r.Orig == ir.DTypeInvalid && len(g.Params) > 0 {
 		r.Orig = g.Params[0].DType // an all-frozen group
@@ -152,7 +163,7 @@ func (s *state) mixedPrecision(g *schedule.Group, pol ir.GroupPolicy) error {
 		uniform = uniform && gp.GatherDType == r.Param
 	}
 	if !uniform {
-		s.warnf("%s: its parameters gather in different dtypes, so FSDP2 all-gathers them as bytes (uint8); a param_dtype that covers them all keeps one dtype", groupLabel(g))
+		s.warnAt(s.groupPos(gi), "%s: its parameters gather in different dtypes, so FSDP2 all-gathers them as bytes (uint8); a param_dtype that covers them all keeps one dtype", groupLabel(g))
 		r.Param = ir.UINT8
 	}
 	// Gradients come in the trainable parameters' compute dtype, which is
@@ -162,7 +173,7 @@ func (s *state) mixedPrecision(g *schedule.Group, pol ir.GroupPolicy) error {
 		r.Reduce = pol.ReduceDType
 	}
 	r.Output = pol.OutputDType
-	return nil
+	return true
 }
 
 // divideFactors follows FSDP2's _get_gradient_divide_factors: averaging

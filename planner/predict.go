@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -40,8 +41,13 @@ type simulated struct {
 	err error
 }
 
+// simulations counts the planner's simulations, for the test that a plan
+// is simulated once (TestCompileSimulatesOnce).
+var simulations atomic.Int64
+
 // simulate runs the simulator the options ask for on the plan.
 func (s *state) simulate() (*schedule.Simulation, error) {
+	simulations.Add(1)
 	p := s.plan
 	if s.opts.scoreOnly {
 		return schedule.SimulateScore(p, schedule.NewModel(p))
@@ -68,17 +74,19 @@ func predict(s *state) error {
 	p.Prediction = sim.Prediction()
 	if sim.PeakReserved <= p.Cluster.MemoryBudget || s.opts.overBudget {
 		if sim.AllocRetries > 0 && sim.PeakReserved <= p.Cluster.MemoryBudget {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("the caching allocator reaches the budget of %s and frees its cache %d times in a step to fit (%s allocated at the peak; its segments' fragmentation takes the rest): PyTorch then synchronises the device and retries each time (num_alloc_retries), so the step is slower than predicted; expandable_segments = true in [train] or a larger budget avoids it",
-				ir.FormatBytes(p.Cluster.MemoryBudget), sim.AllocRetries, ir.FormatBytes(sim.PeakAllocated)))
+			s.warnAt(ir.Pos{}, "the caching allocator reaches the budget of %s and frees its cache %d times in a step to fit (%s allocated at the peak; its segments' fragmentation takes the rest): PyTorch then synchronises the device and retries each time (num_alloc_retries), so the step is slower than predicted; expandable_segments = true in [train] or a larger budget avoids it",
+				ir.FormatBytes(p.Cluster.MemoryBudget), sim.AllocRetries, ir.FormatBytes(sim.PeakAllocated))
 		}
+		s.sim = sim
 		return nil
 	}
-	return s.doesNotFit(sim)
+	s.errorAt(ir.Pos{}, nil, "%s", s.doesNotFit(sim))
+	return nil
 }
 
 // doesNotFit explains an over-budget plan: what is live at the peak, and
 // what each remedy would save, with the numbers.
-func (s *state) doesNotFit(sim *schedule.Simulation) error {
+func (s *state) doesNotFit(sim *schedule.Simulation) string {
 	p := s.plan
 	var b strings.Builder
 	over := sim.PeakReserved - p.Cluster.MemoryBudget
@@ -117,7 +125,7 @@ func (s *state) doesNotFit(sim *schedule.Simulation) error {
 	for _, r := range s.remedies(sim, live, persistent) {
 		fmt.Fprintf(&b, "  - %s\n", r)
 	}
-	return fmt.Errorf("%s", strings.TrimRight(b.String(), "\n"))
+	return strings.TrimRight(b.String(), "\n")
 }
 
 func (s *state) remedies(sim *schedule.Simulation, live []int, persistent int64) []string {

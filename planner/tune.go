@@ -85,7 +85,10 @@ type Candidate struct {
 
 // Tuning is the autotuner's answer.
 type Tuning struct {
-	Plan     *schedule.Plan
+	Plan *schedule.Plan
+	// Sim and Warnings are the tuned plan's, as Compile returns them.
+	Sim      *schedule.Simulation
+	Warnings ir.Diagnostics
 	Baseline Candidate
 	Best     Candidate
 	// Alternatives are the next-best candidates that fit, fastest first.
@@ -195,12 +198,12 @@ func Tune(m *ir.Model, opts TuneOptions) (*Tuning, error) {
 			"more GPUs, a shorter sequence or a smaller micro-batch are left")
 	}
 	// Verify the winner: the search skipped the verifier.
-	final, err := t.plan(best.knobs, false)
+	final, err := t.final(best.knobs)
 	if err != nil {
 		return nil, err
 	}
 	t.settle(best)
-	tu := &Tuning{Plan: final, Baseline: *baseline, Best: *best, Evaluated: len(t.cache), Usable: t.usable}
+	tu := &Tuning{Plan: final.Plan, Sim: final.Sim, Warnings: final.Warnings, Baseline: *baseline, Best: *best, Evaluated: len(t.cache), Usable: t.usable}
 	if s := t.short; s != nil {
 		tu.Extrapolated = fmt.Sprintf("candidates planned first on %d, %d and %d of the %d blocks of %s", s.sizes[0], s.sizes[1], s.sizes[2], s.full, s.holder)
 	} else if why != "" {
@@ -653,6 +656,23 @@ func (t *tuner) plan(k knobs, skipVerify bool) (*schedule.Plan, error) {
 		return p, fmt.Errorf("does not fit")
 	}
 	return p, nil
+}
+
+// final plans the winner in full (verified, its simulation kept), as plan
+// does with the verifier on.
+func (t *tuner) final(k knobs) (*Result, error) {
+	m, err := t.model(k)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Compile(m, Options{overBudget: true})
+	if err != nil {
+		return nil, err
+	}
+	if r.Plan.Prediction.PeakReserved > m.Cluster.MemoryBudget {
+		return nil, fmt.Errorf("does not fit")
+	}
+	return r, nil
 }
 
 // model builds the model with the knobs applied to its policy (and, for

@@ -178,6 +178,7 @@ type inspectDoc struct {
 	ActivationBytes int64       `json:"activation_bytes"`
 	Modules         []moduleDoc `json:"modules"`
 	Warnings        []string    `json:"warnings"`
+	Diagnostics     []diagDoc   `json:"diagnostics"`
 }
 
 type paramsDoc struct {
@@ -273,5 +274,6 @@ func inspectJSON(m *ir.Model) inspectDoc {
 	for _, w := range m.Warnings {
 		d.Warnings = append(d.Warnings, w.String())
 	}
+	d.Diagnostics = newDiagDocs(m.Warnings)
 	return d
 }

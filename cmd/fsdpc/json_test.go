@@ -88,7 +88,8 @@ func noDisplayStrings(t *testing.T, where string, v any) {
 var displayQuantity = regexp.MustCompile(`^[-+]?[0-9.]+ ?(%|s|ms|µs|us|B|KiB|MiB|GiB|TiB|GB/s|TFLOP/s)$`)
 
 // noNulls fails on a null other than the documented unknown figures
-// (MFU without the model): empty lists are [].
+// (MFU without the model; a diagnostic's line and column when it is about
+// the whole file, its path when it names no key): empty lists are [].
 func noNulls(t *testing.T, where string, v any) {
 	t.Helper()
 	switch v := v.(type) {
@@ -106,4 +107,5 @@ func noNulls(t *testing.T, where string, v any) {
 	}
 }
 
-var nullable = map[string]bool{"model_flops_per_token": true, "model_flops_per_second_per_gpu": true, "mfu": true}
+var nullable = map[string]bool{"model_flops_per_token": true, "model_flops_per_second_per_gpu": true, "mfu": true,
+	"line": true, "column": true, "path": true}

@@ -85,9 +85,12 @@ type planDoc struct {
 	PeakByPool     map[string]int64 `json:"peak_by_pool"`
 	ExposedByGroup []groupTime      `json:"exposed_by_group"`
 	Warnings       []string         `json:"warnings"`
-	Tuning         *tuningDoc       `json:"tuning,omitempty"`
-	Trace          string           `json:"trace,omitempty"`
-	Gates          []gateResult     `json:"gates,omitempty"`
+	// Diagnostics are the warnings placed in the model file: plan's, from
+	// the model and the planner; [] from sim, which has no model file.
+	Diagnostics []diagDoc    `json:"diagnostics"`
+	Tuning      *tuningDoc   `json:"tuning,omitempty"`
+	Trace       string       `json:"trace,omitempty"`
+	Gates       []gateResult `json:"gates,omitempty"`
 }
 
 // tuningDoc is what plan -tune found.
@@ -134,7 +137,8 @@ type groupTime struct {
 func newPlanDoc(command string, p *schedule.Plan, sim *schedule.Simulation, m metrics) planDoc {
 	d := planDoc{Schema: diff.Schema, Command: command, Model: p.Header.Model, InputSHA256: p.Header.InputSHA256,
 		Cluster: p.Cluster, Train: p.Train, Groups: len(p.Groups), Ops: len(p.Ops), Metrics: m,
-		PeakByPool: map[string]int64{}, ExposedByGroup: []groupTime{}, Warnings: append([]string{}, p.Warnings...)}
+		PeakByPool: map[string]int64{}, ExposedByGroup: []groupTime{}, Warnings: append([]string{}, p.Warnings...),
+		Diagnostics: []diagDoc{}}
 	for pool, b := range sim.PeakByPool {
 		d.PeakByPool[schedule.Pool(pool).String()] = b
 	}

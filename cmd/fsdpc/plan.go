@@ -91,6 +91,8 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var p *schedule.Plan
+	var sim *schedule.Simulation
+	var warnings ir.Diagnostics
 	var tuning *planner.Tuning
 	if *tune {
 		progress := func(n int) {}
@@ -107,9 +109,13 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return reportErr(stderr, err)
 		}
-		p = tuning.Plan
-	} else if p, err = planner.Plan(m, opts); err != nil {
-		return reportErr(stderr, err)
+		p, sim, warnings = tuning.Plan, tuning.Sim, tuning.Warnings
+	} else {
+		r, err := planner.Compile(m, opts)
+		if err != nil {
+			return reportErr(stderr, err)
+		}
+		p, sim, warnings = r.Plan, r.Sim, r.Warnings
 	}
 	if err := schedule.WriteFile(*out, p); err != nil {
 		return reportErr(stderr, fmt.Errorf("writing %s: %w", *out, err))
@@ -121,11 +127,9 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if *dump != "" {
 		return 0
 	}
-	// The plan stores the prediction's totals; the breakdown and the
-	// throughput come from simulating it again.
-	sim, err := schedule.Simulate(p, schedule.NewModel(p))
-	if err != nil {
-		return reportErr(stderr, err)
+	warnings = plannerOnly(m.Warnings, warnings)
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, w)
 	}
 	if w := budgetWarning(p, sim); w != "" {
 		fmt.Fprintln(stderr, w)
@@ -138,6 +142,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		d := newPlanDoc("plan", p, sim, mt)
 		d.Output, d.OutputBytes, d.Gates = *out, size, results
+		d.Diagnostics = newDiagDocs(m.Warnings, warnings)
 		if tuning != nil {
 			d.Tuning = newTuningDoc(tuning)
 		}
@@ -249,12 +254,6 @@ func printPlanSummary(w io.Writer, p *schedule.Plan, path string, size int64, si
 		seconds(sim.StepTime), ir.FormatBytes(sim.PeakAllocated), ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(c.MemoryBudget))
 	printBreakdown(w, "  ", sim)
 	printThroughput(w, "  ", p, sim.StepTime, schedule.NewThroughput(p, sim.StepTime, perToken), trainTokens)
-	if len(p.Warnings) > 0 {
-		fmt.Fprintf(w, "warnings:\n")
-		for _, warn := range p.Warnings {
-			fmt.Fprintf(w, "  %s\n", warn)
-		}
-	}
 }
 
 // seconds prints a duration with a sensible unit.
