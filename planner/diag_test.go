@@ -53,6 +53,19 @@ func TestPositionedDiagnostics(t *testing.T) {
 			},
 		},
 		{
+			// A module listed in two groups (one fully_shard call on
+			// several modules each), at the second listing, with a note
+			// at the first.
+			name: "module in two listed groups",
+			model: head + "[policy]\nunits = [[\"a\", \"b\"], [\"b\"]]\n" + // 6-7
+				"[[module]]\nname = \"a\"\nkind = \"linear\"\nin = 4\nout = 4\n" + // 8-12
+				"[[module]]\nname = \"b\"\nkind = \"linear\"\nin = 4\nout = 4\n", // 13-17
+			errs: []string{
+				`m.toml:7:23: policy.units: module "b" is in two groups (0 and 1); fully_shard takes a module once`,
+				`	m.toml:7:16: note: group 0 lists it here`,
+			},
+		},
+		{
 			// Two tensors shared across units: two errors, each at its
 			// parameter, with a note at each unit.
 			name: "two tied tensors",

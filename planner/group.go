@@ -55,9 +55,8 @@ func groupUnits(s *state) error {
 			name := m.Modules[i].Name
 			isUnit[i] = isUnit[i] || literal[name] || slices.ContainsFunc(globs, func(g ir.Glob) bool { return g.Match(name) })
 		}
-		var err error
-		if groupOf, err = listedGroups(m); err != nil {
-			return err
+		if groupOf = s.listedGroups(); s.failed() {
+			return nil
 		}
 		for i, g := range groupOf {
 			if g >= 0 {
@@ -176,10 +175,20 @@ func (s *state) mergeConsecutive(k int) {
 // array (one fully_shard call on several modules): groupOf[module] is the
 // group's index, -1 for modules in none. A module in two groups, the root
 // in one, or a group holding a module and one inside it is an error:
-// fully_shard takes each module once, and the root is its own unit.
-func listedGroups(m *ir.Model) ([]int, error) {
+// fully_shard takes each module once, and the root is its own unit. Each
+// is reported at the pattern that matched the module.
+func (s *state) listedGroups() []int {
+	m := s.m
 	if len(m.Policy.Groups) == 0 {
-		return nil, nil
+		return nil
+	}
+	at := func(gi int, name string) ir.Pos {
+		for _, p := range m.Policy.Groups[gi].Patterns {
+			if p.Glob.Match(name) {
+				return p.Pos
+			}
+		}
+		return ir.Pos{}
 	}
 	groupOf := make([]int, len(m.Modules))
 	for i := range groupOf {
@@ -193,9 +202,12 @@ func listedGroups(m *ir.Model) ([]int, error) {
 			name := m.Modules[i].Name
 			switch {
 			case i == 0:
-				return nil, fmt.Errorf("policy.units[%d]: a group cannot hold the root, which is a unit of its own", gi)
+				s.errorAt(at(gi, name), nil, "policy.units[%d]: a group cannot hold the root, which is a unit of its own", gi)
+				continue
 			case groupOf[i] >= 0 && groupOf[i] != gi:
-				return nil, fmt.Errorf("policy.units: module %q is in two groups (%d and %d); fully_shard takes a module once", name, groupOf[i], gi)
+				s.errorAt(at(gi, name), []ir.Note{note(at(groupOf[i], name), "group %d lists it here", groupOf[i])},
+					"policy.units: module %q is in two groups (%d and %d); fully_shard takes a module once", name, groupOf[i], gi)
+				continue
 			}
 			groupOf[i] = gi
 		}
@@ -206,11 +218,13 @@ func listedGroups(m *ir.Model) ([]int, error) {
 		}
 		for p := m.Modules[i].Parent; p != ir.NoModule; p = m.Modules[p].Parent {
 			if groupOf[p] == groupOf[i] {
-				return nil, fmt.Errorf("policy.units: group %d holds %q and %q, which contains it; list modules side by side", groupOf[i], m.Modules[p].Name, m.Modules[i].Name)
+				s.errorAt(at(groupOf[i], m.Modules[i].Name), []ir.Note{note(at(groupOf[i], m.Modules[p].Name), "%q is listed here", m.Modules[p].Name)},
+					"policy.units: group %d holds %q and %q, which contains it; list modules side by side", groupOf[i], m.Modules[p].Name, m.Modules[i].Name)
+				break
 			}
 		}
 	}
-	return groupOf, nil
+	return groupOf
 }
 
 // mergeListed makes one unit of each listed group's modules, in module
