@@ -42,7 +42,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	case "accelerate":
 		return runImportAccelerate(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "fsdpc import: unknown format %q (supported: hf, torch, accelerate)\n\n", args[0])
+	fmt.Fprintf(stderr, "fsdpc import: unknown format %q%s (supported: hf, torch, accelerate)\n\n", args[0], didYouMean(args[0], []string{"hf", "torch", "accelerate"}))
 	usage(stderr)
 	return 2
 }
@@ -64,6 +64,9 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 		fl.PrintDefaults()
 	}
 	flags, pos := splitArgs(fl, args)
+	if !unknownFlag(fl, flags, stderr) {
+		return 2
+	}
 	if err := fl.Parse(flags); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

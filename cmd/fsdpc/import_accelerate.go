@@ -34,6 +34,9 @@ func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
 		fl.PrintDefaults()
 	}
 	flags, pos := splitArgs(fl, args)
+	if !unknownFlag(fl, flags, stderr) {
+		return 2
+	}
 	if err := fl.Parse(flags); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -103,7 +106,7 @@ func importAccelerate(configPath, model string, opt hf.Options) ([]byte, []strin
 	case errors.Is(statErr, fs.ErrNotExist):
 		src, f, ok := plans.Source(model)
 		if !ok {
-			return nil, nil, fmt.Errorf("%s: no such file, and no built-in model of that name (fsdpc zoo lists them)", model)
+			return nil, nil, noZooModel(model)
 		}
 		in.ModelText, in.ModelFile = src, f
 	default:

@@ -52,6 +52,9 @@ func runImportTorch(args []string, stdout, stderr io.Writer) int {
 		fl.PrintDefaults()
 	}
 	flags, pos := splitArgs(fl, args)
+	if !unknownFlag(fl, flags, stderr) {
+		return 2
+	}
 	if err := fl.Parse(flags); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -130,7 +130,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "fsdpc: unknown command %q\n\n", args[0])
+		fmt.Fprintf(stderr, "fsdpc: unknown command %q%s\n\n", args[0], didYouMean(args[0], commandNames()))
 		usage(stderr)
 		return 2
 	}

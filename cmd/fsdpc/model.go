@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 
@@ -17,7 +16,13 @@ func loadModel(arg string) (*ir.Model, error) {
 		if src, file, ok := plans.Source(arg); ok {
 			return ir.Load(file, src)
 		}
-		return nil, fmt.Errorf("%s: no such file, and no built-in model of that name (fsdpc zoo lists them)", arg)
+		return nil, noZooModel(arg)
 	}
-	return ir.LoadFile(arg)
+	m, err := ir.LoadFile(arg)
+	if err != nil {
+		if hint := hfConfigHint(arg); hint != "" {
+			return nil, errors.New(hint)
+		}
+	}
+	return m, err
 }

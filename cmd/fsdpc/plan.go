@@ -320,6 +320,9 @@ func takesValue(fl *flag.FlagSet, name string) bool {
 // the command returns code: 0 for -h/--help (usage was printed), 2 for a bad
 // flag (the flag package named it).
 func parseFlags(fl *flag.FlagSet, args []string) (code int, ok bool) {
+	if !unknownFlag(fl, args, fl.Output()) {
+		return 2, false
+	}
 	if err := fl.Parse(reorderFlags(fl, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
