@@ -91,7 +91,7 @@ func load(file string, src []byte, override func(*Model), repeats map[string]int
 	}
 
 	d := &decoder{file: file, locs: locate(string(text))}
-	m = &Model{File: file, src: src, repeats: repeats, locs: d.locs}
+	m = &Model{File: file, src: src, repeats: repeats, locs: d.locs, changed: override}
 	sum := sha256.Sum256(src)
 	m.SourceHash = hex.EncodeToString(sum[:])
 

@@ -48,6 +48,9 @@ type Model struct {
 	src []byte // the source, for Relower
 	// locs places every key of the source (locate), for KeyPos.
 	locs map[string]location
+	// changed is what Relower changed in the source's settings, applied
+	// again first by a later Relower or Resized of this model.
+	changed func(*Model)
 	// repeats replace the declared counts of repeated modules, by name
 	// (Resized); nil for a model as its file declares it.
 	repeats map[string]int

@@ -6,12 +6,29 @@ import "fmt"
 // change edits the decoded [train], [cluster] and [policy] before the
 // modules are lowered, so costs follow (checkpointing changes every
 // module's FLOPs and saved activations). The autotuner uses it to try
-// settings the policy leaves open.
+// settings the policy leaves open. Changes compose: a model that is
+// itself relowered keeps its own change under the new one (the tuner's
+// advice tunes a model file with one setting changed).
 func (m *Model) Relower(change func(*Model)) (*Model, error) {
 	if m.src == nil {
 		return nil, fmt.Errorf("model %s has no source to lower again", m.Name)
 	}
-	return load(m.File, m.src, change, m.repeats)
+	return load(m.File, m.src, m.then(change), m.repeats)
+}
+
+// then is the model's own change, if any, followed by change.
+func (m *Model) then(change func(*Model)) func(*Model) {
+	prev := m.changed
+	switch {
+	case prev == nil:
+		return change
+	case change == nil:
+		return prev
+	}
+	return func(x *Model) {
+		prev(x)
+		change(x)
+	}
 }
 
 // Resized builds the model again from its source with the repeated
@@ -33,5 +50,5 @@ func (m *Model) Resized(name string, n int) (*Model, error) {
 			repeats[k] = v
 		}
 	}
-	return load(m.File, m.src, nil, repeats)
+	return load(m.File, m.src, m.changed, repeats)
 }

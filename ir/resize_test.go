@@ -81,3 +81,42 @@ func TestResized(t *testing.T) {
 		}
 	}
 }
+
+// TestRelowerComposes: a relowered model relowered again, or resized,
+// keeps its first change under the new one (the tuner's advice tunes a
+// model file with one setting changed, and the tuner relowers it for
+// each checkpointing mode or parameter dtype it tries).
+func TestRelowerComposes(t *testing.T) {
+	src, err := os.ReadFile("../plans/llama3-8b.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := Load("llama3-8b.toml", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := full.Relower(func(m *Model) { m.Train.MicroBatch = 4 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := batch.Relower(func(m *Model) { m.Train.Checkpointing = CheckpointNone })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if both.Train.MicroBatch != 4 || both.Train.Checkpointing != CheckpointNone {
+		t.Errorf("relowered twice: micro-batch %d, checkpointing %s; want 4, none", both.Train.MicroBatch, both.Train.Checkpointing)
+	}
+	if a, b := both.Modules[0].Cost.ActivationBytes, full.Modules[0].Cost.ActivationBytes; a <= b {
+		t.Errorf("the root's activations %d with 4× the batch, %d as the file says", a, b)
+	}
+	short, err := both.Resized("layers", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if short.Train.MicroBatch != 4 || short.Train.Checkpointing != CheckpointNone {
+		t.Errorf("resized: micro-batch %d, checkpointing %s; want 4, none", short.Train.MicroBatch, short.Train.Checkpointing)
+	}
+	if full.Train.MicroBatch != 1 || full.Train.Checkpointing != CheckpointFull {
+		t.Errorf("the file's model changed: micro-batch %d, checkpointing %s", full.Train.MicroBatch, full.Train.Checkpointing)
+	}
+}

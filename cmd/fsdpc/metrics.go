@@ -104,6 +104,11 @@ type tuningDoc struct {
 	Binding      string         `json:"binding"`
 	Usable       int64          `json:"usable"`
 	Alternatives []candidateDoc `json:"alternatives"`
+	// Pinned is what the model file fixes and what changing each
+	// choice would give (advice.go).
+	Pinned []pinDoc `json:"pinned"`
+	// PinnedEvaluated counts the candidates planned for them.
+	PinnedEvaluated int `json:"pinned_evaluated"`
 }
 
 // candidateDoc is one plan the tuner tried.

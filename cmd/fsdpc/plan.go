@@ -94,6 +94,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	var sim *schedule.Simulation
 	var warnings ir.Diagnostics
 	var tuning *planner.Tuning
+	var advice *planner.Advice
 	if *tune {
 		progress := func(n int) {}
 		if isTerminal(stderr) {
@@ -102,13 +103,15 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		if *headroom < 0 || *headroom >= 100 || math.IsNaN(*headroom) {
 			return reportErr(stderr, fmt.Errorf("-headroom %g: give a percentage from 0 to below 100", *headroom))
 		}
-		tuning, err = planner.Tune(m, planner.TuneOptions{Progress: progress, Margin: max(*headroom/100, 1e-9), FsdpcKnobs: *fsdpcKnobs})
+		topts := planner.TuneOptions{Progress: progress, Margin: max(*headroom/100, 1e-9), FsdpcKnobs: *fsdpcKnobs}
+		tuning, err = planner.Tune(m, topts)
 		if isTerminal(stderr) {
 			fmt.Fprintln(stderr)
 		}
 		if err != nil {
 			return reportErr(stderr, err)
 		}
+		advice = planner.Advise(m, tuning, topts)
 		p, sim, warnings = tuning.Plan, tuning.Sim, tuning.Warnings
 	} else {
 		r, err := planner.Compile(m, opts)
@@ -145,6 +148,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		d.Diagnostics = newDiagDocs(m.Warnings, warnings)
 		if tuning != nil {
 			d.Tuning = newTuningDoc(tuning)
+			d.Tuning.Pinned, d.Tuning.PinnedEvaluated = newPinDocs(advice), advice.Evaluated
 		}
 		if err := writeJSON(stdout, d); err != nil {
 			return reportErr(stderr, err)
@@ -153,6 +157,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		printPlanSummary(stdout, p, *out, size, sim, m.FLOPsPerToken(), tokens)
 		if tuning != nil {
 			printTuning(stdout, tuning)
+			printAdvice(stdout, tuning, advice)
 		}
 		printGates(stdout, results)
 	}
