@@ -25,6 +25,8 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	titanConfig := fl.String("torchtitan-config", "", "with a plan: also write them here as an entry of torchtitan's Python config registry (commit "+torchgen.TorchtitanCommit[:12]+")")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc emit torch --model FILE|ZOO [--scale K] [plan.bin [--torchtitan job.toml]] [-o out.py]")
+		fmt.Fprintln(stderr, "       fsdpc emit accelerate plan.bin --model FILE|ZOO [--hf config.json] [-o config.yaml]")
+		fmt.Fprintln(stderr, "       fsdpc emit launch --engine ENGINE plan.bin --script train.py")
 		fmt.Fprintln(stderr, "\nWith a plan, writes a training program on fsdpc's Python package: the model (a stand-in with")
 		fmt.Fprintln(stderr, "the model file's modules and parameters), fsdpc.apply_plan, an optimizer and training steps,")
 		fmt.Fprintln(stderr, "the first checked by fsdpc.verify_first_step; run it with torchrun (docs/torch.md). With the")
@@ -37,6 +39,9 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "launch" {
 		return runEmitLaunch(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "accelerate" {
+		return runEmitAccelerate(args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "torch" {
 		fl.Usage()

@@ -36,11 +36,8 @@ func Import(in Input) ([]byte, []string, error) {
 	}
 	base, file, modelType := in.ModelText, in.ModelFile, ""
 	if in.HF != nil {
-		var head struct {
-			ModelType string `json:"model_type"`
-		}
-		if err := json.Unmarshal(in.HF, &head); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", in.HFFile, err)
+		if modelType, err = ModelType(in.HFFile, in.HF); err != nil {
+			return nil, nil, err
 		}
 		opt := in.HFOptions
 		opt.WorldSize, opt.GPUsPerNode, opt.Checkpointing = c.NumProcesses, c.NumProcesses/c.NumMachines, "none"
@@ -51,7 +48,7 @@ func Import(in Input) ([]byte, []string, error) {
 			return nil, nil, err
 		}
 		base = withoutHeader(base)
-		file, modelType = strings.TrimSuffix(in.HFFile, ".json")+".toml", head.ModelType
+		file = strings.TrimSuffix(in.HFFile, ".json") + ".toml"
 	}
 	m, err := ir.Load(file, base)
 	if err != nil {
@@ -97,4 +94,18 @@ func withoutHeader(text []byte) []byte {
 		i++
 	}
 	return []byte(strings.Join(lines[i:], ""))
+}
+
+// ModelType is a config.json's model_type.
+func ModelType(name string, src []byte) (string, error) {
+	var head struct {
+		ModelType string `json:"model_type"`
+	}
+	if err := json.Unmarshal(src, &head); err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	if head.ModelType == "" {
+		return "", fmt.Errorf("%s: no model_type", name)
+	}
+	return head.ModelType, nil
 }
