@@ -247,7 +247,7 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintf(w, " (HSDP %d × %d)", r.Replicate, r.Shard)
 	}
 	fmt.Fprintf(w, ", scale 1/%d (%s parameters), %d step(s) of %d micro-batch(es), %s accumulation, %s\n",
-		r.Scale, commas(r.Elements), r.Steps, r.GradAccum, map[bool]string{true: "unsharded", false: "sharded"}[r.AccumulateUnsharded], r.Optimizer)
+		r.Scale, ir.FormatCount(r.Elements), r.Steps, r.GradAccum, map[bool]string{true: "unsharded", false: "sharded"}[r.AccumulateUnsharded], r.Optimizer)
 	fmt.Fprintf(w, "  %d ops per rank per step\n", r.Ops)
 	fmt.Fprintln(w, "\ntimes")
 	rows := [][2]string{
@@ -294,7 +294,7 @@ func (r *Report) Write(w io.Writer) {
 		if !p.Agree && r.Completed {
 			verdict += ", ranks differ"
 		}
-		fmt.Fprintf(w, "  %-15s %14s %14s %7s %14s %14s\n", p.Pool, commas(p.Measured), commas(p.Predicted), verdict, commas(p.Plan), commas(p.Reserved))
+		fmt.Fprintf(w, "  %-15s %14s %14s %7s %14s %14s\n", p.Pool, ir.FormatCount(p.Measured), ir.FormatCount(p.Predicted), verdict, ir.FormatCount(p.Plan), ir.FormatCount(p.Reserved))
 	}
 	fmt.Fprintln(w, "  (predicted: the simulator on the scaled plan; measured: the host allocator, which acts as the CPU")
 	fmt.Fprintln(w, "  issues each alloc and free, as the CUDA caching allocator does; reserved: blocks it holds)")
@@ -318,7 +318,7 @@ func (r *Report) Write(w io.Writer) {
 			updated += g.Updated
 		}
 		if bad == 0 {
-			fmt.Fprintf(w, "  all %d groups: %s elements (parameters and optimizer states on every rank) equal the reference, max error 0;\n  %s parameter elements moved from their initial values\n", len(r.Groups), commas(total), commas(updated))
+			fmt.Fprintf(w, "  all %d groups: %s elements (parameters and optimizer states on every rank) equal the reference, max error 0;\n  %s parameter elements moved from their initial values\n", len(r.Groups), ir.FormatCount(total), ir.FormatCount(updated))
 			if len(r.Groups) <= 40 {
 				groupTable(w, r.Groups)
 			}
@@ -329,7 +329,7 @@ func (r *Report) Write(w io.Writer) {
 					differ = append(differ, g)
 				}
 			}
-			fmt.Fprintf(w, "  %s of %s elements differ, in %d of %d groups:\n", commas(bad), commas(total), len(differ), len(r.Groups))
+			fmt.Fprintf(w, "  %s of %s elements differ, in %d of %d groups:\n", ir.FormatCount(bad), ir.FormatCount(total), len(differ), len(r.Groups))
 			groupTable(w, differ)
 		}
 	}
@@ -343,23 +343,6 @@ func (r *Report) Write(w io.Writer) {
 func groupTable(w io.Writer, groups []GroupVerdict) {
 	fmt.Fprintf(w, "  %-28s %12s %12s %12s %10s %10s\n", "group", "elements", "trained", "differ", "max abs", "max rel")
 	for _, g := range groups {
-		fmt.Fprintf(w, "  %-28s %12s %12s %12s %10.3g %10.3g\n", g.Group, commas(g.Elements), commas(g.Updated), commas(g.Mismatched), g.MaxAbs, g.MaxRel)
+		fmt.Fprintf(w, "  %-28s %12s %12s %12s %10.3g %10.3g\n", g.Group, ir.FormatCount(g.Elements), ir.FormatCount(g.Updated), ir.FormatCount(g.Mismatched), g.MaxAbs, g.MaxRel)
 	}
-}
-
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }

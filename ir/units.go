@@ -138,6 +138,23 @@ func satAdd(a, b int64) int64 {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// FormatCount prints an integer with a comma between each group of three
+// digits: "8,030,261,248", "-1,024". It is fsdpc's one such formatter
+// (plan text, inspect, the executor's report).
+func FormatCount(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	digits := strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	b.WriteString(s[:len(s)-len(digits)])
+	for i, r := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // FormatBytes prints a size with a binary prefix: "1.88 GiB".
 func FormatBytes(b int64) string {
 	const unit = 1024

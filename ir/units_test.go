@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"math"
 	"testing"
 
 	"github.com/fsdpc/fsdpc/internal/checked"
@@ -182,5 +183,16 @@ name = 'c'
 	}
 	if v := locs["module[0].kind"].val; v != (Pos{7, 8}) {
 		t.Errorf("value of module[0].kind at %v, want 7:8", v)
+	}
+}
+
+// TestFormatCount: commas every three digits, a sign kept in front of
+// them (not "-,123").
+func TestFormatCount(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 8030261248: "8,030,261,248",
+		-123456: "-123,456", -1000: "-1,000", -12: "-12", math.MinInt64: "-9,223,372,036,854,775,808"} {
+		if got := FormatCount(n); got != want {
+			t.Errorf("FormatCount(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 
+	"github.com/fsdpc/fsdpc/internal/buildinfo"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -195,7 +196,7 @@ func (s *state) forwardSpans() (first, last []int) {
 func newPlanShell(m *ir.Model) *schedule.Plan {
 	c := m.Cluster
 	p := &schedule.Plan{
-		Header: schedule.Header{FsdpcVersion: Version, InputSHA256: m.SourceHash, Model: m.Name, Semantics: schedule.Semantics},
+		Header: schedule.Header{FsdpcVersion: buildinfo.Version(), InputSHA256: m.SourceHash, Model: m.Name, Semantics: schedule.Semantics},
 		Cluster: schedule.Cluster{GPU: c.GPU.Name, Preset: c.GPU.Preset, WorldSize: c.WorldSize, GPUsPerNode: c.GPUsPerNode,
 			Replicate: 1, Shard: c.WorldSize, IntraNodeBandwidth: c.IntraNodeBandwidth,
 			InterNodeBandwidth: c.InterNodeBandwidth, HBMBytes: c.GPU.HBMBytes, MemoryBudget: c.MemoryBudget,

@@ -18,9 +18,6 @@ import (
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
-// Version is fsdpc's version, recorded in every plan.
-var Version = "0.1.0-dev"
-
 // Options control a planning run.
 type Options struct {
 	// CheckEveryPass runs the state checks after every pass, not only at the

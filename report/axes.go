@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 // Axes are labelled at round steps, 1, 2 or 5 times a power of ten of the
@@ -52,8 +54,9 @@ func number(f float64, prec int) string {
 	return b.String()
 }
 
-// commas prints an integer grouped by thousands: 1,234,567.
-func commas[T ~int | ~int64](n T) string { return number(float64(n), 0) }
+// commas prints an integer grouped by thousands, 1,234,567 (ir.FormatCount,
+// for the page's int and int64 figures alike).
+func commas[T ~int | ~int64](n T) string { return ir.FormatCount(int64(n)) }
 
 // timeTicks labels a time axis from 0 to step seconds at about eight round
 // steps, in the unit step reads best in.

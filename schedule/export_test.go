@@ -1,5 +1,7 @@
 package schedule
 
+import "github.com/fsdpc/fsdpc/ir"
+
 // Hooks for wire_test.go, which is an external test package because it
 // plans the zoo with the planner (which imports this package).
 
@@ -36,3 +38,6 @@ func TraceUnchecked(p *Plan) ([]TraceEntry, error) {
 func SimulateRounds(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation, int, error) {
 	return simulate(p, m, tolerance, maxRounds)
 }
+
+// WireDTypes is plan.bin's table of element types (wireDTypes).
+func WireDTypes() []ir.DType { return wireDTypes[:] }

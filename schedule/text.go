@@ -148,8 +148,8 @@ func (t *textWriter) groups() {
 		}
 		t.f("\n")
 		t.f("  shard %s elements per rank (%s), all-gather %s; gradients %s elements per rank\n",
-			commas(g.ShardNumel), ir.FormatBytes(g.ShardNumel*pol.Orig.Size()),
-			ir.FormatBytes(gatherBytes(g, W)), commas(g.GradShardNumel))
+			ir.FormatCount(g.ShardNumel), ir.FormatBytes(g.ShardNumel*pol.Orig.Size()),
+			ir.FormatBytes(gatherBytes(g, W)), ir.FormatCount(g.GradShardNumel))
 		for _, gp := range g.Params {
 			grad := "frozen"
 			if gp.RequiresGrad {
@@ -190,18 +190,6 @@ func shape(s []int64) string {
 		parts[i] = strconv.FormatInt(d, 10)
 	}
 	return "[" + strings.Join(parts, ",") + "]"
-}
-
-func commas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 && r != '-' {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 func (t *textWriter) program() {

@@ -23,7 +23,9 @@
 //	float    float64: the uvarint of its IEEE-754 bits byte-reversed, so
 //	         0 is one byte and round numbers are short
 //	bool     one byte, 0 or 1
-//	enum     one byte, the Go constant's value (ir.DType: its ir value)
+//	enum     one byte: the Go constant's value for schedule's own enums;
+//	         for an element type (dtype), its code in wireDTypes, the
+//	         format's own table, not ir.DType's value
 //	count    a non-negative int as a uvarint
 //	list     a uvarint count, then that many elements
 //
@@ -38,7 +40,8 @@
 //	Header      str FsdpcVersion, str InputSHA256, str Model, str Semantics
 //	Cluster     str GPU, str Preset, int WorldSize, int GPUsPerNode, int Replicate,
 //	            int Shard, float IntraNodeBandwidth, float InterNodeBandwidth,
-//	            int HBMBytes, int MemoryBudget, list of float PeakFLOPS,
+//	            int HBMBytes, int MemoryBudget, list of float PeakFLOPS
+//	            (by element type, in wireDTypes order),
 //	            float HBMBandwidth, float HostBandwidth,
 //	            list of ProfileValue Profile
 //	ProfileValue str Name, float Value
@@ -94,6 +97,7 @@ import (
 	"math"
 	"math/bits"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -445,16 +449,70 @@ func looksTOML(b []byte) bool {
 	return seen > 0
 }
 
-// numDTypes is the number of ir.DType values, their wire range. The
-// schedule enums use their num constants, or the length of their name
-// tables where they have none (Phase, ProcessGroup, ReshardKind, ReduceOp).
-var numDTypes = func() int {
-	n := 1
-	for ir.DType(n).Size() != 0 {
-		n++
+// wireDTypes is plan.bin's table of element types: an element type is
+// written as its position here, and PeakFLOPS lists its figures in this
+// order. It is the format's own, not ir.DType's values, so reordering or
+// inserting ir's constants cannot change what a plan.bin says
+// (TestWireDTypesFrozen pins it by name); a new type is appended, and
+// that bumps FormatVersion. Every ir.DType must be here exactly once
+// (TestWireDTypesCoverIR).
+var wireDTypes = [...]ir.DType{
+	ir.DTypeInvalid, ir.FP64, ir.FP32, ir.BF16, ir.FP16, ir.FP8E4M3, ir.FP8E5M2,
+	ir.INT64, ir.INT32, ir.INT8, ir.UINT8, ir.BOOL,
+}
+
+// dtypeWire is wireDTypes inverted: each ir.DType's code.
+var dtypeWire = func() map[ir.DType]uint8 {
+	m := make(map[ir.DType]uint8, len(wireDTypes))
+	for code, t := range wireDTypes {
+		m[t] = uint8(code)
 	}
-	return n
+	return m
 }()
+
+// dtype reads or writes an element type as its wireDTypes code. An
+// ir.DType the table lacks (only an unchecked encoding of a forged plan
+// has one) keeps its value, which lies outside the table's range too, so
+// a reader refuses it.
+func (c *codec) dtype(v *ir.DType, field string) {
+	code, ok := dtypeWire[*v]
+	if !ok {
+		code = uint8(*v)
+	}
+	enum(c, &code, len(wireDTypes), field)
+	if !c.enc && c.err == nil {
+		*v = wireDTypes[code]
+	}
+}
+
+// peakFLOPS reads or writes the cluster's dense peaks, which the plan
+// indexes by ir.DType, as a list in wireDTypes order. A list shorter
+// than the table (no planner writes one) keeps ir's order, so every list
+// has one encoding and decoding it gives the same slice back.
+func (c *codec) peakFLOPS(peak *[]float64) {
+	permute := func(p []float64, toWire bool) []float64 {
+		if len(p) < len(wireDTypes) {
+			return p
+		}
+		out := slices.Clone(p)
+		for code, t := range wireDTypes {
+			if toWire {
+				out[code] = p[t]
+			} else {
+				out[t] = p[code]
+			}
+		}
+		return out
+	}
+	wire := *peak
+	if c.enc {
+		wire = permute(wire, true)
+	}
+	list(c, &wire, 1, "PeakFLOPS", func(f *float64) { c.float(f, "") })
+	if !c.enc {
+		*peak = permute(wire, false)
+	}
+}
 
 // Minimum encoded sizes of list elements: every field takes at least one
 // byte, which is what a zero value takes. Decoding rejects a count before
@@ -847,7 +905,7 @@ func (c *codec) plan(p *Plan) {
 	c.float(&cl.InterNodeBandwidth, "InterNodeBandwidth")
 	sint(c, &cl.HBMBytes, "HBMBytes")
 	sint(c, &cl.MemoryBudget, "MemoryBudget")
-	list(c, &cl.PeakFLOPS, 1, "PeakFLOPS", func(f *float64) { c.float(f, "") })
+	c.peakFLOPS(&cl.PeakFLOPS)
 	c.float(&cl.HBMBandwidth, "HBMBandwidth")
 	c.float(&cl.HostBandwidth, "HostBandwidth")
 	if c.version >= 3 {
@@ -925,10 +983,10 @@ func (c *codec) group(g *Group) {
 	sint(c, &pol.ReshardTo, "ReshardTo")
 	sint(c, &pol.PrefetchForward, "PrefetchForward")
 	sint(c, &pol.PrefetchBackward, "PrefetchBackward")
-	enum(c, &pol.Orig, numDTypes, "Orig")
-	enum(c, &pol.Param, numDTypes, "Param")
-	enum(c, &pol.Reduce, numDTypes, "Reduce")
-	enum(c, &pol.Output, numDTypes, "Output")
+	c.dtype(&pol.Orig, "Orig")
+	c.dtype(&pol.Param, "Param")
+	c.dtype(&pol.Reduce, "Reduce")
+	c.dtype(&pol.Output, "Output")
 	c.bool(&pol.CastForwardInputs, "CastForwardInputs")
 	c.bool(&pol.Offload, "Offload")
 	enum(c, &pol.ReduceScatterOp, len(reduceNames), "ReduceScatterOp")
@@ -944,7 +1002,7 @@ func (c *codec) group(g *Group) {
 func (c *codec) param(gp *GroupParam) {
 	c.str(&gp.Name, "Name")
 	list(c, &gp.Shape, 1, "Shape", func(d *int64) { sint(c, d, "") })
-	enum(c, &gp.DType, numDTypes, "DType")
+	c.dtype(&gp.DType, "DType")
 	c.bool(&gp.RequiresGrad, "RequiresGrad")
 	c.strList(&gp.Aliases, "Aliases")
 	sint(c, &gp.ShardDim, "ShardDim")
@@ -952,7 +1010,7 @@ func (c *codec) param(gp *GroupParam) {
 	sint(c, &gp.ShardNumel, "ShardNumel")
 	sint(c, &gp.Offset, "Offset")
 	sint(c, &gp.GradOffset, "GradOffset")
-	enum(c, &gp.GatherDType, numDTypes, "GatherDType")
+	c.dtype(&gp.GatherDType, "GatherDType")
 	if c.version >= 6 {
 		sint(c, &gp.StateOrder, "StateOrder")
 	} else if !c.enc {
@@ -984,7 +1042,7 @@ func (c *codec) op(o *Op, p *Plan) {
 	c.index(&o.Event, p.Events, "Event", "events")
 	enum(c, &o.PG, len(pgNames), "PG")
 	sint(c, &o.PGSize, "PGSize")
-	enum(c, &o.DType, numDTypes, "DType")
+	c.dtype(&o.DType, "DType")
 	enum(c, &o.Reduce, len(reduceNames), "Reduce")
 	c.float(&o.Factor, "Factor")
 	sint(c, &o.Bytes, "Bytes")

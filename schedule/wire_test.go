@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"hash/crc32"
+	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -396,8 +398,9 @@ func parseRecords(block string) map[string][]string {
 	return records
 }
 
-// The wire codes of the enums are their Go values: renumbering one is a
-// format change. This pins them.
+// The wire codes of schedule's enums are their Go values, and an element
+// type's its position in wire.go's own table: renumbering one is a format
+// change. This pins them.
 func TestWireCodesPinned(t *testing.T) {
 	pin := func(what string, n int, name func(int) string, want string) {
 		t.Helper()
@@ -419,14 +422,100 @@ func TestWireCodesPinned(t *testing.T) {
 	pin("phase", 3, func(i int) string { return Phase(i).String() }, "forward backward optimizer")
 	pin("reshard", 3, func(i int) string { return ReshardKind(i).String() }, "true false to")
 	pin("reduce op", 4, func(i int) string { return ReduceOp(i).String() }, "none avg sum premul-sum")
-	pin("dtype", 12, func(i int) string { return ir.DType(i).String() },
-		"invalid fp64 fp32 bf16 fp16 fp8_e4m3 fp8_e5m2 int64 int32 int8 uint8 bool")
+	pin("dtype", len(WireDTypes()), func(i int) string { return WireDTypes()[i].String() }, wireDTypeNames)
 	// One past the end is out of range on the wire.
 	for _, typ := range []reflect.Type{reflect.TypeFor[OpKind](), reflect.TypeFor[Stream](), reflect.TypeFor[Pool](),
 		reflect.TypeFor[BufferKind](), reflect.TypeFor[ProcessGroup](), reflect.TypeFor[Phase](),
 		reflect.TypeFor[ReshardKind](), reflect.TypeFor[ReduceOp](), reflect.TypeFor[ir.DType]()} {
 		if n := enumCount(t, typ); n > 32 {
 			t.Errorf("%s has %d values?", typ, n)
+		}
+	}
+}
+
+// wireDTypeNames are the element types' plan.bin codes, frozen: code i is
+// the i-th name.
+const wireDTypeNames = "invalid fp64 fp32 bf16 fp16 fp8_e4m3 fp8_e5m2 int64 int32 int8 uint8 bool"
+
+// TestWireDTypesCoverIR: every ir.DType has a wire code, once; a type
+// added to ir without one fails here rather than at the first plan that
+// uses it.
+func TestWireDTypesCoverIR(t *testing.T) {
+	n := enumCount(t, reflect.TypeFor[ir.DType]())
+	seen := map[ir.DType]int{}
+	for code, dt := range WireDTypes() {
+		if int(dt) >= n {
+			t.Errorf("wire code %d is %s, not an ir.DType", code, dt)
+		}
+		if c, dup := seen[dt]; dup {
+			t.Errorf("%s has wire codes %d and %d", dt, c, code)
+		}
+		seen[dt] = code
+	}
+	if len(seen) != n {
+		t.Errorf("%d ir.DTypes, %d with a wire code: add the new ones at the end of wireDTypes and bump FormatVersion", n, len(seen))
+	}
+}
+
+// TestWireDTypesByName: what plan.bin holds for an element type is its
+// code in the frozen table, found by its name, whatever ir.DType's value
+// for it, in a dtype field and in the order of PeakFLOPS; so reordering
+// ir's constants cannot change a plan.bin (ir's values would move, the
+// names and the bytes would not).
+func TestWireDTypesByName(t *testing.T) {
+	names := strings.Fields(wireDTypeNames)
+	byName := func(name string) ir.DType {
+		if name == "invalid" {
+			return ir.DTypeInvalid
+		}
+		dt, ok := ir.ParseDType(name)
+		if !ok {
+			t.Fatalf("ir has no dtype %q", name)
+		}
+		return dt
+	}
+	offset := func(tr []TraceEntry, field string) int {
+		for _, e := range tr {
+			if e.Field == field {
+				return e.Offset
+			}
+		}
+		t.Fatalf("no field %s in the trace", field)
+		return 0
+	}
+	p := tinyPlan()
+	p.Cluster.PeakFLOPS = make([]float64, len(names))
+	for code, name := range names {
+		p.Cluster.PeakFLOPS[byName(name)] = float64(code+1) * 1e12
+	}
+	for code, name := range names {
+		p.Ops[0].DType = byName(name)
+		b, err := EncodeUnchecked(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := TraceUnchecked(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b[offset(tr, "Ops[0].DType")]; int(got) != code {
+			t.Errorf("%s is written as %d, want its wire code %d", name, got, code)
+		}
+		q, err := DecodeUnchecked(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Ops[0].DType != p.Ops[0].DType || !slices.Equal(q.Cluster.PeakFLOPS, p.Cluster.PeakFLOPS) {
+			t.Errorf("%s: decoded as %s, peaks %v; want %v", name, q.Ops[0].DType, q.Cluster.PeakFLOPS, p.Cluster.PeakFLOPS)
+		}
+		if code > 0 {
+			continue
+		}
+		for i := range names {
+			u, n := binary.Uvarint(b[offset(tr, fmt.Sprintf("Cluster.PeakFLOPS[%d]", i)):])
+			if got := math.Float64frombits(bits.ReverseBytes64(u)); n <= 0 || got != float64(i+1)*1e12 {
+				t.Errorf("PeakFLOPS[%d] on the wire is %g, want %s's %g", i, got, names[i], float64(i+1)*1e12)
+			}
 		}
 	}
 }

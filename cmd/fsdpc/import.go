@@ -117,7 +117,7 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters\n", *out, m.Name, commas(m.Stats().Params))
+	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters\n", *out, m.Name, ir.FormatCount(m.Stats().Params))
 	return 0
 }
 

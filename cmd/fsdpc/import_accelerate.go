@@ -85,7 +85,7 @@ func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d ranks\n", safetext.Term(*out), safetext.Term(m.Name), commas(m.Stats().Params), m.Cluster.WorldSize)
+	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d ranks\n", safetext.Term(*out), safetext.Term(m.Name), ir.FormatCount(m.Stats().Params), m.Cluster.WorldSize)
 	return 0
 }
 

@@ -122,7 +122,7 @@ func runImportTorch(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d modules measured rather than recognised\n", *out, m.Name, commas(m.Stats().Params), len(res.Measured))
+	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d modules measured rather than recognised\n", *out, m.Name, ir.FormatCount(m.Stats().Params), len(res.Measured))
 	return 0
 }
 

@@ -232,7 +232,7 @@ func TestImportTorchConformanceArchitectures(t *testing.T) {
 				t.Errorf("plan: %v", err)
 			}
 			t.Logf("%s: %s parameters (PyTorch: %s), %d tensors, %d measured modules, %d problems", a.name,
-				commas(m.Stats().Params), commas(res.Numel), len(m.Params), len(res.Measured), len(res.Problems))
+				ir.FormatCount(m.Stats().Params), ir.FormatCount(res.Numel), len(m.Params), len(res.Measured), len(res.Problems))
 		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -53,7 +52,7 @@ func printInspect(w io.Writer, m *ir.Model, depth int, all bool) {
 	s := m.Stats()
 	t, c := m.Train, m.Cluster
 	fmt.Fprintf(w, "model        %s (%s)\n", m.Name, m.File)
-	fmt.Fprintf(w, "parameters   %s total, %s trainable, %s frozen (%d tensors)\n", commas(s.Params), commas(s.Trainable), commas(s.Frozen), s.Tensors)
+	fmt.Fprintf(w, "parameters   %s total, %s trainable, %s frozen (%d tensors)\n", ir.FormatCount(s.Params), ir.FormatCount(s.Trainable), ir.FormatCount(s.Frozen), s.Tensors)
 	var byType []string
 	for _, dt := range sortedDTypes(s.BytesByDType) {
 		byType = append(byType, fmt.Sprintf("%s %s", dt, ir.FormatBytes(s.BytesByDType[dt])))
@@ -72,7 +71,7 @@ func printInspect(w io.Writer, m *ir.Model, depth int, all bool) {
 	if per := m.FLOPsPerToken(); per > 0 {
 		tokens := float64(t.MicroBatch) * float64(t.SeqLen)
 		fmt.Fprintf(w, "             for MFU: %s per token = 6 × %s parameters (embeddings excluded) + attention %s\n",
-			ir.FormatFLOP(per), commas(int64(m.MFU.Params)), ir.FormatFLOP(3*m.MFU.AttnFlopsDense/tokens))
+			ir.FormatFLOP(per), ir.FormatCount(int64(m.MFU.Params)), ir.FormatFLOP(3*m.MFU.AttnFlopsDense/tokens))
 	}
 	fmt.Fprintf(w, "activations  %s saved per micro-batch per rank\n", ir.FormatBytes(s.ActivationBytes))
 	fmt.Fprintln(w)
@@ -88,7 +87,7 @@ func printInspect(w io.Writer, m *ir.Model, depth int, all bool) {
 		if mod.Repeat > 0 {
 			kind = fmt.Sprintf("×%d", mod.Repeat)
 		}
-		row(strings.Repeat("  ", level)+name, kind, commas(params[id]),
+		row(strings.Repeat("  ", level)+name, kind, ir.FormatCount(params[id]),
 			ir.FormatFLOP(mod.Cost.FlopsFwd), ir.FormatFLOP(mod.Cost.FlopsBwd), ir.FormatBytes(mod.Cost.ActivationBytes))
 		if level+1 >= depth {
 			return
@@ -143,24 +142,6 @@ func sortedDTypes(m map[ir.DType]int64) []ir.DType {
 		}
 	}
 	return out
-}
-
-// commas prints 8030261248 as 8,030,261,248.
-func commas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // The JSON form of inspect. Field names are part of fsdpc's interface:

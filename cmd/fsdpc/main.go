@@ -6,11 +6,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/fsdpc/fsdpc/internal/buildinfo"
 	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -137,22 +137,11 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	return cmd.run(args[1:], stdout, stderr)
 }
 
-// printVersion names the build (the module version, or the VCS revision
-// go build stamped), the plan.bin format it writes and the FSDP semantics
-// its schedules model.
+// printVersion names the build (buildinfo.Version: the module version, or
+// the VCS revision go build stamped; what plans record), the plan.bin
+// format it writes and the FSDP semantics its schedules model.
 func printVersion(w io.Writer) {
-	version := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && version == "(devel)" {
-				version = "(devel) " + s.Value
-			}
-		}
-	}
-	fmt.Fprintf(w, "fsdpc %s\nplan format %d\nsemantics %s\n", version, schedule.FormatVersion, schedule.Semantics)
+	fmt.Fprintf(w, "fsdpc %s\nplan format %d\nsemantics %s\n", buildinfo.Version(), schedule.FormatVersion, schedule.Semantics)
 }
 
 func usage(w io.Writer) {

@@ -109,7 +109,7 @@ func printBreakdown(w io.Writer, indent string, sim *schedule.Simulation) {
 // to train on trainTokens (0: not asked).
 func printThroughput(w io.Writer, indent string, p *schedule.Plan, step float64, t schedule.Throughput, trainTokens float64) {
 	fmt.Fprintf(w, "%sthroughput: %s tokens/s per GPU; %s tokens per step (%s per GPU)\n", indent,
-		commas(int64(math.Round(t.TokensPerSecondPerGPU))), commas(t.TokensPerStep), commas(t.TokensPerStepPerGPU))
+		ir.FormatCount(int64(math.Round(t.TokensPerSecondPerGPU))), ir.FormatCount(t.TokensPerStep), ir.FormatCount(t.TokensPerStepPerGPU))
 	peak := fmt.Sprintf("of the %s dense %s peak", t.PeakDType, tflops(t.PeakFLOPS))
 	if t.ModelFLOPsPerToken > 0 {
 		fmt.Fprintf(w, "%sMFU %.1f%% (%s per GPU, %s per token), HFU %.1f%% (%s executed), %s\n", indent,
@@ -121,7 +121,7 @@ func printThroughput(w io.Writer, indent string, p *schedule.Plan, step float64,
 	if trainTokens > 0 {
 		d := t.TrainTime(trainTokens, step)
 		fmt.Fprintf(w, "%straining on %s tokens: %s on %d GPUs (%s GPU-hours)\n", indent, formatCount(trainTokens), humanDuration(d),
-			p.Cluster.WorldSize, commas(int64(math.Round(d*float64(p.Cluster.WorldSize)/3600))))
+			p.Cluster.WorldSize, ir.FormatCount(int64(math.Round(d*float64(p.Cluster.WorldSize)/3600))))
 	}
 }
 

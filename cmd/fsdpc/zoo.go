@@ -27,7 +27,7 @@ func runZoo(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		s := m.Stats()
-		fmt.Fprintf(stdout, "%-20s %18s %10d  %s\n", name, commas(s.Params), m.Cluster.WorldSize, m.Cluster.GPU.Name)
+		fmt.Fprintf(stdout, "%-20s %18s %10d  %s\n", name, ir.FormatCount(s.Params), m.Cluster.WorldSize, m.Cluster.GPU.Name)
 	}
 	return 0
 }
