@@ -102,6 +102,8 @@ var kindSpecs = map[string]kindSpec{
 		{key: "flash", typ: attrBool},
 		{key: "qk_norm", typ: attrEnum, enum: []string{"none", "head", "full"}},
 		{key: "sinks", typ: attrBool},
+		{key: "window", typ: attrInt},
+		{key: "chunk", typ: attrInt},
 		{key: "names", typ: attrNames, roles: []string{"q", "k", "v", "o", "qkv", "q_norm", "k_norm"}},
 		{key: "lora_targets", typ: attrStrings, roles: []string{"q", "k", "v", "o", "qkv"}},
 	}, loraAttrs...)},

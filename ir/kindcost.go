@@ -301,6 +301,23 @@ func mlpSaved(z *sizer, tokens, dim, hidden, b int64, act string) (saved, select
 	return z.add(in, h, h), z.add(in, h)
 }
 
+// attentionPairs counts the (query, key) pairs causal attention over seq
+// tokens computes, which fused kernels (FlashAttention's sliding-window
+// and block masks, FlexAttention) restrict to: all earlier tokens; with a
+// sliding window of w, the last w (itself included: Mistral's and
+// transformers' mask, i − j < w); with chunked attention of c (Llama 4's
+// attention_chunk_size), the earlier tokens of its own chunk of c.
+func attentionPairs(seq, window, chunk int64) float64 {
+	causal := func(n int64) float64 { return float64(n) * float64(n+1) / 2 }
+	switch {
+	case chunk > 0 && chunk < seq:
+		return float64(seq/chunk)*causal(chunk) + causal(seq%chunk)
+	case window > 0 && window < seq:
+		return causal(window) + float64(seq-window)*float64(window)
+	}
+	return causal(seq)
+}
+
 func attentionWork(a attrValues, c costCtx) (work, error) {
 	var z sizer
 	var w work
@@ -330,10 +347,11 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	}
 	// The core: scores QKᵀ and the weighted sum PV, 2·head_dim FLOPs each per
 	// (query, key) pair and head. A causal mask over one sequence keeps
-	// seq·(seq+1)/2 of the seq² pairs, which fused kernels skip.
+	// seq·(seq+1)/2 of the seq² pairs, which fused kernels skip; a sliding
+	// window or chunked attention keeps fewer (attentionPairs).
 	pairs := f(c.seq, kvSeq)
 	if a.bool("causal", true) && !cross {
-		pairs = f(c.seq) * float64(c.seq+1) / 2
+		pairs = attentionPairs(c.seq, a.int("window", 0), a.int("chunk", 0))
 	}
 	w.attnDense = 4 * float64(c.batch) * f(c.seq, kvSeq) * f(d.heads, d.headDim)
 	flash := a.bool("flash", true)

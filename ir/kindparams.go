@@ -90,6 +90,14 @@ func attentionDims(a attrValues) (attnDims, error) {
 	if d.fused && (a.has("kv_dim") || a.has("kv_seq_len")) {
 		return d, fmt.Errorf("fused_qkv cannot be combined with cross-attention (kv_dim, kv_seq_len)")
 	}
+	if a.has("window") || a.has("chunk") {
+		switch {
+		case a.has("window") && a.has("chunk"):
+			return d, fmt.Errorf("window and chunk cannot both be set: an attention is either sliding-window or chunked")
+		case !a.bool("causal", true) || a.has("kv_dim") || a.has("kv_seq_len"):
+			return d, fmt.Errorf("window and chunk restrict causal self-attention; this attention is not causal or is cross-attention")
+		}
+	}
 	return d, nil
 }
 

@@ -2,6 +2,7 @@ package hf
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -274,35 +275,39 @@ func (m *model) decoderModules(w *writer) {
 		lmHead = append(lmHead, field{"tied_to", "model.embed_tokens.weight", "tie_word_embeddings: counted once"})
 	}
 	layers := []field{{"name", "layers", ""}, {"repeat", m.layers, ""}}
-	var blocks []string // the blocks used, in order of first use
-	switch {
-	case m.layerMoE != nil:
-		names := make([]string, len(m.layerMoE))
-		for i, moe := range m.layerMoE {
+	// Each layer's block: its feed-forward (dense or MoE) and its
+	// attention (full, sliding or chunked).
+	names := make([]string, m.layers)
+	for i := range names {
+		switch {
+		case m.layerMoE != nil && m.layerMoE[i]:
+			names[i] = "moe"
+		case m.layerMoE != nil:
 			names[i] = "dense"
-			if moe {
-				names[i] = "moe"
-			}
+		case m.experts > 0:
+			names[i] = "moe"
+		default:
+			names[i] = "decoder"
 		}
-		pattern := period(names)
+		if m.layerAttn != nil && m.layerAttn[i] != "" {
+			names[i] += "_" + m.layerAttn[i]
+		}
+	}
+	pattern := period(names)
+	var blocks []string // the blocks used, in order of first use
+	for _, b := range pattern {
+		if !slices.Contains(blocks, b) {
+			blocks = append(blocks, b)
+		}
+	}
+	if len(pattern) == 1 {
+		layers = append(layers, field{"block", pattern[0], ""})
+	} else {
 		note := "layer i is blocks[i mod " + fmt.Sprint(len(pattern)) + "]"
 		if len(pattern) == len(names) {
 			note = "one block per layer"
 		}
-		layers = append(layers, field{"blocks", wrapped(pattern), note + ": " + m.moeLayersNote()})
-		blocks = []string{pattern[0]}
-		for _, b := range pattern {
-			if b != blocks[0] {
-				blocks = append(blocks, b)
-				break
-			}
-		}
-	case m.experts > 0:
-		layers = append(layers, field{"block", "moe", ""})
-		blocks = []string{"moe"}
-	default:
-		layers = append(layers, field{"block", "decoder", ""})
-		blocks = []string{"decoder"}
+		layers = append(layers, field{"blocks", wrapped(pattern), note + ": " + m.layersNote()})
 	}
 	w.modules([]mod{
 		{"module", []field{{"name", "model", strings.TrimSuffix(m.family.class, "Config") + "Model; lm_head sits beside it"}}},
@@ -311,13 +316,13 @@ func (m *model) decoderModules(w *writer) {
 		{"module.module", m.norm("norm")},
 		{"module", lmHead},
 	})
-	attn := m.attention()
 	for _, b := range blocks {
+		kind, attnType, _ := strings.Cut(b, "_")
 		ffn := m.denseMLP()
-		if b == "moe" {
+		if kind == "moe" {
 			ffn = m.moeFFN()
 		}
-		m.block(w, b, attn, ffn)
+		m.block(w, b, m.attention(attnType), ffn)
 	}
 }
 
@@ -352,8 +357,48 @@ func (m *model) moeLayersNote() string {
 	return "dense or MoE"
 }
 
+// layersNote says which config keys chose each layer's block.
+func (m *model) layersNote() string {
+	var notes []string
+	if m.layerMoE != nil {
+		notes = append(notes, m.moeLayersNote())
+	}
+	if m.layerAttn != nil {
+		notes = append(notes, m.windowsNote())
+	}
+	return strings.Join(notes, "; ")
+}
+
+// windowsNote says which layers attend through a window or in chunks.
+func (m *model) windowsNote() string {
+	n := 0
+	for _, t := range m.layerAttn {
+		if t != "" {
+			n++
+		}
+	}
+	var rule string
+	switch m.modelType {
+	case "llama4_text":
+		return fmt.Sprintf("chunked attention (attention_chunk_size %d) on the %d of %d RoPE layers (no_rope_layers)", m.window, n, m.layers)
+	case "gemma2", "gpt_oss":
+		rule = "every other layer"
+	case "gemma3_text":
+		rule = "all but every sliding_window_pattern-th layer"
+	case "olmo3":
+		rule = "three layers of every four"
+	case "qwen2", "qwen3":
+		rule = "the layers from max_window_layers on"
+	case "smollm3":
+		rule = "the layers without RoPE (no_rope_layers)"
+	default:
+		rule = "every layer"
+	}
+	return fmt.Sprintf("sliding_window %d on %s (%d of %d), as layer_types says", m.window, rule, n, m.layers)
+}
+
 // attention is the decoder layer's attention module.
-func (m *model) attention() []field {
+func (m *model) attention(attnType string) []field {
 	if m.mla {
 		return m.mlaAttention()
 	}
@@ -382,6 +427,12 @@ func (m *model) attention() []field {
 	}
 	if m.sinks {
 		attn = append(attn, field{"sinks", true, "gpt-oss: self_attn.sinks, a learned logit per head"})
+	}
+	switch attnType {
+	case "sliding":
+		attn = append(attn, field{"window", m.window, "sliding_window: each token attends to the last " + fmt.Sprint(m.window)})
+	case "chunked":
+		attn = append(attn, field{"chunk", m.window, "attention_chunk_size: each token attends within its chunk"})
 	}
 	names := []pair{{"q", "q_proj"}, {"k", "k_proj"}, {"v", "v_proj"}, {"o", "o_proj"}}
 	if m.fused {

@@ -38,8 +38,11 @@ type model struct {
 	sinks bool
 	// bidirectional: Gemma's use_bidirectional_attention.
 	bidirectional bool
-	// windowNote says which layers use slidingWindow, for the header.
-	windowNote string
+	// layerAttn says, per layer, whether its attention is "sliding"
+	// (a window of window tokens) or "chunked" (chunks of window tokens);
+	// "" is full attention. nil when every layer's is full.
+	layerAttn []string
+	window    int64
 	// qkNorm is the attention kind's qk_norm: "" (none), "head" (Qwen3,
 	// Gemma 3) or "full" (OLMo-2).
 	qkNorm string
@@ -57,8 +60,6 @@ type model struct {
 
 	maxPos    int64
 	maxPosKey string
-	// slidingWindow is 0 when attention sees the whole sequence.
-	slidingWindow int64
 
 	seqLen     int64
 	seqLenNote string
@@ -395,9 +396,6 @@ func (m *model) setTraining(opt Options) error {
 	default:
 		m.seqLen = min(m.maxPos, DefaultMaxSeqLen)
 		m.seqLenNote = fmt.Sprintf("min(%s = %d, %d)", m.maxPosKey, m.maxPos, DefaultMaxSeqLen)
-	}
-	if m.slidingWindow > 0 && m.slidingWindow < m.seqLen {
-		m.assume("%s is not modelled: attention costs assume each token sees all earlier ones", m.windowNote)
 	}
 	return nil
 }

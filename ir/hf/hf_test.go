@@ -437,7 +437,7 @@ func TestHeaderNotes(t *testing.T) {
 		{"llama-7b", []string{"imported by `fsdpc import hf` from llama-7b.json", "num_key_value_heads is not set", "the checkpoint holds float16"}},
 		{"gpt2", []string{"n_inner is not set: the MLP is 4 × n_embd = 3072 wide", "causal masks attn.bias and attn.masked_bias"}},
 		{"gemma-7b", []string{"tie_word_embeddings is not set: GemmaConfig's default, true"}},
-		{"mistral-7b-v0.1", []string{"sliding_window = 4096 is not modelled"}},
+		{"mistral-7b-v0.1", []string{"window = 4096 # sliding_window: each token attends to the last 4096", "block = \"decoder_sliding\""}},
 		{"llama-2-7b-hf", []string{"saved from meta-llama/Llama-2-7b-hf", `name = "Llama-2-7b-hf"`}},
 	}
 	for _, tc := range tests {
@@ -792,4 +792,86 @@ func TestBidirectionalGemma(t *testing.T) {
 	if !bytes.Contains(bi, []byte("causal = false")) || a.Stats().Params != b.Stats().Params || b.Modules[0].Cost.FlopsFwd <= a.Modules[0].Cost.FlopsFwd {
 		t.Errorf("bidirectional: params %d vs %d, forward FLOPs %g vs %g", b.Stats().Params, a.Stats().Params, b.Modules[0].Cost.FlopsFwd, a.Modules[0].Cost.FlopsFwd)
 	}
+}
+
+// TestAttentionWindows: the layers whose attention is sliding or chunked
+// are the ones transformers 5.12's configs mark in layer_types (counted in
+// the torch root with AutoConfig.for_model on each fixture), and their
+// attention core costs less than a full layer's, by the mask's pairs.
+func TestAttentionWindows(t *testing.T) {
+	for _, tc := range []struct {
+		fixture  string
+		windowed int // layers
+		layers   int
+	}{
+		{"mistral-7b-v0.1", 32, 32},
+		{"phi-3-mini-4k-instruct", 32, 32},
+		{"gemma-2-2b", 13, 26},
+		{"gemma-2-9b", 21, 42},
+		{"gemma-3-1b-pt", 22, 26},
+		{"gpt-oss-20b", 12, 24},
+		{"gpt-oss-120b", 18, 36},
+		{"olmo-3-7b", 24, 32},
+		{"llama-4-scout-17b-16e-text", 36, 48},
+		{"llama-4-maverick-17b-128e-text", 36, 48},
+		{"qwen2.5-7b", 0, 28},
+		{"qwen3-8b", 0, 36},
+		{"smollm3-3b", 0, 36},
+		{"mixtral-8x7b-v0.1", 0, 32},
+		{"meta-llama-3-8b", 0, 32},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			path := filepath.Join("testdata", tc.fixture+".json")
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Longer than every window and chunk, so each one shows; the
+			// same config without its window or chunk is the reference.
+			attnFLOPs := func(src []byte) []float64 {
+				out, err := ConvertWith(path, src, Options{SeqLen: 32768})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := ir.Load(tc.fixture+".toml", out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var attn []float64
+				for _, mod := range m.Modules {
+					if mod.Kind == ir.KindAttention {
+						attn = append(attn, mod.Cost.AttnFlopsFwd)
+					}
+				}
+				return attn
+			}
+			var cfg map[string]any
+			if err := json.Unmarshal(src, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, sub := range []map[string]any{cfg, asMap(cfg["text_config"])} {
+				delete(sub, "sliding_window")
+				delete(sub, "attention_chunk_size")
+			}
+			plain, err := json.Marshal(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			attn, ref := attnFLOPs(src), attnFLOPs(plain)
+			windowed := 0
+			for i, f := range attn {
+				if f < ref[i] {
+					windowed++
+				}
+			}
+			if len(attn) != tc.layers || windowed != tc.windowed {
+				t.Errorf("%d of %d attention layers windowed, want %d of %d", windowed, len(attn), tc.windowed, tc.layers)
+			}
+		})
+	}
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
 }

@@ -1,7 +1,5 @@
 package hf
 
-import "fmt"
-
 // readMoE reads the experts of the Llama-style MoE families and which
 // layers have them. transformers 5 builds every one with fused expert
 // tensors (moeLayouts).
@@ -75,58 +73,103 @@ func readMoE(c *config, m *model) {
 // layerTypes are the attention kinds transformers' layer_types may name.
 var layerTypes = []string{"full_attention", "sliding_attention", "chunked_attention"}
 
-// readWindows reads the sliding window and the layers it applies to. It
-// shapes no parameter; the header says where it is not modelled.
+// readWindows reads which layers attend through a sliding window or in
+// chunks, as transformers 5 derives its layer_types when the config does
+// not list them (checked against transformers' own configs in
+// TestAgainstTransformers): m.layerAttn per layer, m.window its size. The
+// emitter gives those layers' attention a window or chunk, which the
+// cost model counts (ir: attention's window and chunk).
 func readWindows(c *config, m *model) {
 	types, listed := c.optStringList("layer_types", m.layers, layerTypes...)
-	sliding := int64(0)
-	for _, t := range types {
-		if t == "sliding_attention" {
-			sliding++
+	noRope := func() []int64 { // SmolLM3 and Llama 4: 1 where the layer uses RoPE
+		k := int64(4)
+		if n, ok := c.optInt("no_rope_layer_interval"); ok {
+			k = n
 		}
+		if l, ok := c.optIntList("no_rope_layers", m.layers); ok {
+			return l
+		}
+		l := make([]int64, m.layers)
+		for i := range l {
+			if int64(i+1)%k != 0 {
+				l[i] = 1
+			}
+		}
+		return l
 	}
-	every := func(k int64) int64 { // layers i with (i+1) % k != 0
-		return m.layers - m.layers/k
-	}
-	on := true
+	derived := make([]string, m.layers)
+	on, window := false, int64(0)
 	switch m.modelType {
-	case "mistral", "mixtral", "phi3", "gemma2", "gemma3_text", "olmo3", "gpt_oss":
-	case "qwen2", "qwen3", "qwen3_moe", "smollm3":
-		on, _ = c.optBool("use_sliding_window")
-		c.raw("max_window_layers")
-		c.raw("no_rope_layers") // SmolLM3: which layers skip RoPE (element-wise)
-		c.raw("no_rope_layer_interval")
 	case "llama4_text":
-		// Chunked attention on the RoPE layers: a window of its own.
-		c.raw("no_rope_layers")
-		c.raw("no_rope_layer_interval")
+		rope := noRope()
 		if w, ok := c.optIntUpTo("attention_chunk_size", 1<<40); ok {
-			m.slidingWindow = w
-			m.windowNote = fmt.Sprintf("attention_chunk_size = %d (chunked attention on the RoPE layers)", w)
+			on, window = true, w
+			for i := range derived {
+				if rope[i] != 0 {
+					derived[i] = "chunked_attention"
+				}
+			}
 		}
-		return
+	case "mistral", "mixtral", "phi3", "gemma2", "gemma3_text", "olmo3", "gpt_oss", "qwen2", "qwen3", "qwen3_moe", "smollm3":
+		w, ok := c.optIntUpTo("sliding_window", 1<<40)
+		on, window = ok, w
+		every := func(k int64) {
+			for i := range derived {
+				if int64(i+1)%k != 0 {
+					derived[i] = "sliding_attention"
+				}
+			}
+		}
+		switch m.modelType {
+		case "qwen2", "qwen3", "qwen3_moe", "smollm3":
+			use, _ := c.optBool("use_sliding_window")
+			on = on && use
+			from := int64(0)
+			if n, ok := c.optInt("max_window_layers"); ok && m.modelType != "qwen3_moe" && m.modelType != "smollm3" {
+				from = n
+			}
+			rope := noRope()
+			for i := range derived {
+				if int64(i) >= from && (m.modelType != "smollm3" || rope[i] == 0) {
+					derived[i] = "sliding_attention"
+				}
+			}
+		case "gemma2", "gpt_oss":
+			every(2)
+		case "gemma3_text":
+			p := int64(6)
+			if n, ok := c.optInt("sliding_window_pattern"); ok {
+				p = n
+			}
+			every(p)
+		case "olmo3":
+			every(4)
+		default: // Mistral, Mixtral, Phi-3: every layer
+			every(1 << 62)
+		}
 	default:
 		return
 	}
-	w, ok := c.optIntUpTo("sliding_window", 1<<40)
-	if !ok || !on {
+	if !listed {
+		types = derived
+	}
+	if !on {
 		return
 	}
-	m.slidingWindow = w
-	switch {
-	case listed:
-		m.windowNote = fmt.Sprintf("sliding_window = %d (on the %d of %d layers that layer_types marks sliding_attention)", w, sliding, m.layers)
-	case m.modelType == "gpt_oss" || m.modelType == "gemma2":
-		m.windowNote = fmt.Sprintf("sliding_window = %d (on every other layer, %d of %d)", w, every(2), m.layers)
-	case m.modelType == "gemma3_text":
-		p := int64(6)
-		if n, ok := c.optInt("sliding_window_pattern"); ok {
-			p = n
+	m.window = window
+	m.layerAttn = make([]string, m.layers)
+	n := 0
+	for i, t := range types {
+		switch t {
+		case "sliding_attention":
+			m.layerAttn[i] = "sliding"
+			n++
+		case "chunked_attention":
+			m.layerAttn[i] = "chunked"
+			n++
 		}
-		m.windowNote = fmt.Sprintf("sliding_window = %d (on %d of %d layers: all but every sliding_window_pattern-th)", w, every(p), m.layers)
-	case m.modelType == "olmo3":
-		m.windowNote = fmt.Sprintf("sliding_window = %d (on three layers of every four, %d of %d)", w, every(4), m.layers)
-	default:
-		m.windowNote = fmt.Sprintf("sliding_window = %d", w)
+	}
+	if n == 0 {
+		m.layerAttn = nil
 	}
 }
