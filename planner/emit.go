@@ -70,6 +70,13 @@ func emitSchedule(s *state) error {
 				groupLabel(&e.p.Groups[g]), ir.FormatBytes(e.unshardedBytes(g)))
 		}
 	}
+	for g := range e.p.Groups {
+		if e.keepsStaleSlice(g) {
+			pol := &e.p.Groups[g].Policy
+			s.warnAt(s.groupPos(g), "%s: reshard_after_forward = %d keeps a 1/%d slice of its parameters (%s) after forward that backward never gathers from: no gradient flows into its output, so FSDP2 fires no pre-backward for it and holds the slice until the next forward replaces it; reshard_after_forward = true for it holds nothing",
+				groupLabel(&e.p.Groups[g]), pol.ReshardTo, pol.ReshardTo, ir.FormatBytes(e.unshardedBytes(g)/int64(pol.ReshardTo)))
+		}
+	}
 	return nil
 }
 
@@ -122,6 +129,10 @@ type emitter struct {
 	unsharded   []int // unsharded parameters, or -1
 	slice       []int // int reshard: the post-forward slice, or -1
 	sliceEvent  []int
+	// int reshard: a post-forward slice post-backward left referenced
+	// (FSDP2's to_sharded keeps _sharded_post_forward_param_data), freed
+	// when the next post-forward replaces it; or -1.
+	staleSlice  []int
 	ugrads      []int // autograd's unsharded gradients, or -1
 	accumBuf    []int // no-sync accumulation in the reduce dtype, or -1
 	postEvent   []int // last post-reduce event, or -1
@@ -173,7 +184,7 @@ func newEmitter(s *state) *emitter {
 	e.shardedBuf, e.stateBuf, e.gradBuf, e.hostGradBuf = fill(), fill(), fill(), fill()
 	e.agOut, e.agEvent, e.unsharded = fill(), fill(), fill()
 	e.slice, e.sliceEvent, e.ugrads, e.accumBuf = fill(), fill(), fill(), fill()
-	e.postEvent, e.offloadEv, e.heldAR = fill(), fill(), fill()
+	e.postEvent, e.offloadEv, e.heldAR, e.staleSlice = fill(), fill(), fill(), fill()
 	e.agState.buf, e.agState.event = -1, -1
 	e.mistargeted = map[int]bool{}
 	e.hostGradSet = make([]bool, n)
@@ -553,6 +564,9 @@ func (e *emitter) forward() {
 	ev := e.record(schedule.StreamCompute)
 	e.wait(schedule.StreamCopyIn, ev)
 	e.wait(schedule.StreamAllGather, ev)
+	if e.micro == 0 {
+		e.previousStepSlices()
+	}
 	opening, closing := e.hooksByPosition()
 	for si := range e.segments {
 		seg := &e.segments[si]
@@ -800,10 +814,58 @@ func (e *emitter) postForward(g int) {
 			o := blank(schedule.OpReshard, D)
 			o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, sl, e.unsharded[g], bytes, pol.Param
 			e.op(o)
+			// The new slice replaces one that post-backward left
+			// referenced: FSDP2 clones before it drops the old one.
+			if e.staleSlice[g] >= 0 {
+				e.free(e.staleSlice[g])
+				e.staleSlice[g] = -1
+			}
 			e.free(e.unsharded[g])
 			e.unsharded[g] = -1
 			e.slice[g], e.sliceEvent[g] = sl, e.record(D)
 		}
 	}
 	e.postOrder = append(e.postOrder, g)
+}
+
+// firesPreBackward reports whether backward reaches group g's output
+// tensor, so its pre-backward hook fires (R28): only if the output of its
+// last forward compute module requires a gradient.
+func (e *emitter) firesPreBackward(g int) bool {
+	return e.last[g] >= 0 && e.m.Modules[e.m.Forward[e.last[g]]].OutputRequiresGrad
+}
+
+// keepsStaleSlice reports whether group g's post-forward slice outlives
+// its micro-batch: under int reshard a unit whose pre-backward never fires
+// is never copied out in backward (to_unsharded frees the slice), and the
+// final callback's post-backward only marks it sharded (to_sharded keeps
+// _sharded_post_forward_param_data), so the slice stays until the unit's
+// next post-forward replaces it, across the optimizer into the next step.
+func (e *emitter) keepsStaleSlice(g int) bool {
+	pol := &e.p.Groups[g].Policy
+	return pol.Reshard == schedule.ReshardTo && len(e.p.Groups[g].Params) > 0 && e.last[g] >= 0 && !e.firesPreBackward(g)
+}
+
+// previousStepSlices allocates, at the start of the step, the slices the
+// previous step's last micro-batch left (keepsStaleSlice), so the step's
+// memory is its steady state's; the step frees its own last ones after the
+// optimizer (staleSlicesToNextStep).
+func (e *emitter) previousStepSlices() {
+	for g := range e.p.Groups {
+		if e.keepsStaleSlice(g) {
+			pol := &e.p.Groups[g].Policy
+			e.staleSlice[g] = e.alloc(schedule.StreamCompute, g, schedule.BufPostForwardSlice, e.unshardedBytes(g)/int64(pol.ReshardTo), "post-forward-slice-of-previous-step")
+		}
+	}
+}
+
+// staleSlicesToNextStep frees the slices the step's last micro-batch
+// left: the next step's previousStepSlices stands for them.
+func (e *emitter) staleSlicesToNextStep() {
+	for g := range e.p.Groups {
+		if e.staleSlice[g] >= 0 {
+			e.free(e.staleSlice[g])
+			e.staleSlice[g] = -1
+		}
+	}
 }

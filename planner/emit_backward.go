@@ -19,7 +19,7 @@ func (e *emitter) backward(sync bool) {
 		for _, g := range e.groupsEndingAt(seg.end) {
 			// FSDP2 hooks pre-backward on the unit's outputs that require
 			// grad; a unit whose output needs none never fires it.
-			if e.m.Modules[e.m.Forward[e.last[g]]].OutputRequiresGrad {
+			if e.firesPreBackward(g) {
 				e.preBackward(g)
 			}
 		}
@@ -234,6 +234,14 @@ func (e *emitter) postBackward(g int, sync bool) {
 		e.free(e.unsharded[g])
 		e.unsharded[g] = -1
 	}
+	// A post-forward slice backward never gathered from (its pre-backward
+	// did not fire): to_sharded makes the group sharded again, so the next
+	// unshard gathers its shards over all ranks, but leaves the slice's
+	// data referenced until the next post-forward (keepsStaleSlice).
+	if e.slice[g] >= 0 {
+		e.staleSlice[g] = e.slice[g]
+		e.slice[g], e.sliceEvent[g] = -1, -1
+	}
 	if !e.trains(g) || e.ugrads[g] < 0 && !accumulated {
 		return
 	}
@@ -445,4 +453,5 @@ func (e *emitter) optimizer() {
 		e.free(e.gradBuf[g], done)
 		e.gradBuf[g] = -1
 	}
+	e.staleSlicesToNextStep()
 }
