@@ -15,9 +15,11 @@ import (
 // mixed precision and offload), then on every rank what Compare checks
 // (each unit's parameters and padded shard sizes, every collective's
 // size, reduce op and group, the order of unshards, copy-outs and
-// reshards) and every collective's dtype. It returns one line per
-// mismatch.
-func CompareAccelerate(p *schedule.Plan, recs []AccelerateRecord) []string {
+// reshards) and every collective's dtype; and, given the model m the
+// plan was made from (nil: not compared), that accelerate's activation
+// checkpointing wrapped exactly the modules m marks checkpoint = true. It
+// returns one line per mismatch.
+func CompareAccelerate(m *ir.Model, p *schedule.Plan, recs []AccelerateRecord) []string {
 	if len(recs) == 0 {
 		return []string{"no rank recorded anything"}
 	}
@@ -27,6 +29,9 @@ func CompareAccelerate(p *schedule.Plan, recs []AccelerateRecord) []string {
 		}
 	}
 	bad := compareUnits(p, recs[0])
+	if m != nil {
+		bad = append(bad, compareCheckpointed(m, recs[0].Checkpointed)...)
+	}
 	perRank := make([][]string, len(recs))
 	for r, rec := range recs {
 		perRank[r] = append(Compare(p, []Record{rec.Record}), compareDTypes(p, 0, rec.Record)...)
@@ -228,6 +233,32 @@ func compareDTypes(p *schedule.Plan, rank int, rec Record) []string {
 				bad = append(bad, fmt.Sprintf("rank %d %s %d (%s) of %s: dtype %s in FSDP2, %s in the plan", rank, ck.name, i, c.Phase, groupName(p, w.Group), c.DType, dt))
 				break // later ones of the kind usually differ alike
 			}
+		}
+	}
+	return bad
+}
+
+// compareCheckpointed checks the modules accelerate wrapped with
+// checkpoint_wrapper against the model's checkpoint regions.
+func compareCheckpointed(m *ir.Model, got []string) []string {
+	have := map[string]bool{}
+	for _, g := range got {
+		have[g] = true
+	}
+	marked := map[string]bool{}
+	var bad []string
+	for _, mod := range m.Modules {
+		if !mod.Checkpoint {
+			continue
+		}
+		marked[mod.Name] = true
+		if !have[mod.Name] {
+			bad = append(bad, fmt.Sprintf("the model checkpoints %s, accelerate does not", moduleList([]string{mod.Name})))
+		}
+	}
+	for _, g := range got {
+		if !marked[g] {
+			bad = append(bad, fmt.Sprintf("accelerate checkpoints %s, the model does not", moduleList([]string{g})))
 		}
 	}
 	return bad

@@ -11,7 +11,8 @@ import (
 
 // accelModel is a small decoder whose plan has layer units, a final norm
 // unit kept unsharded after forward, an output unit, bf16 mixed precision
-// and a root holding the embedding.
+// and a root holding the embedding; each layer's attention is an
+// activation-checkpoint region.
 const accelModel = `
 [model]
 dtype = "fp32"
@@ -48,6 +49,7 @@ out = 33
 [block.decoder]
 [[block.decoder.module]]
 name = "attention"
+checkpoint = true
 kind = "attention"
 dim = 8
 heads = 2
@@ -116,6 +118,7 @@ func accelRecordOf(t *testing.T, p *schedule.Plan) AccelerateRecord {
 	for _, e := range planOrder(p) {
 		rec.Events = append(rec.Events, Event{Ev: e.ev, Group: e.group, Phase: e.phase, Micro: e.micro})
 	}
+	rec.Checkpointed = []string{"layers.0.attention", "layers.1.attention"}
 	return rec
 }
 
@@ -171,6 +174,12 @@ func TestCompareAccelerate(t *testing.T) {
 		{"shard size", func(r *AccelerateRecord) {
 			r.Layouts[group("layers.0")].Params[0].Padded = []int64{1}
 		}, "rank 0 group layers.0:"},
+		{"not checkpointed", func(r *AccelerateRecord) {
+			r.Checkpointed = r.Checkpointed[1:]
+		}, "the model checkpoints [layers.0.attention], accelerate does not"},
+		{"checkpointed", func(r *AccelerateRecord) {
+			r.Checkpointed = append(r.Checkpointed, "norm")
+		}, "accelerate checkpoints [norm], the model does not"},
 		{"error", func(r *AccelerateRecord) {
 			r.Error, r.Where = "ValueError: no", "fsdp_utils.py:3"
 		}, "accelerate's run failed on rank 0 (fsdp_utils.py:3): ValueError: no"},
@@ -179,7 +188,7 @@ func TestCompareAccelerate(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rec := accelRecordOf(t, p)
 			c.change(&rec)
-			bad := CompareAccelerate(p, []AccelerateRecord{rec})
+			bad := CompareAccelerate(m, p, []AccelerateRecord{rec})
 			if c.want == "" {
 				if len(bad) > 0 {
 					t.Fatalf("mismatches for a record of the plan itself:\n%s", strings.Join(bad, "\n"))

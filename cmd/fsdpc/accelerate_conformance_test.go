@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 	"github.com/fsdpc/fsdpc/torchgen"
 )
@@ -92,6 +93,7 @@ func TestAccelerateConformance(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var runs []torchgen.AccelerateCase
+	var models []*ir.Model
 	for _, c := range cases {
 		cfg := filepath.Join(dir, c.name+".yaml")
 		hf := filepath.Join(dir, c.name+".json")
@@ -104,6 +106,7 @@ func TestAccelerateConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		run := torchgen.AccelerateCase{Name: c.name, Config: []byte(c.config), Model: []byte(accelModels[c.model])}
+		var m *ir.Model // the imported model; nil for a refused config
 		code, out, errOut := runCLI("import", "accelerate", cfg, "--model", hf, "-o", toml)
 		switch {
 		case c.refuse != "":
@@ -121,8 +124,7 @@ func TestAccelerateConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := loadModel(toml)
-			if err != nil {
+			if m, err = loadModel(toml); err != nil {
 				t.Fatal(err)
 			}
 			q, _, e, err := scaledExport(bin, p, m, 1)
@@ -131,6 +133,7 @@ func TestAccelerateConformance(t *testing.T) {
 			}
 			run.Plan, run.Export = q, e
 		}
+		models = append(models, m)
 		runs = append(runs, run)
 	}
 	start := time.Now()
@@ -154,7 +157,10 @@ func TestAccelerateConformance(t *testing.T) {
 			for _, call := range recs[0].Calls {
 				t.Logf("fully_shard(%s, reshard_after_forward=%v)", moduleNames(call.Modules), call.Reshard)
 			}
-			if bad := torchgen.CompareAccelerate(runs[i].Plan, recs); len(bad) > 0 {
+			if len(recs[0].Checkpointed) > 0 {
+				t.Logf("checkpoint_wrapper on %s", moduleNames(recs[0].Checkpointed))
+			}
+			if bad := torchgen.CompareAccelerate(models[i], runs[i].Plan, recs); len(bad) > 0 {
 				t.Errorf("accelerate's FSDP2 differs from fsdpc's plan in %d places:\n  %s", len(bad), strings.Join(bad, "\n  "))
 			}
 		})

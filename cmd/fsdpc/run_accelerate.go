@@ -66,7 +66,7 @@ func runAccelerate(planPath, configPath, modelArg, hfConfig, python string, time
 	}
 	recs := all[0]
 	fmt.Fprintf(stderr, "%s: done in %.0fs\n", cmd, time.Since(start).Seconds())
-	bad := torchgen.CompareAccelerate(q, recs)
+	bad := torchgen.CompareAccelerate(m, q, recs)
 	if recs[0].Error == "" {
 		fmt.Fprintf(stdout, "accelerate %s, torch %s, %d ranks: %d fully_shard calls, %d collectives on rank 0\n",
 			safetext.Term(recs[0].Accelerate), safetext.Term(recs[0].Torch), len(recs), len(recs[0].Calls), len(recs[0].Collectives))
@@ -84,7 +84,7 @@ func runAccelerate(planPath, configPath, modelArg, hfConfig, python string, time
 		fmt.Fprintf(stdout, "accelerate's FSDP2 differs from the plan in %d places\n", len(bad))
 		return 1
 	}
-	fmt.Fprintln(stdout, "accelerate's FSDP2 matches the plan: its units and their settings, every group's parameters and shard sizes, every collective's size, dtype, reduce op and group, and the order of every unshard, copy-out and reshard")
+	fmt.Fprintln(stdout, "accelerate's FSDP2 matches the plan: its units and their settings, every group's parameters and shard sizes, every collective's size, dtype, reduce op and group, the order of every unshard, copy-out and reshard, and the checkpointed modules")
 	return 0
 }
 
