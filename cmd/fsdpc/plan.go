@@ -16,7 +16,62 @@ import (
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
+// fsdpc plan is three steps, as every command that renders a document:
+// parsePlanArgs reads the command line (usage problems exit 2 there),
+// makePlan does the work (loads, plans or tunes, writes plan.bin,
+// evaluates the gates; diagnostics go to stderr as they are found), and
+// a renderer prints the result, as text or as JSON (docs/json.md).
+
 func runPlan(args []string, stdout, stderr io.Writer) int {
+	a, code, ok := parsePlanArgs(args, stderr)
+	if !ok {
+		return code
+	}
+	if a.dump == "help" {
+		for _, name := range planner.PassNames() {
+			fmt.Fprintf(stdout, "%-10s %s\n", name, planner.PassDoc(name))
+		}
+		return 0
+	}
+	r, err := makePlan(a, stdout, stderr)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	if a.dump != "" {
+		return 0 // the dumps were the output
+	}
+	render := renderPlanText
+	if a.json {
+		render = renderPlanJSON
+	}
+	if err := render(stdout, r); err != nil {
+		return reportErr(stderr, err)
+	}
+	if anyFailed(r.gates) {
+		return exitGateFailed
+	}
+	return 0
+}
+
+// planArgs is a parsed `fsdpc plan` command line.
+type planArgs struct {
+	model string // a model file or zoo name; "" only with -d help
+	out   string
+	// dump is "" (no dump), "help", "all" or a pass name.
+	dump        string
+	check       bool
+	tune        bool
+	fsdpcKnobs  bool
+	margin      float64 // with tune: the share of the budget kept free
+	trainTokens float64 // 0: not asked
+	json        bool
+	gates       []gate
+}
+
+// parsePlanArgs parses plan's command line. When ok is false the command
+// exits with code, having said why on stderr: 0 for -h, 2 for bad usage,
+// 1 for a value it cannot read (-train-tokens, -headroom).
+func parsePlanArgs(args []string, stderr io.Writer) (a planArgs, code int, ok bool) {
 	fl := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	out := fl.String("o", "plan.bin", "write the plan here")
@@ -37,134 +92,155 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		fl.PrintDefaults()
 	}
 	if code, ok := parseFlags(fl, args); !ok {
-		return code
+		return a, code, false
 	}
 	gates, err := parseGates(failIf, false)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 2
+		return a, 2, false
 	}
 	if *semantics != "" && *semantics != schedule.Semantics {
 		fmt.Fprintf(stderr, "fsdpc plan: -semantics %s: this fsdpc models %s only (docs/semantics.md lists how other releases differ)\n", *semantics, schedule.Semantics)
-		return 2
+		return a, 2, false
 	}
 	if *dump != "" && (*asJSON || len(gates) > 0) {
 		fmt.Fprintln(stderr, "fsdpc plan: -d prints the planner's passes; -json and -fail-if need the summary: drop -d")
-		return 2
+		return a, 2, false
 	}
+	a = planArgs{out: *out, dump: *dump, check: *check, tune: *tune, fsdpcKnobs: *fsdpcKnobs, json: *asJSON, gates: gates}
 	if *dump == "help" {
-		for _, name := range planner.PassNames() {
-			fmt.Fprintf(stdout, "%-10s %s\n", name, planner.PassDoc(name))
-		}
-		return 0
+		return a, 0, true
 	}
 	if fl.NArg() != 1 {
 		fl.Usage()
-		return 2
+		return a, 2, false
 	}
+	a.model = fl.Arg(0)
 	if *dump != "" && *dump != "all" && planner.PassDoc(*dump) == "" {
 		fmt.Fprintf(stderr, "fsdpc plan: no pass %q (passes: %s)\n", *dump, strings.Join(planner.PassNames(), ", "))
-		return 2
+		return a, 2, false
 	}
-	var tokens float64
 	if *trainTokens != "" {
-		if tokens, err = parseTokens(*trainTokens); err != nil {
-			return reportErr(stderr, err)
+		if a.trainTokens, err = parseTokens(*trainTokens); err != nil {
+			return a, reportErr(stderr, err), false
 		}
 	}
-	m, err := loadModel(fl.Arg(0))
-	if err != nil {
-		return reportErr(stderr, err)
+	if *tune {
+		if *headroom < 0 || *headroom >= 100 || math.IsNaN(*headroom) {
+			return a, reportErr(stderr, fmt.Errorf("-headroom %g: give a percentage from 0 to below 100", *headroom)), false
+		}
+		a.margin = max(*headroom/100, 1e-9)
 	}
-	if err := checkOutput(*out, fl.Arg(0)); err != nil {
-		return reportErr(stderr, err)
+	return a, 0, true
+}
+
+// planned is what plan made, the renderers' input.
+type planned struct {
+	args  planArgs
+	model *ir.Model
+	plan  *schedule.Plan
+	// sim is the planner's own simulation of the plan (planner.Compile):
+	// plan simulates once.
+	sim *schedule.Simulation
+	// warnings are the planner's, less those the model's already give.
+	warnings ir.Diagnostics
+	tuning   *planner.Tuning // with -tune
+	advice   *planner.Advice // with -tune: what the file pins
+	size     int64           // of the plan file written
+	metrics  metrics
+	gates    []gateResult
+}
+
+// makePlan loads the model, plans (or tunes) it, writes plan.bin and
+// evaluates the gates. The model's and the planner's warnings go to
+// stderr as they are found (the model's before a long tune), and with -d
+// the planner's state after each pass to stdout.
+func makePlan(a planArgs, stdout, stderr io.Writer) (*planned, error) {
+	m, err := loadModel(a.model)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOutput(a.out, a.model); err != nil {
+		return nil, err
 	}
 	for _, w := range m.Warnings {
 		fmt.Fprintln(stderr, w)
 	}
-	opts := planner.Options{CheckEveryPass: *check}
-	if *dump != "" {
-		opts.DumpAfter = func(pass, text string) {
-			if *dump == "all" || *dump == pass {
-				fmt.Fprintf(stdout, "=== after pass %s\n%s", pass, text)
-			}
-		}
-	}
-	var p *schedule.Plan
-	var sim *schedule.Simulation
-	var warnings ir.Diagnostics
-	var tuning *planner.Tuning
-	var advice *planner.Advice
-	if *tune {
+	r := &planned{args: a, model: m}
+	if a.tune {
 		progress := func(n int) {}
 		if isTerminal(stderr) {
 			progress = func(n int) { fmt.Fprintf(stderr, "\rtuning: %d candidates evaluated", n) }
 		}
-		if *headroom < 0 || *headroom >= 100 || math.IsNaN(*headroom) {
-			return reportErr(stderr, fmt.Errorf("-headroom %g: give a percentage from 0 to below 100", *headroom))
-		}
-		topts := planner.TuneOptions{Progress: progress, Margin: max(*headroom/100, 1e-9), FsdpcKnobs: *fsdpcKnobs}
-		tuning, err = planner.Tune(m, topts)
+		topts := planner.TuneOptions{Progress: progress, Margin: a.margin, FsdpcKnobs: a.fsdpcKnobs}
+		r.tuning, err = planner.Tune(m, topts)
 		if isTerminal(stderr) {
 			fmt.Fprintln(stderr)
 		}
 		if err != nil {
-			return reportErr(stderr, err)
+			return nil, err
 		}
-		advice = planner.Advise(m, tuning, topts)
-		p, sim, warnings = tuning.Plan, tuning.Sim, tuning.Warnings
+		r.advice = planner.Advise(m, r.tuning, topts)
+		r.plan, r.sim, r.warnings = r.tuning.Plan, r.tuning.Sim, r.tuning.Warnings
 	} else {
-		r, err := planner.Compile(m, opts)
+		opts := planner.Options{CheckEveryPass: a.check}
+		if a.dump != "" {
+			opts.DumpAfter = func(pass, text string) {
+				if a.dump == "all" || a.dump == pass {
+					fmt.Fprintf(stdout, "=== after pass %s\n%s", pass, text)
+				}
+			}
+		}
+		c, err := planner.Compile(m, opts)
 		if err != nil {
-			return reportErr(stderr, err)
+			return nil, err
 		}
-		p, sim, warnings = r.Plan, r.Sim, r.Warnings
+		r.plan, r.sim, r.warnings = c.Plan, c.Sim, c.Warnings
 	}
-	if err := schedule.WriteFile(*out, p); err != nil {
-		return reportErr(stderr, fmt.Errorf("writing %s: %w", *out, err))
+	if err := schedule.WriteFile(a.out, r.plan); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", a.out, err)
 	}
-	var size int64
-	if st, err := os.Stat(*out); err == nil {
-		size = st.Size()
+	if st, err := os.Stat(a.out); err == nil {
+		r.size = st.Size()
 	}
-	if *dump != "" {
-		return 0
+	if a.dump != "" {
+		return r, nil
 	}
-	warnings = plannerOnly(m.Warnings, warnings)
-	for _, w := range warnings {
+	r.warnings = plannerOnly(m.Warnings, r.warnings)
+	for _, w := range r.warnings {
 		fmt.Fprintln(stderr, w)
 	}
-	if w := budgetWarning(p, sim); w != "" {
+	if w := budgetWarning(r.plan, r.sim); w != "" {
 		fmt.Fprintln(stderr, w)
 	}
-	mt := newMetrics(p, sim, m.FLOPsPerToken(), tokens)
-	results, err := evalGates(gates, nil, &mt)
-	if err != nil {
-		return reportErr(stderr, err)
+	r.metrics = newMetrics(r.plan, r.sim, m.FLOPsPerToken(), a.trainTokens)
+	if r.gates, err = evalGates(a.gates, nil, &r.metrics); err != nil {
+		return nil, err
 	}
-	if *asJSON {
-		d := newPlanDoc("plan", p, sim, mt)
-		d.Output, d.OutputBytes, d.Gates = *out, size, results
-		d.Diagnostics = newDiagDocs(m.Warnings, warnings)
-		if tuning != nil {
-			d.Tuning = newTuningDoc(tuning)
-			d.Tuning.Pinned, d.Tuning.PinnedEvaluated = newPinDocs(advice), advice.Evaluated
-		}
-		if err := writeJSON(stdout, d); err != nil {
-			return reportErr(stderr, err)
-		}
-	} else {
-		printPlanSummary(stdout, p, *out, size, sim, m.FLOPsPerToken(), tokens)
-		if tuning != nil {
-			printTuning(stdout, tuning)
-			printAdvice(stdout, tuning, advice)
-		}
-		printGates(stdout, results)
+	return r, nil
+}
+
+// renderPlanText prints plan's summary, the tuner's choices and the gates.
+func renderPlanText(w io.Writer, r *planned) error {
+	printPlanSummary(w, r.plan, r.args.out, r.size, r.sim, r.model.FLOPsPerToken(), r.args.trainTokens)
+	if r.tuning != nil {
+		printTuning(w, r.tuning)
+		printAdvice(w, r.tuning, r.advice)
 	}
-	if anyFailed(results) {
-		return exitGateFailed
+	printGates(w, r.gates)
+	return nil
+}
+
+// renderPlanJSON prints plan's document (docs/json.md).
+func renderPlanJSON(w io.Writer, r *planned) error {
+	d := newPlanDoc("plan", r.plan, r.sim, r.metrics)
+	d.Output, d.OutputBytes, d.Gates = r.args.out, r.size, r.gates
+	d.Diagnostics = newDiagDocs(r.model.Warnings, r.warnings)
+	if r.tuning != nil {
+		d.Tuning = newTuningDoc(r.tuning)
+		d.Tuning.Pinned, d.Tuning.PinnedEvaluated = newPinDocs(r.advice), r.advice.Evaluated
 	}
-	return 0
+	return writeJSON(w, d)
 }
 
 // printTuning explains what the autotuner chose and why.
