@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fsdpc/fsdpc/ir"
 )
@@ -200,6 +201,9 @@ func (a *adviser) pins() []Pin {
 	if tr.GradAccum > 1 {
 		out = append(out, a.accumulatePin())
 	}
+	if p, ok := a.unitsPin(); ok {
+		out = append(out, p)
+	}
 	out = append(out, a.policyPins()...)
 	if m.Cluster.Mesh != nil {
 		mesh := *m.Cluster.Mesh
@@ -364,4 +368,38 @@ func (a *adviser) policyLines(key string, get func(g ir.GroupPolicy) (string, bo
 		}
 	}
 	return out
+}
+
+// unitsPin is units written as patterns or as each block's children, on
+// a model with repeated blocks: the tuner chooses units only from
+// units = "blocks" (blocks per unit, the children, the embedding and
+// output on their own).
+func (a *adviser) unitsPin() (Pin, bool) {
+	pol := a.m.Policy
+	if pol.UnitsMode != ir.UnitsPatterns && pol.UnitsMode != ir.UnitsBlockChildren {
+		return Pin{}, false
+	}
+	if len((&tuner{m: a.m}).blocks()) == 0 {
+		return Pin{}, false
+	}
+	line := fmt.Sprintf("units = %q", pol.UnitsMode)
+	if pol.UnitsMode == ir.UnitsPatterns {
+		var items []string
+		for _, u := range pol.Units {
+			items = append(items, fmt.Sprintf("%q", u.Glob.String()))
+		}
+		for _, g := range pol.Groups {
+			var in []string
+			for _, u := range g.Patterns {
+				in = append(in, fmt.Sprintf("%q", u.Glob.String()))
+			}
+			items = append(items, "["+strings.Join(in, ", ")+"]")
+		}
+		line = "units = [" + strings.Join(items, ", ") + "]"
+	}
+	p := Pin{Setting: "units", Section: "policy", File: []string{line}}
+	p.Alternatives = append(p.Alternatives, a.try(func(x *ir.Model) {
+		x.Policy.UnitsMode, x.Policy.Units, x.Policy.Groups = ir.UnitsBlocks, nil, nil
+	}, []string{`units = "blocks"`}, "the tuner decides the grouping"))
+	return p, true
 }

@@ -54,6 +54,9 @@ func TestAdviceZoo(t *testing.T) {
 		{"llama3-70b", "checkpointing", `checkpointing = "selective-op"`, false, 0.05, 0.30, false},
 		// The tuner, left the mesh, chooses the file's own.
 		{"llama3.1-405b", "mesh", "remove mesh", true, -1e-9, 1e-9, false},
+		// Given units = "blocks", it chooses the file's units too (the
+		// embedding and output their own), and keeps two blocks unsharded.
+		{"llama3.1-405b", "units", `units = "blocks"`, true, 0, MinSuggestedGain, false},
 	}
 	// The settings each file pins, in order.
 	pinned := map[string]string{
@@ -61,7 +64,7 @@ func TestAdviceZoo(t *testing.T) {
 		"llama3-70b":     "checkpointing | micro_batch, grad_accum | accumulate | param_dtype | reduce_dtype",
 		"llama3-8b":      "checkpointing | micro_batch, grad_accum | param_dtype | reduce_dtype",
 		"llama3-8b-lora": "checkpointing | micro_batch, grad_accum | accumulate | reduce_dtype",
-		"llama3.1-405b":  "checkpointing | micro_batch, grad_accum | accumulate | param_dtype | reduce_dtype | mesh",
+		"llama3.1-405b":  "checkpointing | micro_batch, grad_accum | accumulate | units | param_dtype | reduce_dtype | mesh",
 		"mixtral-8x7b":   "checkpointing | micro_batch, grad_accum | accumulate | param_dtype | reduce_dtype",
 		"t5-base":        "checkpointing | micro_batch, grad_accum | param_dtype | reduce_dtype",
 		"vit-b16":        "checkpointing | micro_batch, grad_accum | param_dtype | reduce_dtype",
