@@ -254,6 +254,9 @@ func (p *parser) mapping(indent int) (*Node, error) {
 		if !ok {
 			return nil, p.errAt(l, l.indent+1, "%q is not key: value", l.text)
 		}
+		if strings.TrimSpace(rawKey) == "" {
+			return nil, p.errAt(l, l.indent+1, "an empty key")
+		}
 		key, err := p.value(l, rawKey, l.indent)
 		if err != nil {
 			return nil, err
@@ -347,6 +350,9 @@ func closingQuote(s string) int {
 // 0-based column col of line l.
 func (p *parser) value(l line, s string, col int) (*Node, error) {
 	at := func(format string, args ...any) error { return p.errAt(l, col+1, format, args...) }
+	if s == "" {
+		return &Node{Kind: Scalar, Line: l.no, Col: col + 1}, nil
+	}
 	switch s[0] {
 	case '&', '*':
 		return nil, at("anchors and aliases are not supported")
