@@ -58,6 +58,26 @@ type Backend interface {
 	Close()
 }
 
+// A backend's optional capabilities. Run asks for each by its interface,
+// and each backend asserts at compile time the ones it has (var _ …
+// = (*Host)(nil)), so a misspelt method is a build error rather than a
+// backend silently checked more or less strictly than it should be.
+type (
+	// Named is a backend with a name for reports ("host", "cuda (NVIDIA
+	// H200)"); one without is called by its Go type.
+	Named interface{ Name() string }
+	// StandInRunner is a backend that may run stand-ins for compute and
+	// the optimizer: it moves and reduces the data for real but leaves
+	// the parameters as they were, so a run checks what the backend
+	// checks (every gathered parameter, every collective), not the final
+	// values, and cannot save a checkpoint.
+	StandInRunner interface{ StandIns() bool }
+	// FixedOrderReducer is a backend that may reduce in a fixed rank
+	// order, so that its results must equal the reference's bit for bit;
+	// the others are held to a tolerance.
+	FixedOrderReducer interface{ FixedReductionOrder() bool }
+)
+
 // Topology is what a backend is opened for.
 type Topology struct {
 	Replicate, Shard int // the mesh: rank = r·Shard + k

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsdpc/fsdpc/executor/internal/unproven"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -153,7 +154,7 @@ func TestMutationsFailAtRunTime(t *testing.T) {
 				p := base.Clone()
 				m.mutate(t, p)
 				start := time.Now()
-				_, err := Run(p, NewHost(), Options{Scale: mutationScale, Timeout: 400 * time.Millisecond, DataOnly: dataOnly})
+				_, err := Run(p, NewHost(), Options{Scale: mutationScale, Timeout: 400 * time.Millisecond, DataOnly: dataOnly, Unproven: &unproven.Permit{}})
 				var fe *FailureError
 				if err == nil {
 					if dataOnly && !m.dataCatches {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fsdpc/fsdpc/checkpoint"
+	"github.com/fsdpc/fsdpc/executor/internal/unproven"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -47,6 +48,12 @@ type Options struct {
 	// other processes' (the backend's collectives reach them).
 	Local []int
 
+	// Unproven, when set, runs a plan schedule.Prove refuses. Only
+	// packages inside executor/ can make one (executor/internal/unproven):
+	// tests that show the run-time checks catch on their own what the
+	// proof would (mutation_test.go, the GPU backend's hazard tests).
+	Unproven *unproven.Permit
+
 	// skip, for tests: leave out op on rank.
 	skip func(rank, op int) bool
 }
@@ -61,6 +68,10 @@ type Progress struct {
 // ErrWorldSize is the class of errors for a plan whose world size the
 // host cannot run as asked.
 var ErrWorldSize = errors.New("impossible world size")
+
+// ErrUnproven is the class of errors for a plan Run refuses because
+// schedule.Prove (what `fsdpc verify` reports) refuses it.
+var ErrUnproven = errors.New("refusing to run a plan that fsdpc verify refuses")
 
 // TooLargeError is a run that would need more host memory than allowed.
 type TooLargeError struct {
@@ -95,7 +106,8 @@ func (e *TooLargeError) Unwrap() error { return ErrWorldSize }
 // computed without sharding. The report holds the timings, the memory
 // measured per pool against the plan's prediction (scaled), and the
 // verdict per group; the error is a *FailureError when the run found a
-// mismatch, a hazard or a deadlock, or the reason it could not run.
+// mismatch, a hazard or a deadlock, or the reason it could not run. A plan
+// schedule.Prove refuses is not run at all (ErrUnproven), for every caller.
 func Run(p *schedule.Plan, b Backend, opts Options) (*Report, error) {
 	t0 := time.Now()
 	if opts.Scale == 0 {
@@ -121,6 +133,14 @@ func Run(p *schedule.Plan, b Backend, opts Options) (*Report, error) {
 	local, err := localRanks(opts.Local, world)
 	if err != nil {
 		return nil, err
+	}
+	// Never run a plan fsdpc verify refuses, whoever calls: the CLI, the
+	// CUDA worker a scheduler started with any file, a library user. The
+	// run's own checks would find at best what the proof already says.
+	if opts.Unproven == nil {
+		if _, err := schedule.Prove(p); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnproven, err)
+		}
 	}
 	standIns := standInBackend(b)
 	q, diffs, layouts, opt, err := prepare(p, opts.Scale)
@@ -298,12 +318,12 @@ func localRanks(only []int, world int) ([]int, error) {
 // parameters as they were, so the run checks what the backend checks
 // (every gathered parameter, every collective) and not the final values.
 func standInBackend(b Backend) bool {
-	x, ok := b.(interface{ StandIns() bool })
+	x, ok := b.(StandInRunner)
 	return ok && x.StandIns()
 }
 
 func backendName(b Backend) string {
-	if n, ok := b.(interface{ Name() string }); ok {
+	if n, ok := b.(Named); ok {
 		return n.Name()
 	}
 	return fmt.Sprintf("%T", b)
@@ -312,11 +332,16 @@ func backendName(b Backend) string {
 // exactBackend reports whether a backend reduces in a fixed rank order, so
 // its results must equal the reference's bit for bit.
 func exactBackend(b Backend) bool {
-	if x, ok := b.(interface{ FixedReductionOrder() bool }); ok {
-		return x.FixedReductionOrder()
-	}
-	return false
+	x, ok := b.(FixedOrderReducer)
+	return ok && x.FixedReductionOrder()
 }
+
+// The host backend's capabilities: a name, and reductions in rank order.
+var _ interface {
+	Backend
+	Named
+	FixedOrderReducer
+} = (*Host)(nil)
 
 // Name is the backend's name in reports.
 func (h *Host) Name() string { return "host" }

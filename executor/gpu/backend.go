@@ -111,6 +111,13 @@ func New(dev Device, opt Options) *Backend {
 	return &Backend{dev: c, calls: c, opt: opt}
 }
 
+// The GPU backend's capabilities: a name, and stand-ins for compute.
+var _ interface {
+	executor.Backend
+	executor.Named
+	executor.StandInRunner
+} = (*Backend)(nil)
+
 // Name is the backend's name in reports.
 func (b *Backend) Name() string { return "cuda (" + b.dev.Name() + ")" }
 

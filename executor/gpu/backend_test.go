@@ -12,6 +12,7 @@ import (
 	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/executor/gpu"
 	"github.com/fsdpc/fsdpc/executor/gpu/gputest"
+	"github.com/fsdpc/fsdpc/executor/internal/unproven"
 	"github.com/fsdpc/fsdpc/internal/zootest"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
@@ -198,9 +199,14 @@ func TestMissingWaitIsAHazard(t *testing.T) {
 	}
 	dev := gputest.New(gputest.WithRaceDetection())
 	defer dev.Close()
+	// executor.Run refuses the plan, as fsdpc verify does.
+	if _, _, err := rehearse(t, p, 16, 1, gpu.Options{CheckSteps: 0}, dev); !errors.Is(err, executor.ErrUnproven) {
+		t.Fatalf("a schedule without its wait: %v, want executor.ErrUnproven", err)
+	}
+	// Run anyway: the device's race detection catches it on its own.
 	// Unchecked: the data check synchronises the host with the streams,
 	// which orders them after all.
-	_, _, err := rehearse(t, p, 16, 1, gpu.Options{CheckSteps: 0}, dev)
+	_, err := executor.Run(p, gpu.New(dev, gpu.Options{CheckSteps: 0}), executor.Options{Scale: 16, Steps: 1, Timeout: 20 * time.Second, Unproven: &unproven.Permit{}})
 	if err == nil || !strings.Contains(err.Error(), "hazard: stream") {
 		t.Fatalf("a schedule without its wait: want the device's hazard, got %v", err)
 	}
