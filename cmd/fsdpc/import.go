@@ -53,7 +53,7 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 	out := fl.String("o", "", "write the model to this file instead of stdout")
 	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
 	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
-	world := fl.Int("world-size", hf.DefaultWorldSize, "number of GPUs")
+	world := fl.Int("world-size", 0, "number of GPUs (default: the fewest whole nodes whose plan fits the memory budget, said on stderr)")
 	gpusPerNode := fl.Int("gpus-per-node", hf.DefaultGPUsPerNode, "GPUs per node")
 	microBatch := fl.Int("micro-batch", 1, "sequences per micro-batch")
 	checkpointing := fl.String("checkpointing", hf.DefaultCheckpointing, "activation checkpointing: none, full, selective-op or selective-layer")
@@ -96,6 +96,13 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 	src, name, err := readConfig(pos[0])
 	if err != nil {
 		return reportErr(stderr, err)
+	}
+	if !set["world-size"] {
+		var note string
+		if opt, note, err = smallestWorld(name, src, opt); err != nil {
+			return reportErr(stderr, err)
+		}
+		fmt.Fprintln(stderr, note)
 	}
 	text, err := hf.ConvertWith(name, src, opt)
 	if err != nil {
