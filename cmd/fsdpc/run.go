@@ -16,22 +16,70 @@ import (
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
+// fsdpc run is parse -> run -> render: parseRunArgs reads the command
+// line (every usage problem exits 2 there, before any work), the torch
+// and cuda backends go to their own files, and on the host backend
+// runHost does the work and renderHostRun prints what it did.
+
 func runRun(args []string, stdout, stderr io.Writer) int {
+	a, code, ok := parseRunArgs(args, stderr)
+	if !ok {
+		return code
+	}
+	switch a.backend {
+	case "torch":
+		if a.accelerate != "" {
+			return runAccelerate(a.target, a.accelerate, a.model, a.hf, a.python, a.timeout, stdout, stderr)
+		}
+		return runTorch(a.target, a.model, a.python, a.scale, a.timeout, stdout, stderr)
+	case "cuda":
+		return runCUDA(a.target, a.cuda, workerArgs{scale: a.scale, steps: a.steps, ranks: a.ranks, timeout: a.timeout}, stdout, stderr)
+	}
+	r, err := runHost(a, stderr)
+	renderHostRun(stdout, a, r)
+	if err != nil {
+		if r.failures {
+			return 1 // the report printed them
+		}
+		return reportErr(stderr, err)
+	}
+	return 0
+}
+
+// runArgs is a parsed `fsdpc run` command line.
+type runArgs struct {
+	target  string // plan.bin, a model file or a zoo name
+	backend string // host, cuda or torch
+	scale   int
+	steps   int
+	ranks   int // 0: the plan's
+	timeout time.Duration
+	// The torch backend's: the model the plan was made from, the python,
+	// and with accelerate its config and the transformers config.json.
+	model, python, accelerate, hf string
+	// The host backend's: save a checkpoint into this directory, and load
+	// it under another plan.
+	checkpoint, loadUnder string
+	cuda                  cudaFlags
+}
+
+// parseRunArgs parses run's command line. When ok is false the command
+// exits with code, having said why on stderr: 0 for -h, 2 for bad usage.
+func parseRunArgs(args []string, stderr io.Writer) (a runArgs, code int, ok bool) {
 	fl := flag.NewFlagSet("run", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	backend := fl.String("backend", "host", "where to run: host (every rank in this process) or cuda (a worker process per GPU)")
-	scale := fl.Int("scale", 1, "shrink every tensor dimension by this factor, keeping the plan's structure")
-	steps := fl.Int("steps", 1, "training steps to run")
-	ranks := fl.Int("ranks", 0, "the ranks to run; must be the plan's world size (default: the plan's)")
-	timeout := fl.Duration("timeout", 10*time.Second, "declare a deadlock after this long without progress (cuda: the watchdog fails a collective not finished this long after it was enqueued, and aborts NCCL)")
-	model := fl.String("model", "", "torch backend: the model file or zoo name the plan was made from")
-	python := fl.String("python", "", "torch backend: a python3 with torch (default: the root .ci/install-torch builds)")
-	accel := fl.String("accelerate", "", "torch backend: an accelerate config file: prepare the model with accelerate's own FSDP2 path and compare it with the plan (needs --hf)")
-	hfConfig := fl.String("hf", "", "with --accelerate: the transformers config.json of the model accelerate prepares")
-	ckptDir := fl.String("checkpoint", "", "host backend: after the run, save every rank's chunks of the parameters and optimizer states into this directory (docs/checkpoint.md)")
-	loadUnder := fl.String("load-under", "", "with --checkpoint: load the checkpoint under this plan (plan.bin, model or zoo name) with the reshard reads and check every rank's state against the reference")
-	var cf cudaFlags
-	cf.register(fl)
+	fl.StringVar(&a.backend, "backend", "host", "where to run: host (every rank in this process) or cuda (a worker process per GPU)")
+	fl.IntVar(&a.scale, "scale", 1, "shrink every tensor dimension by this factor, keeping the plan's structure")
+	fl.IntVar(&a.steps, "steps", 1, "training steps to run")
+	fl.IntVar(&a.ranks, "ranks", 0, "the ranks to run; must be the plan's world size (default: the plan's)")
+	fl.DurationVar(&a.timeout, "timeout", 10*time.Second, "declare a deadlock after this long without progress (cuda: the watchdog fails a collective not finished this long after it was enqueued, and aborts NCCL)")
+	fl.StringVar(&a.model, "model", "", "torch backend: the model file or zoo name the plan was made from")
+	fl.StringVar(&a.python, "python", "", "torch backend: a python3 with torch (default: the root .ci/install-torch builds)")
+	fl.StringVar(&a.accelerate, "accelerate", "", "torch backend: an accelerate config file: prepare the model with accelerate's own FSDP2 path and compare it with the plan (needs --hf)")
+	fl.StringVar(&a.hf, "hf", "", "with --accelerate: the transformers config.json of the model accelerate prepares")
+	fl.StringVar(&a.checkpoint, "checkpoint", "", "host backend: after the run, save every rank's chunks of the parameters and optimizer states into this directory (docs/checkpoint.md)")
+	fl.StringVar(&a.loadUnder, "load-under", "", "with --checkpoint: load the checkpoint under this plan (plan.bin, model or zoo name) with the reshard reads and check every rank's state against the reference")
+	a.cuda.register(fl)
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc run [--backend host|cuda|torch] [--scale K] [--steps N] [--ranks N] [--checkpoint DIR [--load-under NEW]] plan.bin|model.toml|zoo-name")
 		fmt.Fprintln(stderr, "       fsdpc run --backend torch --accelerate config.yaml --model model.toml --hf config.json plan.bin")
@@ -41,113 +89,130 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "--backend cuda starts one fsdpc-cuda worker per GPU (--nproc-per-node on this node).")
 		fl.PrintDefaults()
 	}
+	usage := func(format string, args ...any) (runArgs, int, bool) {
+		fmt.Fprintf(stderr, "fsdpc run: "+format+"\n", args...)
+		return a, 2, false
+	}
 	if code, ok := parseOperands(fl, args, 1); !ok {
-		return code
+		return a, code, false
 	}
-	if *scale < 1 || *scale > executor.MaxScale || *steps < 1 || *ranks < 0 || *timeout <= 0 {
-		fmt.Fprintf(stderr, "fsdpc run: --scale must be from 1 to %d, --steps at least 1, --ranks not negative, --timeout positive\n", executor.MaxScale)
-		return 2
+	a.target = fl.Arg(0)
+	if a.scale < 1 || a.scale > executor.MaxScale || a.steps < 1 || a.ranks < 0 || a.timeout <= 0 {
+		return usage("--scale must be from 1 to %d, --steps at least 1, --ranks not negative, --timeout positive", executor.MaxScale)
 	}
-	if (*accel != "" || *hfConfig != "") && *backend != "torch" || *hfConfig != "" && *accel == "" {
-		fmt.Fprintln(stderr, "fsdpc run: --accelerate is for --backend torch, and --hf needs --accelerate")
-		return 2
+	if (a.accelerate != "" || a.hf != "") && a.backend != "torch" || a.hf != "" && a.accelerate == "" {
+		return usage("--accelerate is for --backend torch, and --hf needs --accelerate")
 	}
-	if *loadUnder != "" && *ckptDir == "" || *ckptDir != "" && *backend != "host" {
-		fmt.Fprintln(stderr, "fsdpc run: --checkpoint needs the host backend, and --load-under needs --checkpoint")
-		return 2
+	if a.loadUnder != "" && a.checkpoint == "" || a.checkpoint != "" && a.backend != "host" {
+		return usage("--checkpoint needs the host backend, and --load-under needs --checkpoint")
 	}
-	var b executor.Backend
-	switch *backend {
+	switch a.backend {
 	case "host":
-		if set := cf.set(fl); len(set) > 0 {
+		if set := a.cuda.set(fl); len(set) > 0 {
 			verb := "are"
 			if len(set) == 1 {
 				verb = "is"
 			}
-			fmt.Fprintf(stderr, "fsdpc run: %s %s for --backend cuda only\n", strings.Join(set, ", "), verb)
-			return 2
+			return usage("%s %s for --backend cuda only", strings.Join(set, ", "), verb)
 		}
-		b = executor.NewHost()
 	case "torch":
-		if *steps != 1 || *ranks != 0 {
-			fmt.Fprintln(stderr, "fsdpc run: --steps and --ranks are for the host and cuda backends; --backend torch runs the plan's first step (--scale shrinks the plan and the model together)")
-			return 2
+		if a.steps != 1 || a.ranks != 0 {
+			return usage("--steps and --ranks are for the host and cuda backends; --backend torch runs the plan's first step (--scale shrinks the plan and the model together)")
 		}
-		if *accel != "" {
-			if *scale != 1 {
-				fmt.Fprintln(stderr, "fsdpc run: --accelerate builds the transformers model at its own size; --scale does not apply")
-				return 2
-			}
-			return runAccelerate(fl.Arg(0), *accel, *model, *hfConfig, *python, *timeout, stdout, stderr)
+		if a.accelerate != "" && a.scale != 1 {
+			return usage("--accelerate builds the transformers model at its own size; --scale does not apply")
 		}
-		return runTorch(fl.Arg(0), *model, *python, *scale, *timeout, stdout, stderr)
 	case "cuda":
-		return runCUDA(fl.Arg(0), cf, workerArgs{scale: *scale, steps: *steps, ranks: *ranks, timeout: *timeout}, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "fsdpc run: unknown backend %q: host, cuda or torch\n", *backend)
-		return 2
+		return usage("unknown backend %q: host, cuda or torch", a.backend)
 	}
-	p, err := loadPlan(fl.Arg(0))
+	return a, 0, true
+}
+
+// hostRun is what run did on the host backend, the renderer's input:
+// what ran before an error stays in it.
+type hostRun struct {
+	rep *executor.Report // nil when the run did not start
+	// failures is set when the run failed with failures its report names.
+	failures bool
+	// saved is set when the checkpoint was saved (--checkpoint).
+	saved bool
+	// loaded is the checkpoint loaded under --load-under and checked.
+	loaded *executor.Restored
+}
+
+// runHost runs the plan on the host backend, saves the checkpoint and
+// loads it under another plan if asked. Progress goes to stderr.
+func runHost(a runArgs, stderr io.Writer) (*hostRun, error) {
+	r := &hostRun{}
+	p, err := loadPlan(a.target)
 	if err != nil {
-		return reportErr(stderr, err)
+		return r, err
 	}
-	if err := refuseUnproven(fl.Arg(0), p); err != nil {
-		return reportErr(stderr, err)
+	if err := refuseUnproven(a.target, p); err != nil {
+		return r, err
 	}
 	var under *schedule.Plan
-	if *loadUnder != "" {
+	if a.loadUnder != "" {
 		// Read before the run, so a bad NEW costs no run.
-		if under, err = loadPlan(*loadUnder); err != nil {
-			return reportErr(stderr, err)
+		if under, err = loadPlan(a.loadUnder); err != nil {
+			return r, err
 		}
-		if err := refuseUnproven(*loadUnder, under); err != nil {
-			return reportErr(stderr, err)
+		if err := refuseUnproven(a.loadUnder, under); err != nil {
+			return r, err
 		}
 	}
-	if *ckptDir != "" {
+	if a.checkpoint != "" {
 		// The save writes a new directory of DIR and replaces only the
 		// pointer, which must not be an input; checked, and DIR made,
 		// before the run, so a bad DIR costs no run.
-		if err := atomicfile.NotAnInput(filepath.Join(*ckptDir, executor.LatestName), fl.Arg(0), *loadUnder); err != nil {
-			return reportErr(stderr, fmt.Errorf("fsdpc run: --checkpoint: %w", err))
+		if err := atomicfile.NotAnInput(filepath.Join(a.checkpoint, executor.LatestName), a.target, a.loadUnder); err != nil {
+			return r, fmt.Errorf("fsdpc run: --checkpoint: %w", err)
 		}
-		if err := executor.PrepareCheckpointDir(*ckptDir); err != nil {
-			return reportErr(stderr, fmt.Errorf("fsdpc run: --checkpoint %s: %w", *ckptDir, err))
+		if err := executor.PrepareCheckpointDir(a.checkpoint); err != nil {
+			return r, fmt.Errorf("fsdpc run: --checkpoint %s: %w", a.checkpoint, err)
 		}
 	}
-	opts := executor.Options{Scale: *scale, Steps: *steps, Ranks: *ranks, Timeout: *timeout, Checkpoint: *ckptDir}
-	prog := &progress{w: stderr, tty: isTerminal(stderr), steps: *steps}
+	opts := executor.Options{Scale: a.scale, Steps: a.steps, Ranks: a.ranks, Timeout: a.timeout, Checkpoint: a.checkpoint}
+	prog := &progress{w: stderr, tty: isTerminal(stderr), steps: a.steps}
 	opts.Progress = prog.update
-	rep, err := executor.Run(p, b, opts)
+	r.rep, err = executor.Run(p, executor.NewHost(), opts)
 	prog.finish()
-	if rep != nil {
-		rep.Write(stdout)
-	}
 	if err != nil {
-		if rep != nil && rep.Failures != nil {
-			return 1 // the report printed them
-		}
-		return reportErr(stderr, fmt.Errorf("fsdpc run %s: %w", fl.Arg(0), err))
+		r.failures = r.rep != nil && r.rep.Failures != nil
+		return r, fmt.Errorf("fsdpc run %s: %w", a.target, err)
 	}
-	if *ckptDir != "" {
-		fmt.Fprintf(stdout, "\ncheckpoint saved to %s, %s names it (docs/checkpoint.md)\n", rep.Saved, filepath.Join(*ckptDir, executor.LatestName))
-	}
+	r.saved = a.checkpoint != ""
 	if under != nil {
-		res, err := executor.LoadCheckpoint(*ckptDir, under, *scale)
+		res, err := executor.LoadCheckpoint(a.checkpoint, under, a.scale)
 		var ie *checkpoint.IncompatibleError
-		if errors.As(err, &ie) && *scale > 1 {
+		if errors.As(err, &ie) && a.scale > 1 {
 			err = fmt.Errorf("%w\n(--scale keeps each plan's pattern of rows per rank, so plans for other meshes scale to other shapes: load at --scale 1)", err)
 		}
 		if err != nil {
-			return reportErr(stderr, fmt.Errorf("fsdpc run: loading %s under %s: %w", *ckptDir, *loadUnder, err))
+			return r, fmt.Errorf("fsdpc run: loading %s under %s: %w", a.checkpoint, a.loadUnder, err)
 		}
-		if err := res.Check(rep.Final); err != nil {
-			return reportErr(stderr, fmt.Errorf("fsdpc run: %s loaded under %s differs from the reference: %w", *ckptDir, *loadUnder, err))
+		if err := res.Check(r.rep.Final); err != nil {
+			return r, fmt.Errorf("fsdpc run: %s loaded under %s differs from the reference: %w", a.checkpoint, a.loadUnder, err)
 		}
-		fmt.Fprintf(stdout, "loaded under %s (%d ranks, mesh %d×%d): %d reads, %s; every rank's parameters and optimizer states equal the reference\n",
-			*loadUnder, res.Plan.Cluster.WorldSize, res.Plan.Cluster.Replicate, res.Plan.Cluster.Shard, res.Reads, ir.FormatBytes(res.Bytes))
+		r.loaded = res
 	}
-	return 0
+	return r, nil
+}
+
+// renderHostRun prints the run's report, where the checkpoint was saved
+// and what loading it under another plan read.
+func renderHostRun(w io.Writer, a runArgs, r *hostRun) {
+	if r.rep != nil {
+		r.rep.Write(w)
+	}
+	if r.saved {
+		fmt.Fprintf(w, "\ncheckpoint saved to %s, %s names it (docs/checkpoint.md)\n", r.rep.Saved, filepath.Join(a.checkpoint, executor.LatestName))
+	}
+	if res := r.loaded; res != nil {
+		fmt.Fprintf(w, "loaded under %s (%d ranks, mesh %d×%d): %d reads, %s; every rank's parameters and optimizer states equal the reference\n",
+			a.loadUnder, res.Plan.Cluster.WorldSize, res.Plan.Cluster.Replicate, res.Plan.Cluster.Shard, res.Reads, ir.FormatBytes(res.Bytes))
+	}
 }
 
 // refuseUnproven stops every backend from running a plan that fsdpc
