@@ -267,6 +267,22 @@ func (rs *Reshard) totals(t Transfer) (read, remote int64) {
 	return read, remote
 }
 
+// copyLine says what a load that reads other nodes' files needs first:
+// on node-local storage, the copy between nodes the load time leaves out
+// and the two together; on shared storage, none. "" when every rank reads
+// its own node's files.
+func (rs *Reshard) copyLine(st Storage, t Transfer) string {
+	c := rs.CrossNodeCopy(st)
+	switch {
+	case c.Bytes == 0:
+		return ""
+	case !st.NodeLocal():
+		return "none: every node reads the other nodes' files in place on the shared storage"
+	}
+	return fmt.Sprintf("%s between nodes first, not in the load time: %s (node-local storage: the busiest node receives %s, written at %s, and sends %s, read at %s); copy and load %s",
+		ir.FormatBytes(c.Bytes), secs(c.Time), ir.FormatBytes(c.MaxIn), gbps(st.WritePerNode), ir.FormatBytes(c.MaxOut), gbps(st.ReadPerNode), secs(c.Time+t.Time))
+}
+
 // readLine prints one read.
 func (rs *Reshard) readLine(rd Read) string {
 	return fmt.Sprintf("%s <- rank %d (%s) offsets %v lengths %v, %s",
@@ -281,7 +297,11 @@ func (rs *Reshard) WriteText(w io.Writer, st Storage, reads bool) {
 	fmt.Fprintf(w, "reshard %s\n", rs.header())
 	fmt.Fprintf(w, "  compatible: the same %d state entries; the checkpoint holds %s\n", len(rs.New.Tensors), ir.FormatBytes(m+o))
 	fmt.Fprintf(w, "  reads     %s in all, %s of it from files another node wrote\n", ir.FormatBytes(read), ir.FormatBytes(remote))
-	fmt.Fprintf(w, "  load      %s at %s (each node reads at %s)\n\n", secs(t.Time), st.Name, gbps(t.Rate))
+	fmt.Fprintf(w, "  load      %s at %s (each node reads at %s)\n", secs(t.Time), st.Name, gbps(t.Rate))
+	if line := rs.copyLine(st, t); line != "" {
+		fmt.Fprintf(w, "  copy      %s\n", line)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "  rank     reads  from ranks   model        optimizer    total        remote       load")
 	sums := rs.summaries(t)
 	for _, row := range rankRows(len(sums), func(r int) []string {
@@ -312,6 +332,9 @@ func (rs *Reshard) WriteMarkdown(w io.Writer, st Storage, reads bool) {
 	fmt.Fprintf(w, "### Reshard %s\n\n", safetext.Markdown(rs.header()))
 	fmt.Fprintf(w, "Compatible: the same %d state entries. Reads **%s** in all (%s from other nodes); load **%s** at %s.\n\n",
 		len(rs.New.Tensors), ir.FormatBytes(read), ir.FormatBytes(remote), secs(t.Time), safetext.Markdown(st.Name))
+	if line := rs.copyLine(st, t); line != "" {
+		fmt.Fprintf(w, "Copy between nodes: %s.\n\n", safetext.Markdown(line))
+	}
 	fmt.Fprintln(w, "| rank | reads | from ranks | model | optimizer | total | remote | load |")
 	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 	for _, s := range rs.summaries(t) {
@@ -348,6 +371,7 @@ type JSONRead struct {
 func (rs *Reshard) WriteJSON(w io.Writer, st Storage, reads bool) error {
 	t := rs.Transfer(st)
 	read, remote := rs.totals(t)
+	cp := rs.CrossNodeCopy(st)
 	type rank struct {
 		rankSummary
 		Through int        `json:",omitempty"`
@@ -360,8 +384,13 @@ func (rs *Reshard) WriteJSON(w io.Writer, st Storage, reads bool) error {
 		Storage            Storage
 		Bytes, RemoteBytes int64
 		LoadSeconds        float64
+		// The copy of other nodes' files a node-local load needs first
+		// (CrossNodeCopy); CopySeconds is 0 on shared storage.
+		CopyBytes, CopyMaxNodeIn, CopyMaxNodeOut int64
+		CopySeconds                              float64
 	}{Schema: "fsdpc.reshard/1", Old: rs.Old.Model, New: rs.New.Model, Compatible: true, Storage: st,
-		Bytes: read, RemoteBytes: remote, LoadSeconds: t.Time}, "", "  ")
+		Bytes: read, RemoteBytes: remote, LoadSeconds: t.Time,
+		CopyBytes: cp.Bytes, CopyMaxNodeIn: cp.MaxIn, CopyMaxNodeOut: cp.MaxOut, CopySeconds: cp.Time}, "", "  ")
 	if err != nil {
 		return err
 	}
