@@ -11,14 +11,53 @@ import (
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
+// fsdpc sim is parse -> simulate -> render, as plan: parseSimArgs,
+// makeSim, then renderSimText or renderSimJSON.
+
 func runSim(args []string, stdout, stderr io.Writer) int {
+	a, code, ok := parseSimArgs(args, stderr)
+	if !ok {
+		return code
+	}
+	r, err := makeSim(a)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	render := renderSimText
+	if a.json {
+		render = renderSimJSON
+	}
+	if err := render(stdout, r); err != nil {
+		return reportErr(stderr, err)
+	}
+	if anyFailed(r.gates) {
+		return exitGateFailed
+	}
+	return 0
+}
+
+// simArgs is a parsed `fsdpc sim` command line.
+type simArgs struct {
+	target      string // plan.bin, a model file or a zoo name
+	trace       string // "": no trace
+	traceRanks  string // the -trace-ranks spec, read against the plan
+	trainTokens float64
+	model       string // -model, for MFU of an old plan file
+	json        bool
+	gates       []gate
+}
+
+// parseSimArgs parses sim's command line. When ok is false the command
+// exits with code, having said why on stderr: 0 for -h, 2 for bad usage,
+// 1 for a -train-tokens it cannot read.
+func parseSimArgs(args []string, stderr io.Writer) (a simArgs, code int, ok bool) {
 	fl := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	trace := fl.String("trace", "", "write a Chrome trace (open it in Perfetto) to this file")
-	traceRanks := fl.String("trace-ranks", "", "ranks the trace draws: all, or a list like 0,3,8-15 (default: all of up to 8 ranks, else the first node)")
+	fl.StringVar(&a.trace, "trace", "", "write a Chrome trace (open it in Perfetto) to this file")
+	fl.StringVar(&a.traceRanks, "trace-ranks", "", "ranks the trace draws: all, or a list like 0,3,8-15 (default: all of up to 8 ranks, else the first node)")
 	trainTokens := fl.String("train-tokens", "", "also say how long training on this many tokens takes (15T, 300B, 2.5e12)")
-	modelFile := fl.String("model", "", "with a plan file from before format 8: the model it was made from, for MFU (newer plans carry what MFU needs; built-in models are found by themselves)")
-	asJSON := fl.Bool("json", false, "print the prediction as JSON (docs/json.md)")
+	fl.StringVar(&a.model, "model", "", "with a plan file from before format 8: the model it was made from, for MFU (newer plans carry what MFU needs; built-in models are found by themselves)")
+	fl.BoolVar(&a.json, "json", false, "print the prediction as JSON (docs/json.md)")
 	var failIf gateList
 	fl.Var(&failIf, "fail-if", "exit 3 if this holds of the plan, e.g. 'step>1.5s' or 'mfu<35%' (repeatable; docs/json.md)")
 	fl.Usage = func() {
@@ -28,70 +67,87 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fl.PrintDefaults()
 	}
 	if code, ok := parseOperands(fl, args, 1); !ok {
-		return code
+		return a, code, false
 	}
-	if err := checkOutput(*trace, fl.Arg(0)); *trace != "" && err != nil {
-		return reportErr(stderr, err) // before the summary, which would read as success
-	}
-	gates, err := parseGates(failIf, false)
-	if err != nil {
+	a.target = fl.Arg(0)
+	var err error
+	if a.gates, err = parseGates(failIf, false); err != nil {
 		fmt.Fprintln(stderr, err)
-		return 2
+		return a, 2, false
 	}
-	var tokens float64
 	if *trainTokens != "" {
-		if tokens, err = parseTokens(*trainTokens); err != nil {
-			return reportErr(stderr, err)
+		if a.trainTokens, err = parseTokens(*trainTokens); err != nil {
+			return a, reportErr(stderr, err), false
 		}
 	}
-	p, m, err := loadPlanModel(fl.Arg(0), *modelFile)
-	if err != nil {
-		return reportErr(stderr, err)
+	return a, 0, true
+}
+
+// simulated is what sim made, the renderers' input.
+type simulated struct {
+	args     simArgs
+	plan     *schedule.Plan
+	sim      *schedule.Simulation
+	perToken float64 // MFU's FLOPs per token; 0 when unknown
+	ranks    []int   // the ranks the trace draws
+	metrics  metrics
+	gates    []gateResult
+}
+
+// makeSim loads the plan (planning a model), simulates it, evaluates the
+// gates and writes the trace.
+func makeSim(a simArgs) (*simulated, error) {
+	if err := checkOutput(a.trace, a.target); a.trace != "" && err != nil {
+		return nil, err // before any work, which would read as success
 	}
-	ranks, err := parseRanks(*traceRanks, p.Cluster.WorldSize, p.Cluster.GPUsPerNode)
+	p, m, err := loadPlanModel(a.target, a.model)
 	if err != nil {
-		return reportErr(stderr, err)
+		return nil, err
+	}
+	r := &simulated{args: a, plan: p, perToken: flopsPerToken(p, m)}
+	if r.ranks, err = parseRanks(a.traceRanks, p.Cluster.WorldSize, p.Cluster.GPUsPerNode); err != nil {
+		return nil, err
 	}
 	model := schedule.NewModel(p)
-	sim, err := schedule.Simulate(p, model)
-	if err != nil {
-		return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
+	if r.sim, err = schedule.Simulate(p, model); err != nil {
+		return nil, fmt.Errorf("%s: %w", a.target, err)
 	}
-	mt := newMetrics(p, sim, flopsPerToken(p, m), tokens)
-	results, err := evalGates(gates, nil, &mt)
-	if err != nil {
-		return reportErr(stderr, err)
+	r.metrics = newMetrics(p, r.sim, r.perToken, a.trainTokens)
+	if r.gates, err = evalGates(a.gates, nil, &r.metrics); err != nil {
+		return nil, err
 	}
-	if *trace != "" {
+	if a.trace != "" {
 		// Streamed into the file: the trace of a plan of millions of
 		// operations is gigabytes.
-		err := atomicfile.NotAnInput(*trace, fl.Args()...)
+		err := atomicfile.NotAnInput(a.trace, a.target)
 		if err == nil {
-			err = atomicfile.WriteFunc(*trace, func(w io.Writer) error {
-				return schedule.WriteTrace(w, p, sim, schedule.TraceOptions{Model: model, Ranks: ranks})
+			err = atomicfile.WriteFunc(a.trace, func(w io.Writer) error {
+				return schedule.WriteTrace(w, p, r.sim, schedule.TraceOptions{Model: model, Ranks: r.ranks})
 			})
 		}
 		if err != nil {
-			return reportErr(stderr, fmt.Errorf("writing %s: %w", *trace, err))
+			return nil, fmt.Errorf("writing %s: %w", a.trace, err)
 		}
 	}
-	if *asJSON {
-		d := newPlanDoc("sim", p, sim, mt)
-		d.Trace, d.Gates = *trace, results
-		if err := writeJSON(stdout, d); err != nil {
-			return reportErr(stderr, err)
-		}
-	} else {
-		printSim(stdout, p, sim, flopsPerToken(p, m), tokens)
-		if *trace != "" {
-			fmt.Fprintf(stdout, "trace: %s, %s (open in https://ui.perfetto.dev)\n", *trace, rankList(ranks, p.Cluster.WorldSize))
-		}
-		printGates(stdout, results)
+	return r, nil
+}
+
+// renderSimText prints the step, its breakdown, throughput, the trace
+// written and the gates.
+func renderSimText(w io.Writer, r *simulated) error {
+	printSim(w, r.plan, r.sim, r.perToken, r.args.trainTokens)
+	if r.args.trace != "" {
+		fmt.Fprintf(w, "trace: %s, %s (open in https://ui.perfetto.dev)\n", r.args.trace, rankList(r.ranks, r.plan.Cluster.WorldSize))
 	}
-	if anyFailed(results) {
-		return exitGateFailed
-	}
-	return 0
+	printGates(w, r.gates)
+	return nil
+}
+
+// renderSimJSON prints sim's document (docs/json.md).
+func renderSimJSON(w io.Writer, r *simulated) error {
+	d := newPlanDoc("sim", r.plan, r.sim, r.metrics)
+	d.Trace, d.Gates = r.args.trace, r.gates
+	return writeJSON(w, d)
 }
 
 func printSim(w io.Writer, p *schedule.Plan, sim *schedule.Simulation, perToken, trainTokens float64) {

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestParseSimArgs: sim's command line, parsed apart from the work.
+func TestParseSimArgs(t *testing.T) {
+	def := simArgs{target: "plan.bin"}
+	with := func(f func(a *simArgs)) simArgs { a := def; f(&a); return a }
+	for name, tc := range map[string]struct {
+		args  []string
+		want  simArgs
+		gates []string
+		code  int
+		err   string
+	}{
+		"plan alone": {args: []string{"plan.bin"}, want: def},
+		"trace": {args: []string{"plan.bin", "-trace", "t.json", "-trace-ranks", "0,3"},
+			want: with(func(a *simArgs) { a.trace, a.traceRanks = "t.json", "0,3" })},
+		"json, tokens, model": {args: []string{"--json", "--train-tokens", "300B", "--model", "m.toml", "plan.bin"},
+			want: with(func(a *simArgs) { a.json, a.trainTokens, a.model = true, 300e9, "m.toml" })},
+		"gates": {args: []string{"plan.bin", "-fail-if", "step>1.5s"}, want: def, gates: []string{"step>1.5s"}},
+
+		"help":             {args: []string{"-h"}, code: 0, err: "usage: fsdpc sim"},
+		"no plan":          {args: nil, code: 2, err: "usage: fsdpc sim"},
+		"two plans":        {args: []string{"a.bin", "b.bin"}, code: 2, err: "usage: fsdpc sim"},
+		"bad gate":         {args: []string{"-fail-if", "step>", "plan.bin"}, code: 2, err: "step>"},
+		"relative gate":    {args: []string{"-fail-if", "step>+5%", "plan.bin"}, code: 2, err: "step>+5%"},
+		"bad train tokens": {args: []string{"-train-tokens", "lots", "plan.bin"}, code: 1, err: `-train-tokens "lots"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			a, code, ok := parseSimArgs(tc.args, &stderr)
+			if tc.err != "" {
+				if ok || code != tc.code || !strings.Contains(stderr.String(), tc.err) {
+					t.Fatalf("parsed %+v (ok %v, code %d, stderr %q); want exit %d saying %q", a, ok, code, stderr.String(), tc.code, tc.err)
+				}
+				return
+			}
+			if !ok {
+				t.Fatalf("stopped with %d: %s", code, stderr.String())
+			}
+			var exprs []string
+			for _, g := range a.gates {
+				exprs = append(exprs, g.expr)
+			}
+			a.gates = nil
+			if !reflect.DeepEqual(a, tc.want) || !reflect.DeepEqual(exprs, tc.gates) {
+				t.Errorf("got %+v, gates %q; want %+v, gates %q", a, exprs, tc.want, tc.gates)
+			}
+		})
+	}
+}
