@@ -49,6 +49,12 @@ func TestTorchtitanUnits(t *testing.T) {
 		"the plan's unit (root) (tok_embeddings.weight, norm.weight, output.weight) is no unit of torchtitan",
 	}
 	titanUnits := edit{"units", `"blocks"`, `["tok_embeddings", "layers.*"]`}
+	// torchtitan's own grouping, written out: norm and output one unit
+	// (a listed group, fully_shard([norm, output])), the root empty.
+	titanGroups := edit{"units", `"blocks"`, `["tok_embeddings", "layers.*", ["norm", "output"]]`}
+	// and, as torchtitan's "default" policy, norm+output kept gathered
+	// after forward (backward needs it at once).
+	titanLast := edit{"reduce_dtype", `"fp32"`, "\"fp32\"\n\n[[policy.override]]\nmatch = \"norm\"\nreshard_after_forward = false"}
 	for _, c := range []struct {
 		model string
 		edits []edit
@@ -62,6 +68,8 @@ func TestTorchtitanUnits(t *testing.T) {
 			"the plan's unit output (output.weight) is no unit of torchtitan",
 		}},
 		{"llama3-8b", []edit{titanUnits}, []string{"unit norm+output is the root in the plan only"}},
+		{"llama3-8b", []edit{titanGroups, titanLast}, nil},
+		{"llama3-70b", []edit{titanGroups, titanLast}, nil},
 		{"llama3-70b", []edit{titanUnits}, []string{"unit norm+output is the root in the plan only"}},
 	} {
 		p := zooFullPlan(t, c.model, c.edits...)
