@@ -62,7 +62,7 @@ if [[ $zsh_eval_context[-1] == loadautofunc ]]; then _fsdpc "$@"; else compdef _
 		fmt.Fprintf(stdout, "complete -c fsdpc -n __fish_use_subcommand -l version -d 'print the version'\n")
 		fmt.Fprintf(stdout, "complete -c fsdpc -n 'not __fish_use_subcommand' -a '%s' -F\n", zoo)
 	default:
-		fmt.Fprintf(stderr, "fsdpc completion: unknown shell %q (bash, zsh or fish)\n", args[0])
+		fmt.Fprintf(stderr, "fsdpc completion: unknown shell %q%s (bash, zsh or fish)\n", args[0], didYouMean(args[0], []string{"bash", "zsh", "fish"}))
 		return 2
 	}
 	return 0

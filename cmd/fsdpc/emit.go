@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/fsdpc/fsdpc/executor"
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
@@ -44,6 +45,9 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 		return runEmitAccelerate(args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "torch" {
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(stderr, "fsdpc emit: unknown target %q%s (targets: torch, launch)\n\n", args[0], didYouMean(args[0], []string{"torch", "launch"}))
+		}
 		fl.Usage()
 		return 2
 	}

@@ -27,6 +27,8 @@ func TestDidYouMean(t *testing.T) {
 		{[]string{"diff", "--detailed-exitcod", "a", "b"}, 2, "did you mean --detailed-exitcode?"},
 		{[]string{"import", "hg", "config.json"}, 2, `unknown format "hg"; did you mean "hf"?`},
 		{[]string{"import", "hf", "--wrld-size", "8", "config.json"}, 2, "did you mean --world-size?"},
+		{[]string{"emit", "trch", "--model", "gpt2-124m"}, 2, `unknown target "trch"; did you mean "torch"?`},
+		{[]string{"completion", "bahs"}, 2, `unknown shell "bahs"; did you mean "bash"?`},
 	} {
 		code, _, errOut := runCLI(c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
