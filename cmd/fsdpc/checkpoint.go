@@ -53,13 +53,13 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
 	}
 	e := l.Estimate(st)
+	render := func(w io.Writer) error { l.WriteEstimate(w, e, *async); return nil }
 	if *asJSON {
-		if err := l.EstimateJSON(stdout, e, *async); err != nil {
-			return reportErr(stderr, err)
-		}
-		return 0
+		render = func(w io.Writer) error { return l.EstimateJSON(w, e, *async) }
 	}
-	l.WriteEstimate(stdout, e, *async)
+	if err := render(stdout); err != nil {
+		return reportErr(stderr, err)
+	}
 	return 0
 }
 

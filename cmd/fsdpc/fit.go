@@ -54,15 +54,24 @@ func runFit(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
+	render := renderFitText
 	if *asJSON {
-		if err := writeJSON(stdout, newFitDoc(r)); err != nil {
-			return reportErr(stderr, err)
-		}
-		return 0
+		render = renderFitJSON
 	}
-	planner.WriteFit(stdout, r)
+	if err := render(stdout, r); err != nil {
+		return reportErr(stderr, err)
+	}
 	return 0
 }
+
+// renderFitText prints fit's table per checkpointing mode.
+func renderFitText(w io.Writer, r *planner.FitReport) error {
+	planner.WriteFit(w, r)
+	return nil
+}
+
+// renderFitJSON prints fit's document (docs/json.md).
+func renderFitJSON(w io.Writer, r *planner.FitReport) error { return writeJSON(w, newFitDoc(r)) }
 
 type fitDoc struct {
 	Schema     string       `json:"schema"`

@@ -33,19 +33,24 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	for _, w := range m.Warnings {
 		fmt.Fprintln(stderr, w)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(inspectJSON(m)); err != nil {
-			return reportErr(stderr, err)
-		}
-		return 0
-	}
 	if *all {
 		*depth = 1 << 30
 	}
-	printInspect(stdout, m, *depth, *all)
+	render := func(w io.Writer, m *ir.Model) error { printInspect(w, m, *depth, *all); return nil }
+	if *asJSON {
+		render = renderInspectJSON
+	}
+	if err := render(stdout, m); err != nil {
+		return reportErr(stderr, err)
+	}
 	return 0
+}
+
+// renderInspectJSON prints inspect's document (docs/json.md).
+func renderInspectJSON(w io.Writer, m *ir.Model) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(inspectJSON(m))
 }
 
 func printInspect(w io.Writer, m *ir.Model, depth int, all bool) {

@@ -32,41 +32,55 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportErr(stderr, err)
 	}
-	if *asJSON {
-		bw := bufio.NewWriterSize(stdout, 1<<20)
-		err := writePlanJSON(bw, "show", p)
-		if err == nil {
-			err = bw.Flush()
-		}
-		if err != nil {
-			return reportErr(stderr, err)
-		}
-		return 0
+	render := func(w io.Writer, p *schedule.Plan) error {
+		return renderShowText(w, fl.Arg(0), p, flopsPerToken(p, m), *full, *summary)
 	}
+	if *asJSON {
+		render = renderShowJSON
+	}
+	if err := render(stdout, p); err != nil {
+		return reportErr(stderr, err)
+	}
+	return 0
+}
+
+// renderShowJSON prints the whole plan (docs/json.md), streamed.
+func renderShowJSON(w io.Writer, p *schedule.Plan) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := writePlanJSON(bw, "show", p); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// renderShowText prints the plan's canonical text and its checkpoint,
+// folded unless full, cut to the summary if asked; arg names the plan in
+// errors.
+func renderShowText(w io.Writer, arg string, p *schedule.Plan, perToken float64, full, summary bool) error {
 	var text bytes.Buffer
 	if err := schedule.WriteText(&text, p); err != nil {
-		return reportErr(stderr, err)
+		return err
 	}
 	// The checkpoint section follows the plan's canonical text (which
 	// plans/*.plan.txt pin), derived from it.
 	l, err := checkpoint.FromPlan(p)
 	if err != nil {
-		return reportErr(stderr, fmt.Errorf("%s: checkpoint: %w", fl.Arg(0), err))
+		return fmt.Errorf("%s: checkpoint: %w", arg, err)
 	}
 	fmt.Fprintln(&text)
 	l.WriteSummary(&text)
 	lines := strings.Split(strings.TrimSuffix(text.String(), "\n"), "\n")
-	if *summary {
+	if summary {
 		lines = summaryLines(lines)
 	}
-	if !*full {
+	if !full {
 		// -full is the canonical text (plans/*.plan.txt, textconv).
-		if lines, err = foldedText(p, flopsPerToken(p, m), lines); err != nil {
-			return reportErr(stderr, fmt.Errorf("%s: %w", fl.Arg(0), err))
+		if lines, err = foldedText(p, perToken, lines); err != nil {
+			return fmt.Errorf("%s: %w", arg, err)
 		}
 	}
-	fmt.Fprintln(stdout, strings.Join(lines, "\n"))
-	return 0
+	fmt.Fprintln(w, strings.Join(lines, "\n"))
+	return nil
 }
 
 // summaryLines keeps what a reviewer reads first: the header, each
