@@ -90,7 +90,7 @@ func flopsPerToken(p *schedule.Plan, m *ir.Model) float64 {
 }
 
 // mfuUnknown says why MFU is not known and what gives it.
-const mfuUnknown = "MFU needs the model's FLOPs per token, which plans before format 8 do not carry: re-plan, or give the model file it was made from (-model model.toml)"
+const mfuUnknown = "MFU needs the model's FLOPs per token, which plans before format 8 do not carry: re-plan, or give the model file it was made from (sim -model model.toml; diff and report take the model in place of the plan)"
 
 // printBreakdown prints the step as the sum of its parts.
 func printBreakdown(w io.Writer, indent string, sim *schedule.Simulation) {
