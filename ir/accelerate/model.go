@@ -36,7 +36,7 @@ type Model struct {
 
 // transformersJSON is what accelerate's FSDP2 path reads of each model
 // type, recorded from transformers 5.12.1 and accelerate 1.14.0 by
-// transformers.py (the torch root's; TestTransformersTable regenerates
+// record_classes.py (the torch root's; TestTransformersTable regenerates
 // it): classes by module name with layer indices as *, alternatives
 // joined by |, _no_split_modules, the embeddings and accelerate's own
 // _find_final_norm.

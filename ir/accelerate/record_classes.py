@@ -26,7 +26,9 @@ for path in sys.argv[2:]:
             have.append(c)
         classes[key] = "|".join(sorted(have))
     ns = getattr(m, "_no_split_modules", None)
-    entry = {"class": type(m).__name__, "no_split_modules": None if ns is None else list(ns),
+    # Sorted: transformers gathers _no_split_modules in a set, whose order
+    # changes from run to run; which modules match does not depend on it.
+    entry = {"class": type(m).__name__, "no_split_modules": None if ns is None else sorted(ns),
              "input_embeddings": names.get(id(m.get_input_embeddings())),
              "output_embeddings": names.get(id(m.get_output_embeddings())),
              "final_norm": names.get(id(_find_final_norm(m)))}
