@@ -53,12 +53,12 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	old, oldModel, err := loadPlanModel(fl.Arg(0), "")
+	old, oldModel, oldSim, err := loadPlanSim(fl.Arg(0), "")
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	new, newModel, err := loadPlanModel(fl.Arg(1), "")
+	new, newModel, newSim, err := loadPlanSim(fl.Arg(1), "")
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -72,9 +72,10 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	for _, side := range []struct {
 		p   *schedule.Plan
 		m   *ir.Model
+		sim *schedule.Simulation
 		out *metrics
-	}{{old, oldModel, &both.Old}, {new, newModel, &both.New}} {
-		sim, err := schedule.Simulate(side.p, schedule.NewModel(side.p))
+	}{{old, oldModel, oldSim, &both.Old}, {new, newModel, newSim, &both.New}} {
+		sim, err := simulate(side.p, side.sim)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
@@ -130,23 +131,43 @@ func loadPlan(arg string) (*schedule.Plan, error) {
 // made from when it can be had (see modelFor): the argument itself, the
 // file modelFile names, or the built-in model a plan file was made from.
 func loadPlanModel(arg, modelFile string) (*schedule.Plan, *ir.Model, error) {
+	p, m, _, err := loadPlanSim(arg, modelFile)
+	return p, m, err
+}
+
+// loadPlanSim is loadPlanModel that also returns, for a plan made here
+// from a model, the planner's simulation of it (nil for a plan file), so
+// a command that shows the step need not simulate the plan again.
+func loadPlanSim(arg, modelFile string) (*schedule.Plan, *ir.Model, *schedule.Simulation, error) {
 	if isPlanFile(arg) {
 		p, err := schedule.ReadFile(arg)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		m, err := modelFor(p, modelFile)
-		return p, m, err
+		return p, m, nil, err
 	}
 	if modelFile != "" {
-		return nil, nil, fmt.Errorf("-model is for a plan file; %s is a model already", arg)
+		return nil, nil, nil, fmt.Errorf("-model is for a plan file; %s is a model already", arg)
 	}
 	m, err := loadModel(arg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	p, err := planner.Plan(m, planner.Options{})
-	return p, m, err
+	r, err := planner.Compile(m, planner.Options{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return r.Plan, m, r.Sim, nil
+}
+
+// simulate returns sim, the planner's simulation of p when it made p
+// here, or simulates p.
+func simulate(p *schedule.Plan, sim *schedule.Simulation) (*schedule.Simulation, error) {
+	if sim != nil {
+		return sim, nil
+	}
+	return schedule.Simulate(p, schedule.NewModel(p))
 }
 
 // isPlanFile reports whether a regular file starts with plan.bin's magic

@@ -100,7 +100,7 @@ func makeSim(a simArgs) (*simulated, error) {
 	if err := checkOutput(a.trace, a.target); a.trace != "" && err != nil {
 		return nil, err // before any work, which would read as success
 	}
-	p, m, err := loadPlanModel(a.target, a.model)
+	p, m, made, err := loadPlanSim(a.target, a.model)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func makeSim(a simArgs) (*simulated, error) {
 		return nil, err
 	}
 	model := schedule.NewModel(p)
-	if r.sim, err = schedule.Simulate(p, model); err != nil {
+	if r.sim, err = simulate(p, made); err != nil {
 		return nil, fmt.Errorf("%s: %w", a.target, err)
 	}
 	r.metrics = newMetrics(p, r.sim, r.perToken, a.trainTokens)
