@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/internal/inputfile"
@@ -26,6 +27,9 @@ func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
 	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("for a config.json: tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
 	gpu := fl.String("gpu", hf.DefaultGPU, "for a config.json: GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
 	microBatch := fl.Int("micro-batch", 1, "for a config.json: sequences per micro-batch")
+	var kv argList
+	fl.Var(&kv, "arg", "for a PyTorch factory: key=value passed to it, as import torch takes; repeatable")
+	pythonPath := fl.String("python", "", "for a PyTorch factory: run this python3 instead of the torch root's")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc import accelerate [flags] accelerate.yaml --model MODEL [-o model.toml]")
 		fmt.Fprintln(stderr, "\nWrites the model file whose policy is what Hugging Face accelerate 1.14's FSDP2 path does")
@@ -56,8 +60,13 @@ func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	isJSON := strings.HasSuffix(strings.ToLower(*model), ".json")
-	if !isJSON && (set["seq-len"] || set["gpu"] || set["micro-batch"]) {
-		fmt.Fprintln(stderr, "fsdpc import accelerate: --seq-len, --gpu and --micro-batch are for a config.json model; a model file says them itself")
+	factory := isFactory(*model)
+	if !isJSON && !factory && (set["seq-len"] || set["gpu"] || set["micro-batch"]) {
+		fmt.Fprintln(stderr, "fsdpc import accelerate: --seq-len, --gpu and --micro-batch are for a config.json or a PyTorch factory; a model file says them itself")
+		return 2
+	}
+	if !factory && (len(kv) > 0 || *pythonPath != "") {
+		fmt.Fprintln(stderr, "fsdpc import accelerate: --arg and --python are for a PyTorch factory (pkg.module:factory)")
 		return 2
 	}
 	if *out != "" && *out != "-" {
@@ -65,7 +74,7 @@ func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
 			return reportErr(stderr, err)
 		}
 	}
-	text, notes, err := importAccelerate(pos[0], *model, hf.Options{SeqLen: *seqLen, GPU: *gpu, MicroBatch: *microBatch})
+	text, notes, err := importAccelerate(pos[0], *model, hf.Options{SeqLen: *seqLen, GPU: *gpu, MicroBatch: *microBatch}, kv, *pythonPath)
 	if err != nil {
 		return reportErr(stderr, fmt.Errorf("fsdpc import accelerate: %w", err))
 	}
@@ -92,13 +101,21 @@ func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
 // importAccelerate reads the accelerate config and the model (a
 // config.json, a model file or a zoo name) and returns accelerate's
 // model file and the notes for the terminal.
-func importAccelerate(configPath, model string, opt hf.Options) ([]byte, []string, error) {
+func importAccelerate(configPath, model string, opt hf.Options, kv []string, pythonPath string) ([]byte, []string, error) {
 	csrc, err := readInput(configPath, "an accelerate config (the YAML `accelerate config` writes)")
 	if err != nil {
 		return nil, nil, err
 	}
-	in := accelerate.Input{ConfigFile: configPath, Config: csrc, ModelArg: model, HFOptions: opt}
+	in := accelerate.Input{ConfigFile: configPath, Config: csrc, ModelArg: model, HFOptions: opt, TorchOptions: opt}
 	switch _, statErr := os.Stat(model); {
+	case isFactory(model):
+		// The config is read first, so a bad one stops before Python runs.
+		if _, err := accelerate.Parse(configPath, csrc); err != nil {
+			return nil, nil, err
+		}
+		if in.Torch, err = describeTorch("", []string{model}, kv, pythonPath, opt, opt.SeqLen == 0, 10*time.Minute); err != nil {
+			return nil, nil, fmt.Errorf("import torch: %w", err)
+		}
 	case strings.HasSuffix(strings.ToLower(model), ".json"):
 		if in.HF, in.HFFile, err = readConfig(model); err != nil {
 			return nil, nil, err
@@ -133,4 +150,14 @@ func readInput(path, what string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d MiB", path, ir.MaxFileSize>>20)
 	}
 	return src, nil
+}
+
+// isFactory reports whether MODEL names a PyTorch factory
+// (pkg.module:factory) rather than a file or a zoo model.
+func isFactory(model string) bool {
+	if _, err := os.Stat(model); err == nil {
+		return false
+	}
+	mod, fn, ok := strings.Cut(model, ":")
+	return ok && mod != "" && fn != "" && !strings.ContainsAny(model, `/\`)
 }

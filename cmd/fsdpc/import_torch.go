@@ -128,6 +128,15 @@ func runImportTorch(args []string, stdout, stderr io.Writer) int {
 
 // importTorch runs the Python importer and converts its description.
 func importTorch(hfConfig string, pos, kv []string, pythonPath string, opt hf.Options, seqDefault bool, timeout time.Duration) (*hf.TorchResult, error) {
+	d, err := describeTorch(hfConfig, pos, kv, pythonPath, opt, seqDefault, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return hf.ConvertTorch(d, opt)
+}
+
+// describeTorch runs the Python importer and returns its description.
+func describeTorch(hfConfig string, pos, kv []string, pythonPath string, opt hf.Options, seqDefault bool, timeout time.Duration) (*hf.TorchDescription, error) {
 	py, err := torchgen.FindPython(pythonPath)
 	if err != nil {
 		return nil, err
@@ -184,11 +193,7 @@ func importTorch(hfConfig string, pos, kv []string, pythonPath string, opt hf.Op
 	if err != nil {
 		return nil, err
 	}
-	d, err := hf.ParseTorchDescription(outText)
-	if err != nil {
-		return nil, err
-	}
-	return hf.ConvertTorch(d, opt)
+	return hf.ParseTorchDescription(outText)
 }
 
 // copyFactoryModule copies the factory's module (pkg.module: the

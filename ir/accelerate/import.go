@@ -24,6 +24,12 @@ type Input struct {
 
 	ModelFile string
 	ModelText []byte
+
+	// Torch is the description `python -m fsdpc.importer` wrote of a
+	// PyTorch factory's model, converted with TorchOptions and the
+	// config's world.
+	Torch        *hf.TorchDescription
+	TorchOptions hf.Options
 }
 
 // Import writes the model file whose policy is what accelerate does with
@@ -50,12 +56,28 @@ func Import(in Input) ([]byte, []string, error) {
 		base = withoutHeader(base)
 		file = strings.TrimSuffix(in.HFFile, ".json") + ".toml"
 	}
+	if in.Torch != nil {
+		opt := in.TorchOptions
+		opt.WorldSize, opt.GPUsPerNode, opt.Checkpointing = c.NumProcesses, c.NumProcesses/c.NumMachines, "none"
+		if err := opt.Validate(); err != nil {
+			return nil, nil, err
+		}
+		res, err := hf.ConvertTorch(in.Torch, opt)
+		if err != nil {
+			return nil, nil, err
+		}
+		base, file = withoutHeader(res.Text), "factory.toml"
+	}
 	m, err := ir.Load(file, base)
 	if err != nil {
 		return nil, nil, err
 	}
 	var mm *Model
-	if modelType != "" {
+	if in.Torch != nil {
+		if mm, err = FromTorch(m, in.Torch); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", in.ModelArg, err)
+		}
+	} else if modelType != "" {
 		if mm, err = FromTransformers(m, modelType); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", in.HFFile, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/ir/hf"
 )
 
 // Model is what accelerate's FSDP2 path reads of a model besides its
@@ -201,4 +202,53 @@ func sortedClasses(m map[string][]string) []string {
 	out := keysOf(m)
 	sort.Strings(out)
 	return out
+}
+
+// FromTorch describes a model `fsdpc import torch` built from a PyTorch
+// factory: each module's class is its Python class as the importer
+// recorded it, and the importer's accelerate view gives
+// _no_split_modules, the embeddings and the final norm as accelerate
+// finds them. Modules without parameters are not in the description, so
+// a class only they have is not known.
+func FromTorch(m *ir.Model, d *hf.TorchDescription) (*Model, error) {
+	mm := &Model{IR: m, Class: make([]string, len(m.Modules)), Unmodelled: map[string][]string{},
+		NoSplitNone: true, InputEmbed: ir.NoModule, OutputEmbed: ir.NoModule, FinalNorm: ir.NoModule}
+	class, _ := d.Source["class"].(string)
+	mm.Source = fmt.Sprintf("%s as built by `fsdpc import torch` (Python classes)", class)
+	byName := map[string]ir.ModuleID{}
+	for i := range m.Modules {
+		byName[m.Modules[i].Name] = ir.ModuleID(i)
+	}
+	for _, tm := range d.Modules {
+		if id, ok := byName[tm.Name]; ok && tm.AliasOf == "" {
+			mm.Class[id] = tm.Type
+		}
+	}
+	view, ok := d.Source["accelerate"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("the importer's description has no accelerate view (an older fsdpc Python package?)")
+	}
+	if ns, ok := view["no_split_modules"].([]any); ok {
+		mm.NoSplitNone = false
+		for _, x := range ns {
+			if s, ok := x.(string); ok {
+				mm.NoSplit = append(mm.NoSplit, s)
+			}
+		}
+	}
+	for _, e := range []struct {
+		key string
+		to  *ir.ModuleID
+	}{{"input_embeddings", &mm.InputEmbed}, {"output_embeddings", &mm.OutputEmbed}, {"final_norm", &mm.FinalNorm}} {
+		name, ok := view[e.key].(string)
+		if !ok {
+			continue
+		}
+		id, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("the importer names %s %q, which the model file lacks", e.key, name)
+		}
+		*e.to = id
+	}
+	return mm, nil
 }

@@ -312,7 +312,7 @@ func policyText(c *Config, mm *Model, d *Decision) []string {
 		case len(call) == 1 && call[0] == 0:
 			why = "the root, with no reshard_after_forward: FSDP2's default, false for the root"
 		case i == d.Tail:
-			why = "final norm and output embedding, reshard_after_forward = false"
+			why = "accelerate's tail (the final norm and the output embedding it finds), reshard_after_forward = false"
 		case call[0] == mm.InputEmbed:
 			why = "the input embedding, carved whatever the policy"
 		}

@@ -19,6 +19,39 @@ from fsdpc.importer.trace import TraceError
 MARKER = "--- fsdpc import torch: description ---"
 
 
+def accelerate_view(model: torch.nn.Module) -> dict[str, Any]:
+    """What accelerate's FSDP2 path reads of a model besides its modules
+    (fsdpc import accelerate): _no_split_modules (sorted: transformers
+    keeps it in a set), the input and output embeddings by name, and the
+    final norm as accelerate 1.14's _find_final_norm finds it: the last
+    child of the base model (base_model_prefix) whose class name holds
+    "Norm"."""
+    names = {id(m): n for n, m in model.named_modules()}
+
+    def name_of(fn: str) -> str | None:
+        get = getattr(model, fn, None)
+        if not callable(get):
+            return None
+        try:
+            m = get()
+        except (NotImplementedError, AttributeError):
+            return None
+        return names.get(id(m)) if isinstance(m, torch.nn.Module) else None
+
+    prefix = getattr(model, "base_model_prefix", "")
+    base = getattr(model, prefix, None) if prefix else model
+    final = None
+    if isinstance(base, torch.nn.Module):
+        for _, child in base.named_children():
+            if "Norm" in type(child).__name__:
+                final = names.get(id(child))
+    ns = getattr(model, "_no_split_modules", None)
+    return {"no_split_modules": None if ns is None else sorted(str(x) for x in ns),
+            "input_embeddings": name_of("get_input_embeddings"),
+            "output_embeddings": name_of("get_output_embeddings"),
+            "final_norm": final}
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m fsdpc.importer")
     src = ap.add_mutually_exclusive_group(required=True)
@@ -54,6 +87,7 @@ def main(argv: list[str]) -> int:
             args, kwargs = factory_inputs(model, example, a.micro_batch, seq_len)
             source = {"factory": a.factory, "args": a.arg, "class": type(model).__name__}
         model.train()
+        source["accelerate"] = accelerate_view(model)
         out = describe(model, args, kwargs, a.micro_batch, seq_len, source)
     except (BuildError, TraceError) as e:
         print("fsdpc import torch: %s" % e, file=sys.stderr)
