@@ -17,7 +17,47 @@ import (
 )
 
 // Exit codes of diff, as diff(1): 0 identical, 1 different, 2 trouble.
+// It is parse -> compare -> render: parseDiffArgs, makeDiff, then the
+// renderer of -format.
 func runDiff(args []string, stdout, stderr io.Writer) int {
+	a, code, ok := parseDiffArgs(args, stderr)
+	if !ok {
+		return code
+	}
+	r, err := makeDiff(a)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if !a.quiet {
+		render := diffRenderers[a.format]
+		if err := render(stdout, r); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+	}
+	switch {
+	case len(a.gates) > 0 && anyFailed(r.gates):
+		return exitGateFailed
+	case len(a.gates) > 0 && !a.detailed || r.report.Identical:
+		return 0
+	}
+	return 1
+}
+
+// diffArgs is a parsed `fsdpc diff` command line.
+type diffArgs struct {
+	old, new string // plan files, model files or zoo names
+	format   string // a key of diffRenderers
+	color    string // auto, always or never: colour the text
+	quiet    bool
+	detailed bool // -detailed-exitcode, which run maps (detailedExitcode)
+	gates    []gate
+}
+
+// parseDiffArgs parses diff's command line. When ok is false the command
+// exits with code, having said why on stderr: 0 for -h, 2 for bad usage.
+func parseDiffArgs(args []string, stderr io.Writer) (a diffArgs, code int, ok bool) {
 	fl := flag.NewFlagSet("diff", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	format := fl.String("format", "text", "text, markdown (a pull-request comment) or json")
@@ -37,82 +77,86 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		fl.PrintDefaults()
 	}
 	if code, ok := parseFlags(fl, args); !ok {
-		return code
+		return a, code, false
 	}
-	if *format != "text" && *format != "markdown" && *format != "json" {
+	if diffRenderers[*format] == nil {
 		fmt.Fprintf(stderr, "fsdpc diff: -format %s: the formats are text, markdown and json\n", *format)
-		return 2
+		return a, 2, false
 	}
 	if fl.NArg() != 2 ||
 		(*color != "auto" && *color != "always" && *color != "never") {
 		fl.Usage()
-		return 2
+		return a, 2, false
 	}
 	gates, err := parseGates(failIf, true)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 2
+		return a, 2, false
 	}
-	old, oldModel, oldSim, err := loadPlanSim(fl.Arg(0), "")
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	new, newModel, newSim, err := loadPlanSim(fl.Arg(1), "")
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	r := diff.Compare(fl.Arg(0), old, fl.Arg(1), new)
-	// Each plan's metrics, for the JSON and the gates.
-	var both struct {
+	return diffArgs{old: fl.Arg(0), new: fl.Arg(1), format: *format, color: *color, quiet: *quiet, detailed: *detailed, gates: gates}, 0, true
+}
+
+// diffed is what diff found, the renderers' input.
+type diffed struct {
+	args   diffArgs
+	report *diff.Result
+	// both are each plan's metrics, for the JSON and the gates.
+	both struct {
 		Old metrics `json:"old"`
 		New metrics `json:"new"`
 	}
+	gates []gateResult
+}
+
+// makeDiff loads (or plans) both sides, compares them and evaluates the
+// gates.
+func makeDiff(a diffArgs) (*diffed, error) {
+	old, oldModel, oldSim, err := loadPlanSim(a.old, "")
+	if err != nil {
+		return nil, err
+	}
+	new, newModel, newSim, err := loadPlanSim(a.new, "")
+	if err != nil {
+		return nil, err
+	}
+	r := &diffed{args: a, report: diff.Compare(a.old, old, a.new, new)}
 	for _, side := range []struct {
 		p   *schedule.Plan
 		m   *ir.Model
 		sim *schedule.Simulation
 		out *metrics
-	}{{old, oldModel, oldSim, &both.Old}, {new, newModel, newSim, &both.New}} {
+	}{{old, oldModel, oldSim, &r.both.Old}, {new, newModel, newSim, &r.both.New}} {
 		sim, err := simulate(side.p, side.sim)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
+			return nil, err
 		}
 		*side.out = newMetrics(side.p, sim, flopsPerToken(side.p, side.m), 0)
 	}
-	results, err := evalGates(gates, &both.Old, &both.New)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+	if r.gates, err = evalGates(a.gates, &r.both.Old, &r.both.New); err != nil {
+		return nil, err
 	}
-	if !*quiet {
-		switch *format {
-		case "markdown":
-			diff.Markdown(stdout, r)
-			printGates(stdout, results)
-		case "json":
-			var g any
-			if results != nil {
-				g = results
-			}
-			if err := diff.JSON(stdout, r, both, g); err != nil {
-				fmt.Fprintln(stderr, err)
-				return 2
-			}
-		default:
-			diff.Text(stdout, r, *color == "always" || *color == "auto" && isTerminal(stdout))
-			printGates(stdout, results)
+	return r, nil
+}
+
+// diffRenderers print a diff in each -format.
+var diffRenderers = map[string]func(w io.Writer, r *diffed) error{
+	"text": func(w io.Writer, r *diffed) error {
+		diff.Text(w, r.report, r.args.color == "always" || r.args.color == "auto" && isTerminal(w))
+		printGates(w, r.gates)
+		return nil
+	},
+	"markdown": func(w io.Writer, r *diffed) error {
+		diff.Markdown(w, r.report)
+		printGates(w, r.gates)
+		return nil
+	},
+	"json": func(w io.Writer, r *diffed) error {
+		var g any
+		if r.gates != nil {
+			g = r.gates
 		}
-	}
-	switch {
-	case len(gates) > 0 && anyFailed(results):
-		return exitGateFailed
-	case len(gates) > 0 && !*detailed || r.Identical:
-		return 0
-	}
-	return 1
+		return diff.JSON(w, r.report, r.both, g)
+	},
 }
 
 // loadPlan reads a plan.bin, or compiles a model file or zoo model.
