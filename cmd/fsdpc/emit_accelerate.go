@@ -45,16 +45,16 @@ func runEmitAccelerate(args []string, stdout, stderr io.Writer) int {
 	}
 	if *out != "" && *out != "-" {
 		if err := checkOutput(*out, inputs...); err != nil {
-			return reportErr(stderr, err)
+			return reportTermErr(stderr, err)
 		}
 	}
 	p, err := schedule.ReadFile(pos[0])
 	if err != nil {
-		return reportErr(stderr, err)
+		return reportTermErr(stderr, err)
 	}
 	m, err := loadModel(*model)
 	if err != nil {
-		return reportErr(stderr, err)
+		return reportTermErr(stderr, err)
 	}
 	if m.SourceHash != p.Header.InputSHA256 {
 		fmt.Fprintf(stderr, "fsdpc emit accelerate: the plan was made from a different model file (input sha256 %.12s, %s's %.12s)\n", p.Header.InputSHA256, safetext.Term(*model), m.SourceHash)
@@ -64,28 +64,28 @@ func runEmitAccelerate(args []string, stdout, stderr io.Writer) int {
 	if *hfConfig != "" {
 		src, name, err := readConfig(*hfConfig)
 		if err != nil {
-			return reportErr(stderr, err)
+			return reportTermErr(stderr, err)
 		}
 		mt, err := accelerate.ModelType(name, src)
 		if err != nil {
-			return reportErr(stderr, err)
+			return reportTermErr(stderr, err)
 		}
 		if mm, err = accelerate.FromTransformers(m, mt); err != nil {
-			return reportErr(stderr, fmt.Errorf("%s: %w", *hfConfig, err))
+			return reportTermErr(stderr, fmt.Errorf("%s: %w", *hfConfig, err))
 		}
 	}
 	text, err := accelerate.Emit(p, mm, pos[0])
 	if err != nil {
-		return reportErr(stderr, fmt.Errorf("fsdpc emit accelerate: %w", err))
+		return reportTermErr(stderr, fmt.Errorf("fsdpc emit accelerate: %w", err))
 	}
 	if *out == "" || *out == "-" {
 		if _, err := io.WriteString(stdout, text); err != nil {
-			return reportErr(stderr, err)
+			return reportTermErr(stderr, err)
 		}
 		return 0
 	}
 	if err := writeOutput(*out, []byte(text), inputs); err != nil {
-		return reportErr(stderr, err)
+		return reportTermErr(stderr, err)
 	}
 	if n := strings.Count(text, "\n#   - "); n > 0 {
 		fmt.Fprintf(stderr, "wrote %s: %d things the plan decides that accelerate's keys cannot say are listed in it, for fsdpc.apply_plan\n", safetext.Term(*out), n)

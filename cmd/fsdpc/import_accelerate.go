@@ -71,28 +71,28 @@ func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
 	}
 	if *out != "" && *out != "-" {
 		if err := checkOutput(*out, pos[0], *model); err != nil {
-			return reportErr(stderr, err)
+			return reportTermErr(stderr, err)
 		}
 	}
 	text, notes, err := importAccelerate(pos[0], *model, hf.Options{SeqLen: *seqLen, GPU: *gpu, MicroBatch: *microBatch}, kv, *pythonPath)
 	if err != nil {
-		return reportErr(stderr, fmt.Errorf("fsdpc import accelerate: %w", err))
+		return reportTermErr(stderr, fmt.Errorf("fsdpc import accelerate: %w", err))
 	}
 	for _, n := range notes {
-		fmt.Fprintln(stderr, "note: "+safetext.Term(n))
+		fmt.Fprintln(stderr, "note: "+safetext.Escape(n))
 	}
 	if *out == "" || *out == "-" {
 		if _, err := stdout.Write(text); err != nil {
-			return reportErr(stderr, err)
+			return reportTermErr(stderr, err)
 		}
 		return 0
 	}
 	if err := writeOutput(*out, text, []string{pos[0], *model}); err != nil {
-		return reportErr(stderr, err)
+		return reportTermErr(stderr, err)
 	}
 	m, err := ir.Load(*out, text)
 	if err != nil {
-		return reportErr(stderr, err)
+		return reportTermErr(stderr, err)
 	}
 	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d ranks\n", safetext.Term(*out), safetext.Term(m.Name), ir.FormatCount(m.Stats().Params), m.Cluster.WorldSize)
 	return 0
@@ -160,4 +160,12 @@ func isFactory(model string) bool {
 	}
 	mod, fn, ok := strings.Cut(model, ":")
 	return ok && mod != "" && fn != "" && !strings.ContainsAny(model, `/\`)
+}
+
+// reportTermErr prints an error whose text may quote a config's or a
+// model's strings (a class name, a YAML value) with the terminal's
+// control characters escaped, and returns 1.
+func reportTermErr(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, safetext.Escape(strings.TrimRight(err.Error(), "\n")))
+	return 1
 }

@@ -39,6 +39,10 @@ func TestAccelerateCLI(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forwrd: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	evil := filepath.Join(dir, "evil.yaml")
+	if err := os.WriteFile(evil, []byte("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: \"\\x1b[2J\\nx\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(dir, "never.toml")
 	for _, tc := range []struct {
 		args []string
@@ -52,12 +56,16 @@ func TestAccelerateCLI(t *testing.T) {
 		{[]string{"import", "accelerate", cfg, "--model", "no-such-model"}, 1, "no-such-model: no such file"},
 		{[]string{"import", "accelerate", cfg, "--model", hfJSON, "-o", cfg}, 1, ""},
 		{[]string{"emit", "accelerate", plan}, 2, "want one plan and --model"},
+		{[]string{"import", "accelerate", evil, "--model", hfJSON}, 1, `fsdp_reshard_after_forward: \x1b[2J\nx: FSDP2 takes true or false`},
 		{[]string{"emit", "accelerate", plan, "--model", "llama3-8b"}, 1, "made from a different model file"},
 	} {
 		code, _, errOut := runCLI(tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("fsdpc %s: exit %d, %q; want exit %d with %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
 		}
+	}
+	if _, _, errOut := runCLI("import", "accelerate", evil, "--model", hfJSON); strings.ContainsAny(errOut[:len(errOut)-1], "\x1b\n") {
+		t.Errorf("a config's string reached the terminal raw: %q", errOut)
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("a refused import wrote %s", out)
