@@ -15,15 +15,62 @@ import (
 
 // runEmit writes PyTorch code: `emit torch --model FILE` the model as an
 // nn.Module (build_model), `emit torch --model FILE plan.bin` also the plan
-// as apply_plan(model, mesh).
+// as apply_plan(model, mesh). emit torch is parse -> generate -> write:
+// parseEmitTorchArgs, makeEmitTorch, writeEmitTorch.
 func runEmit(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "launch" {
+		return runEmitLaunch(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "accelerate" {
+		return runEmitAccelerate(args[1:], stdout, stderr)
+	}
+	a, code, ok := parseEmitTorchArgs(args, stderr)
+	if !ok {
+		return code
+	}
+	e, code, err := makeEmitTorch(a)
+	if err != nil {
+		if code == 1 {
+			return reportErr(stderr, err)
+		}
+		fmt.Fprintln(stderr, err)
+		return code
+	}
+	if err := writeEmitTorch(stdout, a, e); err != nil {
+		return reportErr(stderr, err)
+	}
+	return 0
+}
+
+// emitTorchArgs is a parsed `fsdpc emit torch` command line.
+type emitTorchArgs struct {
+	model string // the model file or zoo name
+	plan  string // "": the model alone
+	out   string // "": stdout
+	scale int
+	// titan and titanConfig are the torchtitan outputs ("": none).
+	titan, titanConfig string
+}
+
+// inputs are the files the outputs must not replace.
+func (a emitTorchArgs) inputs() []string {
+	if a.plan == "" {
+		return []string{a.model}
+	}
+	return []string{a.model, a.plan}
+}
+
+// parseEmitTorchArgs parses emit's command line for the torch target.
+// When ok is false the command exits with code, having said why on
+// stderr: 0 for -h, 2 for bad usage, 1 for an output that is an input.
+func parseEmitTorchArgs(args []string, stderr io.Writer) (a emitTorchArgs, code int, ok bool) {
 	fl := flag.NewFlagSet("emit", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	model := fl.String("model", "", "the model file or zoo name (for a plan: the one it was made from)")
-	out := fl.String("o", "", "write the Python module here (default: stdout)")
-	scale := fl.Int("scale", 1, "shrink every parameter dimension by this factor, keeping names, order, ties and dtypes; with a plan, the plan shrinks with the model (as run --backend cuda --scale shrinks it)")
-	titan := fl.String("torchtitan", "", "with a plan: also write the plan's torchtitan options here, as the TOML of torchtitan "+torchgen.TorchtitanRelease)
-	titanConfig := fl.String("torchtitan-config", "", "with a plan: also write them here as an entry of torchtitan's Python config registry (commit "+torchgen.TorchtitanCommit[:12]+")")
+	fl.StringVar(&a.model, "model", "", "the model file or zoo name (for a plan: the one it was made from)")
+	fl.StringVar(&a.out, "o", "", "write the Python module here (default: stdout)")
+	fl.IntVar(&a.scale, "scale", 1, "shrink every parameter dimension by this factor, keeping names, order, ties and dtypes; with a plan, the plan shrinks with the model (as run --backend cuda --scale shrinks it)")
+	fl.StringVar(&a.titan, "torchtitan", "", "with a plan: also write the plan's torchtitan options here, as the TOML of torchtitan "+torchgen.TorchtitanRelease)
+	fl.StringVar(&a.titanConfig, "torchtitan-config", "", "with a plan: also write them here as an entry of torchtitan's Python config registry (commit "+torchgen.TorchtitanCommit[:12]+")")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc emit torch --model FILE|ZOO [--scale K] [plan.bin [--torchtitan job.toml]] [-o out.py]")
 		fmt.Fprintln(stderr, "       fsdpc emit accelerate plan.bin --model FILE|ZOO [--hf config.json] [-o config.yaml]")
@@ -36,105 +83,109 @@ func runEmit(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 		fl.Usage()
-		return 0
-	}
-	if len(args) > 0 && args[0] == "launch" {
-		return runEmitLaunch(args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "accelerate" {
-		return runEmitAccelerate(args[1:], stdout, stderr)
+		return a, 0, false
 	}
 	if len(args) == 0 || args[0] != "torch" {
 		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 			fmt.Fprintf(stderr, "fsdpc emit: unknown target %q%s (targets: torch, launch)\n\n", args[0], didYouMean(args[0], []string{"torch", "launch"}))
 		}
 		fl.Usage()
-		return 2
+		return a, 2, false
 	}
 	if code, ok := parseFlags(fl, args[1:]); !ok {
-		return code
+		return a, code, false
 	}
-	if *model == "" || fl.NArg() > 1 {
+	if a.model == "" || fl.NArg() > 1 {
 		fl.Usage()
-		return 2
+		return a, 2, false
 	}
-	if *scale < 1 || *scale > executor.MaxScale || (*titan != "" || *titanConfig != "") && fl.NArg() == 0 {
+	a.plan = fl.Arg(0)
+	if a.scale < 1 || a.scale > executor.MaxScale || (a.titan != "" || a.titanConfig != "") && a.plan == "" {
 		fmt.Fprintf(stderr, "fsdpc emit torch: --scale must be from 1 to %d; --torchtitan and --torchtitan-config need a plan\n", executor.MaxScale)
-		return 2
+		return a, 2, false
 	}
-	inputs := append([]string{*model}, fl.Args()...)
-	for _, o := range []string{*out, *titan, *titanConfig} {
-		if err := checkOutput(o, inputs...); o != "" && err != nil {
-			return reportErr(stderr, err)
+	for _, o := range []string{a.out, a.titan, a.titanConfig} {
+		if err := checkOutput(o, a.inputs()...); o != "" && err != nil {
+			return a, reportErr(stderr, err), false
 		}
 	}
-	same := func(a, b string) bool { return a != "" && b != "" && atomicfile.Same(a, b) }
-	if same(*out, *titan) || same(*out, *titanConfig) || same(*titan, *titanConfig) {
+	same := func(x, y string) bool { return x != "" && y != "" && atomicfile.Same(x, y) }
+	if same(a.out, a.titan) || same(a.out, a.titanConfig) || same(a.titan, a.titanConfig) {
 		fmt.Fprintln(stderr, "fsdpc emit torch: -o, --torchtitan and --torchtitan-config name the same file")
-		return 2
+		return a, 2, false
 	}
-	m, err := loadModel(*model)
+	return a, 0, true
+}
+
+// emittedTorch is the generated text of emit torch.
+type emittedTorch struct {
+	py, titan, titanConfig string
+}
+
+// makeEmitTorch generates the Python module (and the torchtitan options
+// with a plan). An error comes with its exit code: 2 for a --scale the
+// model cannot take, 1 otherwise.
+func makeEmitTorch(a emitTorchArgs) (*emittedTorch, int, error) {
+	m, err := loadModel(a.model)
 	if err != nil {
-		return reportErr(stderr, err)
+		return nil, 1, err
 	}
-	source := safetext.Python(*model)
-	if *scale > 1 {
-		source += fmt.Sprintf(" scaled down %d×", *scale)
+	source := safetext.Python(a.model)
+	if a.scale > 1 {
+		source += fmt.Sprintf(" scaled down %d×", a.scale)
 	}
-	var py, titanText, titanConfigText string
-	if fl.NArg() == 1 {
+	e := &emittedTorch{}
+	if a.plan != "" {
 		// The training program on fsdpc's Python package, the plan (and
 		// with --scale the plan and the model shrunk together) as its
 		// export.
-		p, err := schedule.ReadFile(fl.Arg(0))
+		p, err := schedule.ReadFile(a.plan)
 		if err != nil {
-			return reportErr(stderr, err)
+			return nil, 1, err
 		}
 		if m.SourceHash != p.Header.InputSHA256 {
-			fmt.Fprintf(stderr, "fsdpc emit torch: the plan was made from a different model file (input sha256 %.12s, %s's %.12s)\n", p.Header.InputSHA256, *model, m.SourceHash)
-			return 1
+			return nil, 1, fmt.Errorf("fsdpc emit torch: the plan was made from a different model file (input sha256 %.12s, %s's %.12s)", p.Header.InputSHA256, a.model, m.SourceHash)
 		}
-		_, spec, e, err := scaledExport(fl.Arg(0), p, m, *scale)
+		_, spec, ex, err := scaledExport(a.plan, p, m, a.scale)
 		if err != nil {
-			return reportErr(stderr, err)
+			return nil, 1, err
 		}
-		header := safetext.Python(fl.Arg(0)) + " and " + source
-		if py, err = torchgen.Program(e, spec.Model, header, fl.Arg(0)); err != nil {
-			return reportErr(stderr, err)
+		header := safetext.Python(a.plan) + " and " + source
+		if e.py, err = torchgen.Program(ex, spec.Model, header, a.plan); err != nil {
+			return nil, 1, err
 		}
-		titanText = torchgen.Torchtitan(p, fl.Arg(0))
-		titanConfigText = torchgen.TorchtitanRegistry(p, fl.Arg(0))
-	} else {
-		spec, err := torchgen.BuildModel(m)
-		if err != nil {
-			fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
-			return 1
-		}
-		if err := spec.Scale(*scale); err != nil {
-			fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
-			return 2
-		}
-		if py, err = torchgen.Emit(spec, source); err != nil {
-			fmt.Fprintf(stderr, "fsdpc emit torch: %v\n", err)
-			return 1
+		e.titan = torchgen.Torchtitan(p, a.plan)
+		e.titanConfig = torchgen.TorchtitanRegistry(p, a.plan)
+		return e, 0, nil
+	}
+	spec, err := torchgen.BuildModel(m)
+	if err != nil {
+		return nil, 1, fmt.Errorf("fsdpc emit torch: %w", err)
+	}
+	if err := spec.Scale(a.scale); err != nil {
+		return nil, 2, fmt.Errorf("fsdpc emit torch: %w", err)
+	}
+	if e.py, err = torchgen.Emit(spec, source); err != nil {
+		return nil, 1, fmt.Errorf("fsdpc emit torch: %w", err)
+	}
+	return e, 0, nil
+}
+
+// writeEmitTorch writes the generated files, or the module to stdout.
+func writeEmitTorch(stdout io.Writer, a emitTorchArgs, e *emittedTorch) error {
+	if a.titan != "" {
+		if err := writeOutput(a.titan, []byte(e.titan), a.inputs()); err != nil {
+			return err
 		}
 	}
-	if *titan != "" {
-		if err := writeOutput(*titan, []byte(titanText), inputs); err != nil {
-			return reportErr(stderr, err)
+	if a.titanConfig != "" {
+		if err := writeOutput(a.titanConfig, []byte(e.titanConfig), a.inputs()); err != nil {
+			return err
 		}
 	}
-	if *titanConfig != "" {
-		if err := writeOutput(*titanConfig, []byte(titanConfigText), inputs); err != nil {
-			return reportErr(stderr, err)
-		}
+	if a.out == "" {
+		fmt.Fprint(stdout, e.py) // run's checked writer latches an error
+		return nil
 	}
-	if *out == "" {
-		fmt.Fprint(stdout, py)
-		return 0
-	}
-	if err := writeOutput(*out, []byte(py), inputs); err != nil {
-		return reportErr(stderr, err)
-	}
-	return 0
+	return writeOutput(a.out, []byte(e.py), a.inputs())
 }

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestParseEmitTorchArgs: emit torch's command line, parsed apart from
+// the generation.
+func TestParseEmitTorchArgs(t *testing.T) {
+	def := emitTorchArgs{model: "m.toml", scale: 1}
+	with := func(f func(a *emitTorchArgs)) emitTorchArgs { a := def; f(&a); return a }
+	for name, tc := range map[string]struct {
+		args []string
+		want emitTorchArgs
+		code int
+		err  string
+	}{
+		"model alone": {args: []string{"torch", "--model", "m.toml"}, want: def},
+		"model scaled to a file": {args: []string{"torch", "--model", "m.toml", "--scale", "8", "-o", "m.py"},
+			want: with(func(a *emitTorchArgs) { a.scale, a.out = 8, "m.py" })},
+		"a plan with torchtitan": {args: []string{"torch", "plan.bin", "--model", "m.toml", "--torchtitan", "job.toml", "--torchtitan-config", "cfg.py"},
+			want: with(func(a *emitTorchArgs) { a.plan, a.titan, a.titanConfig = "plan.bin", "job.toml", "cfg.py" })},
+
+		"help":                  {args: []string{"-h"}, code: 0, err: "usage: fsdpc emit torch"},
+		"no target":             {args: nil, code: 2, err: "usage: fsdpc emit torch"},
+		"unknown target":        {args: []string{"torhc", "--model", "m.toml"}, code: 2, err: `unknown target "torhc"`},
+		"no model":              {args: []string{"torch", "plan.bin"}, code: 2, err: "usage: fsdpc emit torch"},
+		"two plans":             {args: []string{"torch", "--model", "m.toml", "a.bin", "b.bin"}, code: 2, err: "usage: fsdpc emit torch"},
+		"scale 0":               {args: []string{"torch", "--model", "m.toml", "--scale", "0"}, code: 2, err: "--scale must be from 1"},
+		"torchtitan, no plan":   {args: []string{"torch", "--model", "m.toml", "--torchtitan", "job.toml"}, code: 2, err: "need a plan"},
+		"outputs the same":      {args: []string{"torch", "plan.bin", "--model", "m.toml", "-o", "x", "--torchtitan", "x"}, code: 2, err: "name the same file"},
+		"output is the model":   {args: []string{"torch", "--model", "testdata/json/tiny.toml", "-o", "testdata/json/tiny.toml"}, code: 1, err: "tiny.toml"},
+		"unknown flag of torch": {args: []string{"torch", "--modle", "m.toml"}, code: 2, err: "modle"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			a, code, ok := parseEmitTorchArgs(tc.args, &stderr)
+			if tc.err != "" {
+				if ok || code != tc.code || !strings.Contains(stderr.String(), tc.err) {
+					t.Fatalf("parsed %+v (ok %v, code %d, stderr %q); want exit %d saying %q", a, ok, code, stderr.String(), tc.code, tc.err)
+				}
+				return
+			}
+			if !ok {
+				t.Fatalf("stopped with %d: %s", code, stderr.String())
+			}
+			if !reflect.DeepEqual(a, tc.want) {
+				t.Errorf("got %+v; want %+v", a, tc.want)
+			}
+		})
+	}
+}
