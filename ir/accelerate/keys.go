@@ -193,14 +193,16 @@ func (c *Config) readFSDP(fsdp map[string]*yamlsubset.Node, order []string, fail
 		}
 		fsdp = converted
 	} else {
-		for key, why := range map[string]string{
+		// In the file's order, so the notes are the same every time.
+		ignored := map[string]string{
 			"fsdp_sharding_strategy":  "ignored by accelerate's FSDP2 plugin (it reads fsdp_reshard_after_forward)",
 			"fsdp_backward_prefetch":  "ignored by accelerate's FSDP2 plugin: " + fsdp1Removed["fsdp_backward_prefetch"],
 			"fsdp_forward_prefetch":   "ignored by accelerate's FSDP2 plugin (read only under fsdp_version 1): " + fsdp1Removed["fsdp_forward_prefetch"],
 			"fsdp_use_orig_params":    "ignored by accelerate's FSDP2 plugin: " + fsdp1Removed["fsdp_use_orig_params"],
 			"fsdp_sync_module_states": "ignored by accelerate's FSDP2 plugin: " + fsdp1Removed["fsdp_sync_module_states"],
-		} {
-			if fsdp[key] != nil {
+		}
+		for _, key := range order {
+			if why, ok := ignored[key]; ok {
 				note(key, "%s", why)
 			}
 		}

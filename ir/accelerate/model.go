@@ -118,7 +118,8 @@ func FromTransformers(m *ir.Model, modelType string) (*Model, error) {
 		}
 		mm.Class[i] = c
 	}
-	for name, c := range f.Modules {
+	for _, name := range keysOf(f.Modules) {
+		c := f.Modules[name]
 		if !modelled[name] {
 			for _, alt := range strings.Split(c, "|") {
 				mm.Unmodelled[alt] = append(mm.Unmodelled[alt], name)

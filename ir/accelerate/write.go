@@ -427,12 +427,12 @@ func Check(m *ir.Model, d *Decision, orig *ir.Model) error {
 			}
 		}
 	}
-	for name := range want {
+	for _, name := range keysOf(want) {
 		if !got[name] {
 			return fmt.Errorf("internal error: the written policy does not make %q a unit", name)
 		}
 	}
-	for name := range got {
+	for _, name := range keysOf(got) {
 		if !want[name] {
 			return fmt.Errorf("internal error: the written policy makes %q a unit, which accelerate does not", name)
 		}
