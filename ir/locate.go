@@ -46,6 +46,17 @@ func isBareKey(k string) bool {
 // with it.
 func (m *Model) KeyPos(path string) Pos { return m.locs[path].key }
 
+// BudgetPos is where the file sets the memory budget: memory_budget in
+// [cluster], else the GPU it follows from; the zero Pos when neither is
+// written. Diagnostics about memory (a plan over the budget, or near it)
+// are placed there.
+func (m *Model) BudgetPos() Pos {
+	if pos := m.KeyPos("cluster.memory_budget"); pos.Line > 0 {
+		return pos
+	}
+	return m.KeyPos("cluster.gpu")
+}
+
 // location is where a key and its value start.
 type location struct {
 	key, val Pos

@@ -74,13 +74,13 @@ func predict(s *state) error {
 	p.Prediction = sim.Prediction()
 	if sim.PeakReserved <= p.Cluster.MemoryBudget || s.opts.overBudget {
 		if sim.AllocRetries > 0 && sim.PeakReserved <= p.Cluster.MemoryBudget {
-			s.warnAt(ir.Pos{}, "the caching allocator reaches the budget of %s and frees its cache %d times in a step to fit (%s allocated at the peak; its segments' fragmentation takes the rest): PyTorch then synchronises the device and retries each time (num_alloc_retries), so the step is slower than predicted; expandable_segments = true in [train] or a larger budget avoids it",
+			s.warnAt(s.m.BudgetPos(), "the caching allocator reaches the budget of %s and frees its cache %d times in a step to fit (%s allocated at the peak; its segments' fragmentation takes the rest): PyTorch then synchronises the device and retries each time (num_alloc_retries), so the step is slower than predicted; expandable_segments = true in [train] or a larger budget avoids it",
 				ir.FormatBytes(p.Cluster.MemoryBudget), sim.AllocRetries, ir.FormatBytes(sim.PeakAllocated))
 		}
 		s.sim = sim
 		return nil
 	}
-	s.errorAt(ir.Pos{}, nil, "%s", s.doesNotFit(sim))
+	s.errorAt(s.m.BudgetPos(), nil, "%s", s.doesNotFit(sim))
 	return nil
 }
 

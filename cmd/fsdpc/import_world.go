@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -59,7 +60,14 @@ func smallestWorld(name string, src []byte, opt hf.Options) (hf.Options, string,
 	opt.WorldSize = gpn
 	why := ""
 	if firstErr != nil {
-		why = fmt.Sprintf(" (on one node, %s)", strings.TrimPrefix(firstLine(firstErr.Error()), name+": "))
+		// The message alone: a diagnostic's place is in the TOML the
+		// importer generated, not in the config the user gave.
+		msg := strings.TrimPrefix(firstErr.Error(), name+": ")
+		var ds ir.Diagnostics
+		if errors.As(firstErr, &ds) && len(ds) > 0 {
+			msg = ds[0].Msg
+		}
+		why = fmt.Sprintf(" (on one node, %s)", firstLine(msg))
 	}
 	return opt, fmt.Sprintf("world size %d, one node: no count of whole nodes up to %d fits the memory budget%s; `fsdpc plan` of the model file says what would make it fit", gpn, maxAutoNodes, why), nil
 }

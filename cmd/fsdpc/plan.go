@@ -211,7 +211,9 @@ func makePlan(a planArgs, stdout, stderr io.Writer) (*planned, error) {
 		fmt.Fprintln(stderr, w)
 	}
 	if w := budgetWarning(r.plan, r.sim); w != "" {
-		fmt.Fprintln(stderr, w)
+		d := ir.Diagnostic{Severity: ir.Warning, File: m.File, Pos: m.BudgetPos(), Msg: w}
+		fmt.Fprintln(stderr, d)
+		r.warnings = append(r.warnings, d)
 	}
 	r.metrics = newMetrics(r.plan, r.sim, m.FLOPsPerToken(), a.trainTokens)
 	if r.gates, err = evalGates(a.gates, nil, &r.metrics); err != nil {
@@ -439,6 +441,6 @@ func budgetWarning(p *schedule.Plan, sim *schedule.Simulation) string {
 	if budget <= 0 || float64(sim.PeakReserved) <= nearBudget*float64(budget) {
 		return ""
 	}
-	return fmt.Sprintf("warning: the plan reserves %s of its %s memory budget per GPU (%.0f%%, over %.0f%%): little is left for what the prediction does not see; `fsdpc fit` shows what fits with room",
+	return fmt.Sprintf("the plan reserves %s of its %s memory budget per GPU (%.0f%%, over %.0f%%): little is left for what the prediction does not see; `fsdpc fit` shows what fits with room",
 		ir.FormatBytes(sim.PeakReserved), ir.FormatBytes(budget), 100*float64(sim.PeakReserved)/float64(budget), nearBudget*100)
 }
