@@ -14,6 +14,7 @@ func TestFLOPsPerToken(t *testing.T) {
 	}{
 		// 8,030,261,248 parameters less the 128,256 × 4,096 token embedding.
 		{"llama3-8b", 8030261248 - 128256*4096, 12 * 32 * 32 * 128 * 8192},
+		{"llama3-8b-torchtitan", 8030261248 - 128256*4096, 12 * 32 * 32 * 128 * 8192},
 		{"llama3-70b", 70553706496 - 128256*8192, 12 * 80 * 64 * 128 * 8192},
 		// GPT-2 ties the head to wte, so both embeddings (wte 50,257 × 768,
 		// wpe 1,024 × 768) leave and the head goes with wte.

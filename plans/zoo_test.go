@@ -53,6 +53,11 @@ type flops struct {
 	causal, bidirectional, cross, kvLen int64
 	// fullTraining: every parameter trains, so the backward estimate applies.
 	fullTraining bool
+	// recomputed are the weights of the multiplies per-op selective
+	// checkpointing recomputes in backward (docs/model-format.md,
+	// selective-op); 0 with full checkpointing, which recomputes the
+	// repeated blocks whole.
+	recomputed int64
 }
 
 var zoo = []zooModel{
@@ -69,6 +74,17 @@ var zoo = []zooModel{
 		microBatch: 1, seqLen: 8192, checkpointed: true,
 		flops: flops{matmulParams: 8_030_261_248 - 128256*4096, outputParams: 128256 * 4096,
 			dAttn: 32 * 128, causal: 32, fullTraining: true},
+	},
+	{
+		// The same model as llama3-8b, micro-batch 2 under per-op
+		// selective checkpointing (torchtitan's benchmark setup).
+		name: "llama3-8b-torchtitan", total: 8_030_261_248, trainable: 8_030_261_248, world: 8,
+		microBatch: 2, seqLen: 8192, checkpointed: true,
+		// Selective-op keeps wq, wv, w1 and w2's outputs and recomputes
+		// wk (4096 × 1024), wo (4096 × 4096) and w3 (4096 × 14336) in
+		// each of the 32 blocks.
+		flops: flops{matmulParams: 8_030_261_248 - 128256*4096, outputParams: 128256 * 4096,
+			dAttn: 32 * 128, causal: 32, fullTraining: true, recomputed: 32 * (4096*1024 + 4096*4096 + 4096*14336)},
 	},
 	{
 		name: "llama3-8b-lora", total: 8_037_076_992, trainable: 6_815_744, frozen: 8_030_261_248, world: 8,
@@ -322,7 +338,10 @@ func TestFLOPsEstimate(t *testing.T) {
 				return
 			}
 			bwd := 2*linear + 2.5*attn
-			if z.checkpointed {
+			switch {
+			case e.recomputed > 0:
+				bwd += 2 * T * float64(e.recomputed)
+			case z.checkpointed:
 				bwd += linear - 2*T*float64(e.outputParams) + attn
 			}
 			within(t, "backward FLOPs", s.FlopsBwd, bwd, 0.02)

@@ -47,6 +47,8 @@ var zooCases = []zooCase{
 	}},
 	{model: "llama3-8b", edits: append(llamaEdits("4096", "32", "8", "14336", "128256", "32", "8192"),
 		edit{"world_size", "8", "2"})},
+	{model: "llama3-8b-torchtitan", edits: append(llamaEdits("4096", "32", "8", "14336", "128256", "32", "8192"), // per-op selective checkpointing, micro-batch 2
+		edit{"world_size", "8", "2"})},
 	{model: "llama3-8b-lora", edits: append(llamaEdits("4096", "32", "8", "14336", "128256", "32", "8192"), // frozen bf16 base, fp32-reduced adapters
 		edit{"lora_rank", "16", "2"}, edit{"grad_accum", "4", "2"}, edit{"world_size", "8", "3"})},
 	{model: "llama3-70b", edits: append(llamaEdits("8192", "64", "8", "28672", "128256", "80", "8192"), // two nodes

@@ -1,10 +1,20 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fsdpc/fsdpc/calibrate"
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/plans"
 )
 
 // TestREADMECommands keeps the README true to the CLI: every command its
@@ -74,4 +84,119 @@ func placeholder(args []string) bool {
 		}
 	}
 	return false
+}
+
+// TestREADMETorchtitanFigures keeps the README's table of torchtitan's
+// published Llama 3 8B runs true: each predicted figure and error is what
+// `fsdpc plan -json` gives for plans/llama3-8b-torchtitan.toml (the second
+// row with compile = true), and each row, published and predicted, is what
+// bench/fidelity prints for the same run in calibrate/memory-runs.csv.
+func TestREADMETorchtitanFigures(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(raw), "<!-- torchtitan-figures:")
+	if !ok {
+		t.Fatal("the README has no torchtitan-figures table")
+	}
+	rowRE := regexp.MustCompile(`(?m)^\| (.+?) \| ([\d,]+) \| ([\d,]+) \| ([+-][\d.]+%) \| ([\d.]+) GiB \| ([\d.]+) GiB \| ([+-][\d.]+%) \|$`)
+	rows := rowRE.FindAllStringSubmatch(after, 2)
+	if len(rows) != 2 {
+		t.Fatalf("found %d rows in the README's torchtitan table, want 2", len(rows))
+	}
+	src, _, ok := plans.Source("llama3-8b-torchtitan")
+	if !ok {
+		t.Fatal("no zoo model llama3-8b-torchtitan")
+	}
+	fidelity := fidelityRows(t)
+	dir := t.TempDir()
+	for i, r := range []struct{ id, edit string }{{"M1-TT-8g-eager", ""}, {"M2-TT-8g-compile", "compile = true"}} {
+		text := string(src)
+		if r.edit != "" {
+			if !strings.Contains(text, "\ncompile = false\n") {
+				t.Fatal("llama3-8b-torchtitan.toml does not set compile = false")
+			}
+			text = strings.Replace(text, "\ncompile = false\n", "\n"+r.edit+"\n", 1)
+		}
+		model := filepath.Join(dir, fmt.Sprintf("run%d.toml", i))
+		if err := os.WriteFile(model, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := runCLI("plan", model, "-o", filepath.Join(dir, fmt.Sprintf("run%d.bin", i)), "-json")
+		if code != 0 {
+			t.Fatalf("fsdpc plan: exit %d: %s", code, errOut)
+		}
+		var doc struct {
+			Metrics struct {
+				TPS      float64 `json:"tokens_per_second_per_gpu"`
+				Reserved int64   `json:"reserved"`
+			} `json:"metrics"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		row := rows[i]
+		pubTPS, _ := strconv.ParseFloat(strings.ReplaceAll(row[2], ",", ""), 64)
+		pubGiB, _ := strconv.ParseFloat(row[5], 64)
+		predGiB := float64(doc.Metrics.Reserved) / (1 << 30)
+		want := []string{row[1],
+			row[2],
+			ir.FormatCount(int64(math.Round(doc.Metrics.TPS))),
+			fmt.Sprintf("%+.1f%%", (doc.Metrics.TPS-pubTPS)/pubTPS*100),
+			row[5],
+			fmt.Sprintf("%.1f", predGiB),
+			fmt.Sprintf("%+.1f%%", (predGiB-pubGiB)/pubGiB*100)}
+		if got := row[1:]; !slices.Equal(got, want) {
+			t.Errorf("README row %d is %q; fsdpc plan predicts %q", i+1, got, want)
+		}
+		// bench/fidelity's row: measured and predicted tokens/s, error,
+		// measured and predicted GiB, error.
+		f, ok := fidelity[r.id]
+		if !ok {
+			t.Fatalf("bench/fidelity prints no row %s", r.id)
+		}
+		readme := []string{strings.ReplaceAll(row[2], ",", ""), strings.ReplaceAll(row[3], ",", ""), row[4], row[5] + " reserved", row[6], row[7]}
+		if !slices.Equal(f, readme) {
+			t.Errorf("README row %d %q disagrees with bench/fidelity's %s row %q", i+1, readme, r.id, f)
+		}
+	}
+}
+
+// fidelityRows runs bench/fidelity's comparison (calibrate's Load,
+// Predict and WriteTable) over torchtitan's two 8-GPU rows of
+// calibrate/memory-runs.csv and returns each row's printed figures:
+// measured and predicted tokens/s, error, measured and predicted memory,
+// error.
+func fidelityRows(t *testing.T) map[string][]string {
+	t.Helper()
+	raw, err := os.ReadFile("../../calibrate/memory-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(raw), "\n")
+	csv := lines[0]
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "M1-TT-8g-eager,") || strings.HasPrefix(l, "M2-TT-8g-compile,") {
+			csv += l
+		}
+	}
+	set, err := calibrate.Load("memory-runs.csv", strings.NewReader(csv), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := set.Predict(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	calibrate.WriteTable(&table, results, set.Skipped)
+	out := map[string][]string{}
+	for _, l := range strings.Split(table.String(), "\n") {
+		cells := strings.Split(strings.Trim(l, "| "), " | ")
+		if len(cells) == 12 && strings.HasPrefix(cells[0], "M") {
+			out[cells[0]] = cells[6:]
+		}
+	}
+	return out
 }
