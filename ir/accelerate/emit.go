@@ -178,7 +178,21 @@ func Emit(p *schedule.Plan, mm *Model, source string) (string, error) {
 	if p.Train.AccumulateUnsharded && p.Train.GradAccum > 1 {
 		cant = append(cant, "accumulation without gradient sync: accelerate's accumulate() context does it when gradient_accumulation_steps is set (not a config key)")
 	}
-	return emitYAML(p, mm, chosen, decision, cant, source), nil
+	closest := ""
+	if len(cant) > 0 {
+		// The apply_plan hook shards the model before prepare; accelerate
+		// then looks up a TRANSFORMER_BASED_WRAP class by name, which
+		// FSDP2 has renamed (FSDPLlamaDecoderLayer), and fails, and its
+		// activation checkpointing would wrap modules of a sharded model.
+		// NO_WRAP without checkpointing leaves the plan's model as it is.
+		closest = fmt.Sprintf("fsdp_auto_wrap_policy: %s", chosen.WrapPolicy)
+		if chosen.WrapPolicy == TransformerBasedWrap {
+			closest += ", fsdp_transformer_layer_cls_to_wrap: " + strings.Join(chosen.LayerClasses, ",")
+		}
+		closest += fmt.Sprintf(", fsdp_activation_checkpointing: %v", chosen.ActivationCheckpointing)
+		chosen.WrapPolicy, chosen.LayerClasses, chosen.ActivationCheckpointing = NoWrap, nil, false
+	}
+	return emitYAML(p, mm, chosen, decision, cant, closest, source), nil
 }
 
 func limit(xs []string, n int) []string {
@@ -288,13 +302,13 @@ func mixedPrecisionOf(p *schedule.Plan, cant []string) (string, []string) {
 
 // emitYAML writes the config in the form `accelerate config` writes,
 // keys sorted as PyYAML's safe_dump sorts them.
-func emitYAML(p *schedule.Plan, mm *Model, c *Config, d *Decision, cant []string, source string) string {
+func emitYAML(p *schedule.Plan, mm *Model, c *Config, d *Decision, cant []string, closest, source string) string {
 	m := mm.IR
 	var b strings.Builder
 	com := func(s string) string { return safetext.Escape(s) }
 	fmt.Fprintf(&b, "# accelerate 1.14 FSDP2 config for %s, written by fsdpc emit accelerate from %s.\n", com(p.Header.Model), com(source))
 	b.WriteString("# Run with: accelerate launch --config_file THIS train.py (docs/accelerate.md).\n")
-	if d != nil {
+	if d != nil && closest == "" {
 		b.WriteString("# accelerate's fully_shard calls under it, which are the plan's units:\n")
 		for i := 0; i < len(d.Calls); i++ {
 			call, tag := d.Calls[i], ""
@@ -316,12 +330,16 @@ func emitYAML(p *schedule.Plan, mm *Model, c *Config, d *Decision, cant []string
 	}
 	if len(cant) > 0 {
 		b.WriteString("#\n# What accelerate's keys cannot express, which fsdpc.apply_plan covers: export the plan\n")
-		b.WriteString("# (fsdpc export plan.bin -o plan.json) and call fsdpc.apply_plan(model, \"plan.json\") before\n")
-		b.WriteString("# accelerator.prepare(model, optimizer); accelerate leaves a model that is already an FSDPModule\n")
-		b.WriteString("# as it is (fsdp2_prepare_model), so the plan's units and settings stand:\n")
+		b.WriteString("# (fsdpc export plan.bin -o plan.json) and call fsdpc.apply_plan(model, \"plan.json\") after\n")
+		b.WriteString("# Accelerator() and before accelerator.prepare(model, optimizer); accelerate leaves a model that\n")
+		b.WriteString("# is already an FSDPModule as it is (fsdp2_prepare_model), so the plan's units and settings stand:\n")
 		for _, s := range cant {
 			b.WriteString("#   - " + com(s) + "\n")
 		}
+		b.WriteString("# For that hook this config has fsdp_auto_wrap_policy NO_WRAP and no activation checkpointing:\n")
+		b.WriteString("# with TRANSFORMER_BASED_WRAP accelerate looks the layer class up by name in the sharded model,\n")
+		b.WriteString("# whose classes FSDP2 renamed (FSDP<class>: FSDPLlamaDecoderLayer), and fails. Without apply_plan, the closest\n")
+		b.WriteString("# accelerate comes is " + com(closest) + ".\n")
 	}
 	b.WriteString("#\n# Not config keys: the plan's micro-batch " + fmt.Sprint(p.Train.MicroBatch) + " of " + fmt.Sprint(p.Train.SeqLen) + " tokens and " + fmt.Sprint(max(p.Train.GradAccum, 1)) + " micro-batches per step\n")
 	b.WriteString("# are your script's (its batch size, Accelerator(gradient_accumulation_steps=...)).\n")
