@@ -24,6 +24,10 @@ type AccelerateCase struct {
 	Model  []byte // the model's config.json
 	Plan   *schedule.Plan
 	Export *Export // Plan's export (NewExport); nil: no plan (a config fsdpc refuses), accelerate runs alone
+	// ApplyPlan: fsdpc.apply_plan shards the model as Plan says after
+	// Accelerator() and before accelerator.prepare (the hook
+	// docs/accelerate.md documents for what accelerate's keys cannot say).
+	ApplyPlan bool
 }
 
 // AccelerateRecord is what one rank recorded of accelerate's FSDP2 run
@@ -79,6 +83,7 @@ func RunAccelerate(py Python, cases []AccelerateCase, timeout time.Duration, std
 		Plan   string `json:"plan"`
 		Model  string `json:"model"`
 		Out    string `json:"out"`
+		Apply  bool   `json:"apply_plan"`
 	}
 	var files []caseFile
 	setup := func(dir string) error {
@@ -90,7 +95,7 @@ func RunAccelerate(py Python, cases []AccelerateCase, timeout time.Duration, std
 			if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 				return err
 			}
-			files = append(files, caseFile{Config: d + "/accelerate.yaml", Model: d + "/config.json", Out: d})
+			files = append(files, caseFile{Config: d + "/accelerate.yaml", Model: d + "/config.json", Out: d, Apply: c.ApplyPlan})
 			out := map[string][]byte{"accelerate.yaml": c.Config, "config.json": c.Model}
 			if c.Export != nil {
 				plan, err := json.Marshal(c.Export)

@@ -55,7 +55,9 @@ use_cpu: false
 // false, mixed precision bf16, fp16 and none, and activation checkpointing
 // on and off. A config accelerate cannot run (it raises on every rank)
 // must be refused by the import too, naming the key, and accelerate's
-// error must be the one the refusal is for. Last, `fsdpc run --backend
+// error must be the one the refusal is for. One case runs
+// docs/accelerate.md's hook: a plan beyond accelerate's keys applied with
+// fsdpc.apply_plan before accelerator.prepare. Last, `fsdpc run --backend
 // torch --accelerate` checks the first config as a user runs it.
 func TestAccelerateConformance(t *testing.T) {
 	needTorch(t)
@@ -69,27 +71,35 @@ func TestAccelerateConformance(t *testing.T) {
 		// refuse: accelerate raises (its error says accelErr); the import
 		// must fail too, naming refuse.
 		refuse, accelErr string
+		// hook: the imported model file gets these lines, and the plan is
+		// applied with fsdpc.apply_plan before accelerator.prepare.
+		hook string
 	}{
-		{"class-reshard-fp32", "llama", accelConfig("TRANSFORMER_BASED_WRAP", layer, true, "no", false), "", ""},
-		{"no-split-keep-bf16-ac", "qwen3", accelConfig("TRANSFORMER_BASED_WRAP", "", false, "bf16", true), "", ""},
-		{"class-reshard-fp16-ac", "llama", accelConfig("TRANSFORMER_BASED_WRAP", layer, true, "fp16", true), "", ""},
+		{"class-reshard-fp32", "llama", accelConfig("TRANSFORMER_BASED_WRAP", layer, true, "no", false), "", "", ""},
+		{"no-split-keep-bf16-ac", "qwen3", accelConfig("TRANSFORMER_BASED_WRAP", "", false, "bf16", true), "", "", ""},
+		{"class-reshard-fp16-ac", "llama", accelConfig("TRANSFORMER_BASED_WRAP", layer, true, "fp16", true), "", "", ""},
 		// 6000 parameters: more than any module below the root holds (the
 		// ModuleList 4672, LlamaModel 5712), so nothing is wrapped by size.
-		{"size-none-bf16", "llama", accelConfig("SIZE_BASED_WRAP", "  fsdp_min_num_params: 6000\n", true, "bf16", false), "", ""},
-		{"no-wrap-keep-fp32", "llama", accelConfig("NO_WRAP", "", false, "no", false), "", ""},
+		{"size-none-bf16", "llama", accelConfig("SIZE_BASED_WRAP", "  fsdp_min_num_params: 6000\n", true, "bf16", false), "", "", ""},
+		{"no-wrap-keep-fp32", "llama", accelConfig("NO_WRAP", "", false, "no", false), "", "", ""},
 		// More than one layer (2336) but not the ModuleList (4672): the
 		// size policy matches the ModuleList, which fully_shard refuses.
 		{"size-modulelist", "llama", accelConfig("SIZE_BASED_WRAP", "  fsdp_min_num_params: 2000\n", true, "no", false),
-			"fsdp_min_num_params", "does not support containers that do not implement forward"},
+			"fsdp_min_num_params", "does not support containers that do not implement forward", ""},
 		// More than the ModuleList, less than LlamaModel (5712): the model
 		// is sharded, then accelerate shards its embedding again.
 		{"size-model", "llama", accelConfig("SIZE_BASED_WRAP", "  fsdp_min_num_params: 5000\n", true, "no", false),
-			"fsdp_min_num_params", "TypeError"},
+			"fsdp_min_num_params", "TypeError", ""},
 		// accelerate's activation checkpointing needs a wrap policy.
-		{"no-wrap-ac", "llama", accelConfig("NO_WRAP", "", true, "no", true), "fsdp_activation_checkpointing", "'NoneType' object is not callable"},
+		{"no-wrap-ac", "llama", accelConfig("NO_WRAP", "", true, "no", true), "fsdp_activation_checkpointing", "'NoneType' object is not callable", ""},
 		// The tied output embedding lands in the root's unit, apart from
 		// its input embedding's: FSDP2 refuses the shared parameter.
-		{"tied", "llama-tied", accelConfig("TRANSFORMER_BASED_WRAP", layer, true, "no", false), "tie_word_embeddings", "is shared with a parameter already managed by another FSDP group"},
+		{"tied", "llama-tied", accelConfig("TRANSFORMER_BASED_WRAP", layer, true, "no", false), "tie_word_embeddings", "is shared with a parameter already managed by another FSDP group", ""},
+		// docs/accelerate.md's hook: a plan beyond accelerate's keys (one
+		// layer kept gathered, bf16 layers reducing in fp32, an explicit
+		// backward prefetch) applied before prepare, which leaves it.
+		{"apply-plan-hook", "llama", accelConfig("TRANSFORMER_BASED_WRAP", layer, true, "no", false), "", "",
+			"\n[[policy.override]]\nmatch = \"model.layers.1\"\nreshard_after_forward = false\nparam_dtype = \"bf16\"\nreduce_dtype = \"fp32\"\nprefetch_backward = 1\n"},
 	}
 	dir := t.TempDir()
 	var runs []torchgen.AccelerateCase
@@ -117,6 +127,24 @@ func TestAccelerateConformance(t *testing.T) {
 		case code != 0:
 			t.Fatalf("%s: fsdpc import accelerate: exit %d\n%s%s", c.name, code, out, errOut)
 		default:
+			if c.hook != "" {
+				f, err := os.OpenFile(toml, os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteString(c.hook); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				run.ApplyPlan = true
+				// accelerate's prepare still resolves its wrap policy's
+				// classes by name, which fully_shard has renamed
+				// (FSDPLlamaDecoderLayer): with the hook the config wraps
+				// nothing itself.
+				run.Config = []byte(strings.Replace(strings.Replace(c.config, "TRANSFORMER_BASED_WRAP", "NO_WRAP", 1), layer, "", 1))
+			}
 			if code, out, errOut := runCLI("plan", "-o", bin, toml); code != 0 {
 				t.Fatalf("%s: fsdpc plan: exit %d\n%s%s", c.name, code, out, errOut)
 			}

@@ -79,6 +79,10 @@ class Case:
     plan: str  # the plan export (fsdpc export); "" for a config fsdpc refuses
     model: str  # the model's Hugging Face config.json
     out: str  # where each rank writes rankR.json
+    # apply_plan: the documented hook (docs/accelerate.md): fsdpc.apply_plan
+    # shards the model as the plan says after Accelerator() and before
+    # accelerator.prepare, which then leaves an FSDPModule as it is.
+    apply_plan: bool = False
 
 
 class AccelerateConfigError(ValueError):
@@ -371,6 +375,17 @@ def run_case(case: Case, env: dict[str, str], rank: int) -> None:
     if plan is not None and accelerator.num_processes != plan.mesh.world_size:
         raise ValueError("accelerate runs %d processes, plan %s %d" % (accelerator.num_processes, case.plan, plan.mesh.world_size))
 
+    if case.apply_plan:
+        if plan is None:
+            raise ValueError("%s: apply_plan needs a plan" % case.config)
+        from .apply import apply_plan
+
+        apply_plan(model, plan)
+        # The optimizer over the sharded parameters: accelerate maps the
+        # optimizer's parameters to the model's by name and storage, and
+        # the unsharded ones apply_plan replaced are no longer the model's.
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
     rec = _Recorder()
     _patch_param_groups()
     with _recording_fully_shard(model, rec):
@@ -434,7 +449,7 @@ def _read_cases(path: str) -> list[tuple[Case, dict[str, str]]]:
         doc = json.load(f)
     out = []
     for c in doc:
-        out.append((Case(c["config"], c["plan"], c["model"], c["out"]), dict(c.get("env", {}))))
+        out.append((Case(c["config"], c["plan"], c["model"], c["out"], bool(c.get("apply_plan", False))), dict(c.get("env", {}))))
     return out
 
 
@@ -492,7 +507,7 @@ def _launch(path: str) -> int:
             print("fsdpc accelerate check: %s runs %d processes, an earlier config %d; one launch runs one world" % (case.config, n, world), file=sys.stderr)
             return 1
         world = n
-        cases.append({"config": case.config, "plan": case.plan, "model": case.model, "out": case.out, "env": env})
+        cases.append({"config": case.config, "plan": case.plan, "model": case.model, "out": case.out, "apply_plan": case.apply_plan, "env": env})
     resolved = path + ".env.json"
     with open(resolved, "w") as f:
         json.dump(cases, f)
