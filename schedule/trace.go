@@ -18,6 +18,9 @@ type TraceOptions struct {
 	// every drawn rank shows the same timeline: drawing several lines the
 	// trace up with a merged multi-rank PyTorch profiler trace.
 	Ranks []int
+	// MaxOps is the operations drawn, once per rank, before the trace
+	// folds (FoldTrace); 0 means TraceOpBudget.
+	MaxOps int
 }
 
 // The ids follow the PyTorch profiler (Kineto) so a simulated trace reads
@@ -71,11 +74,17 @@ func WriteTrace(w io.Writer, p *Plan, sim *Simulation, opt TraceOptions) error {
 			return fmt.Errorf("rank %d is not in the plan's world of %d ranks", r, p.Cluster.WorldSize)
 		}
 	}
+	fold := FoldTrace(p, len(ranks), opt.MaxOps)
+	ranks = ranks[:fold.Ranks]
 	clk := GPUClocks(p, m, sim)
 	tw := &traceWriter{b: bufio.NewWriter(w), first: true}
 	tw.enc = json.NewEncoder(tw.b)
-	head, err := json.Marshal(map[string]any{"model": p.Header.Model, "fsdpc": p.Header.FsdpcVersion,
-		"source": "fsdpc simulation (one rank; SPMD ranks share its timeline)", "gpu": p.Cluster.GPU, "world_size": p.Cluster.WorldSize})
+	other := map[string]any{"model": p.Header.Model, "fsdpc": p.Header.FsdpcVersion,
+		"source": "fsdpc simulation (one rank; SPMD ranks share its timeline)", "gpu": p.Cluster.GPU, "world_size": p.Cluster.WorldSize}
+	if fold.Folded() {
+		other["folded"] = fold.Note()
+	}
+	head, err := json.Marshal(other)
 	if err != nil {
 		return err
 	}
@@ -83,7 +92,7 @@ func WriteTrace(w io.Writer, p *Plan, sim *Simulation, opt TraceOptions) error {
 	// streamable and diffable.
 	fmt.Fprintf(tw.b, "{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"otherData\":%s,\"traceEvents\":[\n", head)
 	for _, r := range ranks {
-		tw.rank(p, sim, clk, r)
+		tw.rank(p, sim, clk, r, fold)
 	}
 	if tw.err != nil {
 		return tw.err
@@ -144,7 +153,7 @@ func (tw *traceWriter) flow(name, cat string, id, fromPid, fromTid int, from flo
 	tw.emit(traceEvent{Name: name, Cat: cat, Ph: "f", Ts: us(to), Pid: toPid, Tid: toTid, ID: id, Bp: "e"})
 }
 
-func (tw *traceWriter) rank(p *Plan, sim *Simulation, clk *Clocks, rank int) {
+func (tw *traceWriter) rank(p *Plan, sim *Simulation, clk *Clocks, rank int, fold TraceFold) {
 	gpus := max(p.Cluster.GPUsPerNode, 1)
 	gpu, cpu := rank, CPUPid(rank)
 	tw.meta("process_name", gpu, 0, map[string]any{"name": fmt.Sprintf("GPU %d", rank%gpus)})
@@ -174,14 +183,39 @@ func (tw *traceWriter) rank(p *Plan, sim *Simulation, clk *Clocks, rank int) {
 	var ready [numStreams]float64
 	recordAt := make([]float64, p.Events)
 	recordOn := make([]Stream, p.Events)
+	// Folded operations join their track's run, drawn as one span when
+	// the track next draws an operation (or at the end).
+	var runs [numStreams]foldRun
+	var issueRun foldRun
 	for i := range p.Ops {
 		o := &p.Ops[i]
 		tm := sim.Ops[i]
 		issue, issueEnd := clk.Issue[i], clk.IssueEnd[i]
 		pid, tid := where(o.Stream)
-		switch o.Kind {
-		case OpAlloc, OpFree:
+		if o.Kind == OpAlloc || o.Kind == OpFree {
 			continue
+		}
+		if fold.folds(o.Micro) {
+			issueRun.add(issue, issueEnd, o.Micro)
+			switch o.Kind {
+			case OpRecord:
+				recordAt[o.Event], recordOn[o.Event] = tm.Start, o.Stream
+				runs[o.Stream].add(tm.Start, tm.Start, o.Micro)
+			case OpWait:
+				runs[o.Stream].add(math.Min(math.Max(ready[o.Stream], issue), tm.Start), tm.Start, o.Micro)
+				ready[o.Stream] = tm.Start
+			case OpSync:
+			default:
+				ready[o.Stream] = math.Max(ready[o.Stream], tm.End)
+				runs[o.Stream].add(tm.Start, tm.End, o.Micro)
+			}
+			continue
+		}
+		tw.flush(&issueRun, cpu, tidIssue)
+		if o.Kind != OpSync {
+			tw.flush(&runs[o.Stream], pid, tid)
+		}
+		switch o.Kind {
 		case OpRecord:
 			recordAt[o.Event], recordOn[o.Event] = tm.Start, o.Stream
 			tw.span("cudaEventRecord", "cuda_runtime", cpu, tidIssue, issue, issueEnd, nil)
@@ -224,13 +258,24 @@ func (tw *traceWriter) rank(p *Plan, sim *Simulation, clk *Clocks, rank int) {
 			tw.flow("ac2g", "ac2g", flowID(i, 1), cpu, tidIssue, issue, pid, tid, tm.Start)
 		}
 	}
+	tw.flush(&issueRun, cpu, tidIssue)
+	for s := Stream(0); s < numStreams; s++ {
+		pid, tid := where(s)
+		tw.flush(&runs[s], pid, tid)
+	}
 	kinds := map[BufferKind]bool{}
 	for _, b := range p.Buffers {
 		if b.Pool != PoolHost {
 			kinds[b.Kind] = true
 		}
 	}
-	for _, pt := range clk.Memory {
+	foldedAt := func(j int) bool {
+		return j < len(clk.Memory) && clk.Memory[j].Op >= 0 && fold.folds(p.Ops[clk.Memory[j].Op].Micro)
+	}
+	for j, pt := range clk.Memory {
+		if foldedAt(j) && foldedAt(j+1) {
+			continue // only the last sample of a folded stretch: where the curve resumes
+		}
 		args := map[string]any{}
 		for k := BufferKind(0); k < numBufferKinds; k++ {
 			if kinds[k] {

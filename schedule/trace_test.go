@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"sort"
 	"strings"
 	"testing"
 
@@ -236,5 +237,119 @@ func TestTraceEscapes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "rank") {
 			t.Errorf("rank %d: got %v, want an error naming the rank", r, err)
 		}
+	}
+}
+
+// TestTraceFolds checks a trace over its budget: the repeating middle
+// micro-batches become one "folded" span per track, said so in otherData,
+// the rest is drawn as before (slices that do not overlap on a track,
+// flows bound to slices), and fewer ranks are drawn only when folding is
+// not enough. A plan within the budget is drawn whole and unchanged.
+func TestTraceFolds(t *testing.T) {
+	src, file, ok := plans.Source("gpt2-124m")
+	if !ok {
+		t.Skip("no zoo model gpt2-124m")
+	}
+	m, err := ir.Load(file, []byte(strings.Replace(string(src), "grad_accum = 2", "grad_accum = 6", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := schedule.Simulate(p, schedule.NewModel(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(ranks []int, budget int) (traceFile, []byte) {
+		var buf bytes.Buffer
+		if err := schedule.WriteTrace(&buf, p, sim, schedule.TraceOptions{Ranks: ranks, MaxOps: budget}); err != nil {
+			t.Fatal(err)
+		}
+		var tf traceFile
+		if err := json.Unmarshal(buf.Bytes(), &tf); err != nil {
+			t.Fatalf("the trace is not JSON: %v", err)
+		}
+		return tf, buf.Bytes()
+	}
+	n := len(p.Ops)
+	if f := schedule.FoldTrace(p, 2, 2*n); f.Folded() || f.Note() != "" {
+		t.Errorf("a plan within the budget folds: %+v", f)
+	}
+	_, whole := write([]int{0, 1}, 2*n)
+	_, def := write([]int{0, 1}, 0)
+	if !bytes.Equal(whole, def) {
+		t.Error("a trace within the default budget differs from one drawn whole")
+	}
+
+	for _, c := range []struct {
+		name   string
+		budget int
+		ranks  int // drawn of the 4 asked for
+	}{
+		{"fold", 4*n - 1, 4}, // just over: folding is enough
+		{"fold and drop ranks", n, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tf, _ := write([]int{0, 1, 2, 3}, c.budget)
+			f := schedule.FoldTrace(p, 4, c.budget)
+			if f.First != 2 || f.Last != 4 || f.Ranks != c.ranks {
+				t.Fatalf("fold %+v, want micro-batches 2–4 folded and %d ranks", f, c.ranks)
+			}
+			if note, _ := tf.OtherData["folded"].(string); note == "" || note != f.Note() {
+				t.Errorf("otherData.folded = %q, want %q", note, f.Note())
+			}
+			type track struct{ pid, tid int }
+			slices := map[track][][2]float64{}
+			gpus := map[int]bool{}
+			drawn := map[int]bool{}
+			folded := 0
+			for _, e := range tf.TraceEvents {
+				if e.Ph != "X" {
+					continue
+				}
+				k := track{e.Pid, e.Tid}
+				slices[k] = append(slices[k], [2]float64{e.Ts, e.Ts + e.Dur})
+				if e.Pid < 1<<20 {
+					gpus[e.Pid] = true
+				}
+				if e.Cat == "folded" {
+					folded++
+					if e.Args["micro_first"].(float64) < 2 || e.Args["micro_last"].(float64) > 4 {
+						t.Errorf("folded span %q outside micro-batches 2–4", e.Name)
+					}
+				} else if mb, ok := e.Args["micro"].(float64); ok {
+					drawn[int(mb)] = true
+				}
+			}
+			if len(gpus) != c.ranks {
+				t.Errorf("%d GPUs drawn, want %d", len(gpus), c.ranks)
+			}
+			if folded == 0 || !drawn[0] || !drawn[1] || !drawn[5] || drawn[2] || drawn[3] || drawn[4] {
+				t.Errorf("%d folded spans, micro-batches drawn %v: want 0, 1 and 5 drawn, 2–4 folded", folded, drawn)
+			}
+			const eps = 0.01
+			for k, ss := range slices {
+				sort.Slice(ss, func(i, j int) bool { return ss[i][0] < ss[j][0] || ss[i][0] == ss[j][0] && ss[i][1] < ss[j][1] })
+				for i := 1; i < len(ss); i++ {
+					if ss[i][0] < ss[i-1][1]-eps {
+						t.Fatalf("pid %d tid %d: slices [%v, %v] and [%v, %v] overlap", k.pid, k.tid, ss[i-1][0], ss[i-1][1], ss[i][0], ss[i][1])
+					}
+				}
+			}
+			for _, e := range tf.TraceEvents {
+				if e.Ph != "s" && e.Ph != "f" {
+					continue
+				}
+				bound := false
+				for _, s := range slices[track{e.Pid, e.Tid}] {
+					bound = bound || s[0]-eps <= e.Ts && e.Ts <= s[1]+eps
+				}
+				if !bound {
+					t.Fatalf("flow %d (%s) at %v µs on pid %d tid %d binds to no slice", e.ID, e.Ph, e.Ts, e.Pid, e.Tid)
+				}
+			}
+		})
 	}
 }

@@ -15,7 +15,8 @@ import (
 // the planner writes (gpt2-124m at grad_accum 5000: 3.28 M operations per
 // rank, within planner.MaxOpsPerRank, a 150 MB plan.bin) and of the
 // largest world size (gpt2-124m on 2²⁰ ranks), reporting each command's
-// peak heap in use (sampled every 5 ms) and time. Set FSDPC_BENCH_BIG=1:
+// peak heap in use (sampled every 5 ms), time and the size of the file it
+// writes (sim's trace, report's page). Set FSDPC_BENCH_BIG=1:
 // planning the big plan alone takes about 15 s.
 //
 //	FSDPC_BENCH_BIG=1 go test -run XXX -bench LargestPlanReaders -benchtime 1x ./cmd/fsdpc
@@ -48,16 +49,18 @@ func BenchmarkLargestPlanReaders(b *testing.B) {
 	if code, _, errOut := runCLI("plan", "-o", half, write("half.toml", "world_size = 8", "world_size = 524288")); code != 0 {
 		b.Fatal(errOut)
 	}
+	trace, html := filepath.Join(dir, "trace.json"), filepath.Join(dir, "r.html")
 	for _, c := range []struct {
 		name string
 		args []string
+		out  string // a file written, whose size is reported
 	}{
-		{"show-json", []string{"show", "-json", big}},
-		{"sim-trace", []string{"sim", "-trace", filepath.Join(dir, "trace.json"), big}},
-		{"diff", []string{"diff", "gpt2-124m", big}},
-		{"report", []string{"report", "-o", filepath.Join(dir, "r.html"), big}},
-		{"checkpoint-json", []string{"checkpoint", "-json", wide}},
-		{"reshard-reads-json", []string{"reshard", "-reads", "-format", "json", wide, half}},
+		{"show-json", []string{"show", "-json", big}, ""},
+		{"sim-trace", []string{"sim", "-trace", trace, big}, trace},
+		{"diff", []string{"diff", "gpt2-124m", big}, ""},
+		{"report", []string{"report", "-o", html, big}, html},
+		{"checkpoint-json", []string{"checkpoint", "-json", wide}, ""},
+		{"reshard-reads-json", []string{"reshard", "-reads", "-format", "json", wide, half}, ""},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var peak atomic.Uint64
@@ -83,7 +86,14 @@ func BenchmarkLargestPlanReaders(b *testing.B) {
 			}
 			close(done)
 			b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
-			os.Remove(filepath.Join(dir, "trace.json"))
+			if c.out != "" {
+				fi, err := os.Stat(c.out)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(fi.Size())/(1<<20), "output-MB")
+				os.Remove(c.out)
+			}
 		})
 	}
 }

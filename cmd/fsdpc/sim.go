@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
@@ -29,6 +30,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := render(stdout, r); err != nil {
 		return reportErr(stderr, err)
+	}
+	if r.traceNote != "" {
+		fmt.Fprintf(stderr, "note: %s: %s\n", safetext.Escape(a.trace), r.traceNote)
 	}
 	if anyFailed(r.gates) {
 		return exitGateFailed
@@ -90,8 +94,11 @@ type simulated struct {
 	sim      *schedule.Simulation
 	perToken float64 // MFU's FLOPs per token; 0 when unknown
 	ranks    []int   // the ranks the trace draws
-	metrics  metrics
-	gates    []gateResult
+	// traceNote says what the trace folded to stay readable; "" when
+	// it is drawn whole.
+	traceNote string
+	metrics   metrics
+	gates     []gateResult
 }
 
 // makeSim loads the plan (planning a model), simulates it, evaluates the
@@ -128,6 +135,9 @@ func makeSim(a simArgs) (*simulated, error) {
 		if err != nil {
 			return nil, fmt.Errorf("writing %s: %w", a.trace, err)
 		}
+		// WriteTrace folds as FoldTrace says (the same decision, cheap).
+		fold := schedule.FoldTrace(p, len(r.ranks), 0)
+		r.ranks, r.traceNote = r.ranks[:min(fold.Ranks, len(r.ranks))], fold.Note()
 	}
 	return r, nil
 }
