@@ -99,7 +99,8 @@ func runImportHF(args []string, stdout, stderr io.Writer) int {
 	}
 	if !set["world-size"] {
 		var note string
-		if opt, note, err = smallestWorld(name, src, opt); err != nil {
+		convert := func(o hf.Options) ([]byte, error) { return hf.ConvertWith(name, src, o) }
+		if opt, note, err = smallestWorld(name, opt, convert); err != nil {
 			return reportErr(stderr, err)
 		}
 		fmt.Fprintln(stderr, note)

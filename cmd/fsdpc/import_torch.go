@@ -39,7 +39,7 @@ func runImportTorch(args []string, stdout, stderr io.Writer) int {
 	pythonPath := fl.String("python", "", "run this python3 (your environment: its torch, transformers and model code) instead of the torch root")
 	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("tokens per sequence (default %d; for --hf min(max_position_embeddings, %d))", defaultTorchSeqLen, defaultTorchSeqLen))
 	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
-	world := fl.Int("world-size", hf.DefaultWorldSize, "number of GPUs")
+	world := fl.Int("world-size", 0, "number of GPUs (default: the fewest whole nodes whose plan fits the memory budget, said on stderr)")
 	gpusPerNode := fl.Int("gpus-per-node", hf.DefaultGPUsPerNode, "GPUs per node")
 	microBatch := fl.Int("micro-batch", 1, "sequences per micro-batch")
 	checkpointing := fl.String("checkpointing", hf.DefaultCheckpointing, "activation checkpointing: none, full, selective-op or selective-layer")
@@ -95,7 +95,27 @@ func runImportTorch(args []string, stdout, stderr io.Writer) int {
 			return reportErr(stderr, err)
 		}
 	}
-	res, err := importTorch(*hfConfig, pos, kv, *pythonPath, opt, *seqLen == 0, *timeout)
+	d, err := describeTorch(*hfConfig, pos, kv, *pythonPath, opt, *seqLen == 0, *timeout)
+	if err != nil {
+		return reportErr(stderr, fmt.Errorf("fsdpc import torch: %w", err))
+	}
+	if !set["world-size"] {
+		// The description does not depend on the world size: one Python
+		// run, then a conversion and a plan per node count tried.
+		convert := func(o hf.Options) ([]byte, error) {
+			res, err := hf.ConvertTorch(d, o)
+			if err != nil {
+				return nil, err
+			}
+			return res.Text, nil
+		}
+		var note string
+		if opt, note, err = smallestWorld(inputs[0], opt, convert); err != nil {
+			return reportErr(stderr, fmt.Errorf("fsdpc import torch: %w", err))
+		}
+		fmt.Fprintln(stderr, note)
+	}
+	res, err := hf.ConvertTorch(d, opt)
 	if err != nil {
 		return reportErr(stderr, fmt.Errorf("fsdpc import torch: %w", err))
 	}

@@ -17,12 +17,15 @@ import (
 // to 64 are each planned rather than bisected.
 const maxAutoNodes = 4096
 
-// smallestWorld is import hf's world size when --world-size is not
-// given: the fewest whole nodes of opt's GPUs per node whose plan fits
-// the memory budget. It returns opt with that world size and the line
-// that says so; when no count up to maxAutoNodes fits, one node, and a
-// line that says that and what shows why.
-func smallestWorld(name string, src []byte, opt hf.Options) (hf.Options, string, error) {
+// smallestWorld is import hf's and import torch's world size when
+// --world-size is not given: the fewest whole nodes of opt's GPUs per
+// node whose plan fits the memory budget. convert writes the model file
+// for a set of options (import hf from the config, import torch from the
+// description its one Python run gave); name is the file's name in the
+// diagnostics of loading and planning it. It returns opt with that world
+// size and the line that says so; when no count up to maxAutoNodes fits,
+// one node, and a line that says that and what shows why.
+func smallestWorld(name string, opt hf.Options, convert func(hf.Options) ([]byte, error)) (hf.Options, string, error) {
 	gpn := opt.GPUsPerNode
 	if gpn == 0 {
 		gpn = hf.DefaultGPUsPerNode
@@ -35,9 +38,9 @@ func smallestWorld(name string, src []byte, opt hf.Options) (hf.Options, string,
 	for nodes := 1; nodes <= maxAutoNodes; nodes = nextNodes(nodes) {
 		try := opt
 		try.WorldSize = nodes * gpn
-		text, err := hf.ConvertWith(name, src, try)
+		text, err := convert(try)
 		if err != nil {
-			return opt, "", err // the config's own problem: no size helps
+			return opt, "", err // the model's own problem: no size helps
 		}
 		m, err := ir.Load(name, text)
 		if err != nil {

@@ -52,3 +52,33 @@ func TestImportHFChoosesWorld(t *testing.T) {
 		t.Errorf("import hf --world-size 8: exit %d: %s", code, errOut)
 	}
 }
+
+// TestImportTorchConformanceWorld: import torch without --world-size
+// chooses as import hf does (the same search over the same model), and
+// says so. It once wrote 8 GPUs whatever the model needed.
+func TestImportTorchConformanceWorld(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	cfg := "../../ir/hf/testdata/llama-3.1-70b.json"
+	hfOut, torchOut := filepath.Join(dir, "hf.toml"), filepath.Join(dir, "torch.toml")
+	code, _, hfErr := runCLI("import", "hf", cfg, "-o", hfOut, "--gpus-per-node", "4")
+	if code != 0 {
+		t.Fatalf("import hf: exit %d: %s", code, hfErr)
+	}
+	code, _, torchErr := runCLI("import", "torch", "--hf", cfg, "-o", torchOut, "--gpus-per-node", "4")
+	if code != 0 {
+		t.Fatalf("import torch: exit %d: %s", code, torchErr)
+	}
+	want, err := loadModel(hfOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadModel(torchOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	note, _, _ := strings.Cut(hfErr, "\n")
+	if w := got.Cluster.WorldSize; w != want.Cluster.WorldSize || w <= 8 || !strings.Contains(torchErr, note+"\n") {
+		t.Errorf("import torch chose world size %d, import hf %d; import torch said:\n%s\nimport hf:\n%s", w, want.Cluster.WorldSize, torchErr, hfErr)
+	}
+}
