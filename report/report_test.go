@@ -159,7 +159,8 @@ func TestHostileNames(t *testing.T) {
 }
 
 // TestPageUnits: the summary gives the step's parts, tokens/s and HFU,
-// and MFU when the model's FLOPs per token are known.
+// and MFU when the model's FLOPs per token are known: given, or carried
+// by the plan (format 8 on). An older plan's page says what MFU needs.
 func TestPageUnits(t *testing.T) {
 	in := zooInput(t, "llama3-8b")
 	var with, without bytes.Buffer
@@ -167,6 +168,13 @@ func TestPageUnits(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.FLOPsPerToken = 0
+	var carried bytes.Buffer
+	if err := Write(&carried, in); err != nil {
+		t.Fatal(err)
+	}
+	older := *in.Plan
+	older.Train.ModelFLOPsPerToken = 0 // as a plan before format 8 decodes
+	in.Plan = &older
 	if err := Write(&without, in); err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +183,15 @@ func TestPageUnits(t *testing.T) {
 			t.Errorf("the summary lacks %q", want)
 		}
 	}
-	if !regexp.MustCompile(`MFU</td>\s*<td>\d+\.\d% \(`).MatchString(with.String()) {
+	mfu := regexp.MustCompile(`MFU</td>\s*<td>\d+\.\d% \([^<]*`)
+	if !mfu.MatchString(with.String()) {
 		t.Error("no MFU figure with the model's FLOPs per token")
 	}
-	if !strings.Contains(without.String(), "needs the model the plan was made from") {
-		t.Error("without the model, MFU does not say what it needs")
+	if got, want := mfu.FindString(carried.String()), mfu.FindString(with.String()); got != want {
+		t.Errorf("MFU from the plan's FLOPs per token %q, from the model's %q", got, want)
+	}
+	if !strings.Contains(without.String(), "which plans before format 8 do not carry") {
+		t.Error("an older plan without the model: MFU does not say what it needs")
 	}
 }
 

@@ -23,9 +23,15 @@ type Input struct {
 	Plan *schedule.Plan
 	// FLOPsPerToken is the model's FLOPs per token by MFU's convention
 	// (ir.Model.FLOPsPerToken), 0 when the model is not known: then the
-	// page gives HFU alone.
+	// page takes the plan's (format 8 on), and for an older plan gives
+	// HFU alone and says what MFU needs.
 	FLOPsPerToken float64
 }
+
+// mfuUnknown is the summary's MFU for a plan that does not carry the
+// model's FLOPs per token (before format 8) when the model is not given;
+// sim's and show's line says the same.
+const mfuUnknown = "needs the model's FLOPs per token, which plans before format 8 do not carry: re-plan, or give report the model file in place of the plan"
 
 // Layout of the drawings, in CSS pixels.
 const (
@@ -154,8 +160,12 @@ func build(in Input, id string) (planView, error) {
 	for _, part := range sim.Breakdown.Parts() {
 		v.Summary = append(v.Summary, kv{"  " + part.Label, fmt.Sprintf("%s (%.1f%%)", diff.Seconds(part.Seconds), 100*part.Seconds/step)})
 	}
-	tp := schedule.NewThroughput(p, sim.StepTime, in.FLOPsPerToken)
-	mfu := "needs the model the plan was made from"
+	perToken := in.FLOPsPerToken
+	if perToken == 0 {
+		perToken = p.Train.ModelFLOPsPerToken
+	}
+	tp := schedule.NewThroughput(p, sim.StepTime, perToken)
+	mfu := mfuUnknown
 	if tp.ModelFLOPsPerToken > 0 {
 		mfu = fmt.Sprintf("%.1f%% (%.1f TFLOP/s per GPU)", 100*tp.MFU, tp.ModelFLOPS/1e12)
 	}
