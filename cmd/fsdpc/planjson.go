@@ -75,10 +75,24 @@ func streamList[T any](w io.Writer, xs []T) error {
 		if i > 0 {
 			buf.WriteString(",\n      ")
 		}
-		if err := enc.Encode(xs[i]); err != nil {
-			return err
+		// An element that marshals itself (schedule.Op) is indented
+		// directly: Encode would first re-compact its output, a third of
+		// show -json's time on a 3.28 M-operation plan, to the same bytes
+		// (json.Marshal's output is compact and HTML-escaped already).
+		if m, ok := any(xs[i]).(json.Marshaler); ok {
+			b, err := m.MarshalJSON()
+			if err == nil {
+				err = json.Indent(&buf, b, "      ", "  ")
+			}
+			if err != nil {
+				return err
+			}
+		} else {
+			if err := enc.Encode(xs[i]); err != nil {
+				return err
+			}
+			buf.Truncate(buf.Len() - 1) // Encode's newline
 		}
-		buf.Truncate(buf.Len() - 1) // Encode's newline
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package safetext
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
@@ -9,7 +10,8 @@ import (
 
 // FuzzQuoters checks every quoter on arbitrary strings: the Python and
 // TOML literals read back as the string and stay on one ASCII line, and
-// Term, Escape, Markdown and MarkdownCode are printable.
+// Term, Escape, Markdown and MarkdownCode are printable, and Writer's
+// escaping without escape sequences is Escape between line breaks.
 func FuzzQuoters(f *testing.F) {
 	for _, s := range hostile {
 		f.Add(s)
@@ -37,6 +39,25 @@ func FuzzQuoters(f *testing.F) {
 		if !Printable(s) {
 			if u, err := strconv.Unquote(Term(s)); err != nil || u != s {
 				t.Fatalf("Term(%q) = %q unquotes to %q, %v", s, Term(s), u, err)
+			}
+		}
+		if !strings.Contains(s, "\x1b") {
+			// Without escape sequences, what Writer prints is each run
+			// between line breaks and tabs Escape'd; escapeTerm's fast path
+			// must agree.
+			var want strings.Builder
+			run := 0
+			for i := 0; i <= len(s); i++ {
+				if i == len(s) || s[i] == '\n' || s[i] == '\t' || s[i] == '\r' {
+					want.WriteString(Escape(s[run:i]))
+					if i < len(s) {
+						want.WriteByte(s[i])
+					}
+					run = i + 1
+				}
+			}
+			if got := escapeTerm(s); got != want.String() {
+				t.Fatalf("escapeTerm(%q) = %q, want %q", s, got, want.String())
 			}
 		}
 		if bareLink(Markdown(s)) {

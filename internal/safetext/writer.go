@@ -3,6 +3,7 @@ package safetext
 import (
 	"io"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -76,7 +77,7 @@ func incompleteTail(p []byte) int {
 
 // escapeTerm is Escape but for the control characters Writer lets through.
 func escapeTerm(s string) string {
-	if Printable(s) {
+	if printableLines(s) {
 		return s
 	}
 	var b strings.Builder
@@ -103,6 +104,30 @@ func escapeTerm(s string) string {
 		i = j
 	}
 	return b.String()
+}
+
+// printableLines reports whether s is Printable but for line breaks and
+// tabs, which escapeTerm passes through: then it is s. This is the common
+// case (every line of output), checked in one pass; the loop below would
+// look at each byte twice and copy the text (9 s of show -json's 29 on a
+// 3.28 M-operation plan).
+func printableLines(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if (c < ' ' && c != '\n' && c != '\t' && c != '\r') || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 || !unicode.IsPrint(r) {
+			return false
+		}
+		i += n
+	}
+	return true
 }
 
 // csi is the length of an ESC [ digits/semicolons m or K sequence at the
