@@ -81,7 +81,12 @@ func TestMFUOlderPlan(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCLI("sim", bin)
+	// show -json's compute per step: the model's count null.
+	code, out, errOut := runCLI("show", "-json", bin)
+	if code != 0 || !strings.Contains(out, `"model_flops_per_step": null,`) || !strings.Contains(out, `"mfu": null,`) {
+		t.Errorf("show -json of a version-7 plan: exit %d\n%.2000s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI("sim", bin)
 	if code != 0 || !strings.Contains(out, "MFU needs the model's FLOPs per token, which plans before format 8 do not carry") {
 		t.Errorf("sim of a version-7 plan: exit %d\n%s%s", code, out, errOut)
 	}

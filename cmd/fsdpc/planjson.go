@@ -16,15 +16,16 @@ import (
 // at a time instead of building the whole encoding in memory: the rest of
 // the document is encoded with those lists empty and the lists are
 // written in their place.
-func writePlanJSON(w io.Writer, command string, p *schedule.Plan) error {
+func writePlanJSON(w io.Writer, command string, p *schedule.Plan, compute *computeJSON) error {
 	q := *p
 	q.Ops, q.Buffers = nil, nil
 	var head bytes.Buffer
 	doc := struct {
 		Schema  string         `json:"schema"`
 		Command string         `json:"command"`
+		Compute *computeJSON   `json:"compute,omitempty"`
 		Plan    *schedule.Plan `json:"plan"`
-	}{diff.Schema, command, &q}
+	}{diff.Schema, command, compute, &q}
 	if err := writeJSON(&head, doc); err != nil {
 		return err
 	}

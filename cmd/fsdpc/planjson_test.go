@@ -28,7 +28,7 @@ func TestWritePlanJSONStreams(t *testing.T) {
 			if err := writeJSON(&want, doc); err != nil {
 				t.Fatal(err)
 			}
-			if err := writePlanJSON(&got, "show", q); err != nil {
+			if err := writePlanJSON(&got, "show", q, nil); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got.Bytes(), want.Bytes()) {

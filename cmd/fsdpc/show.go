@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/fsdpc/fsdpc/checkpoint"
+	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -36,7 +37,7 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		return renderShowText(w, fl.Arg(0), p, flopsPerToken(p, m), *full, *summary)
 	}
 	if *asJSON {
-		render = renderShowJSON
+		render = func(w io.Writer, p *schedule.Plan) error { return renderShowJSON(w, p, flopsPerToken(p, m)) }
 	}
 	if err := render(stdout, p); err != nil {
 		return reportErr(stderr, err)
@@ -44,10 +45,16 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// renderShowJSON prints the whole plan (docs/json.md), streamed.
-func renderShowJSON(w io.Writer, p *schedule.Plan) error {
+// renderShowJSON prints the plan's compute per step and the whole plan
+// (docs/json.md), streamed.
+func renderShowJSON(w io.Writer, p *schedule.Plan, perToken float64) error {
+	sim, err := schedule.Simulate(p, schedule.NewModel(p))
+	if err != nil {
+		return err
+	}
+	c := newComputeJSON(p, sim.StepTime, perToken)
 	bw := bufio.NewWriterSize(w, 1<<20)
-	if err := writePlanJSON(bw, "show", p); err != nil {
+	if err := writePlanJSON(bw, "show", p, &c); err != nil {
 		return err
 	}
 	return bw.Flush()
@@ -128,7 +135,9 @@ func showUnits(p *schedule.Plan, perToken float64) ([]string, error) {
 	}
 	var b strings.Builder
 	printBreakdown(&b, "  ", sim)
-	printThroughput(&b, "  ", p, sim.StepTime, schedule.NewThroughput(p, sim.StepTime, perToken), 0)
+	tp := schedule.NewThroughput(p, sim.StepTime, perToken)
+	printThroughput(&b, "  ", p, sim.StepTime, tp, 0)
+	printCompute(&b, "  ", tp)
 	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n"), nil
 }
 
@@ -141,4 +150,43 @@ func insertAfter(lines []string, prefix string, extra []string) []string {
 		}
 	}
 	return lines
+}
+
+// printCompute prints the step's compute as one figure to compare plans
+// and runs by: the model FLOPs one GPU does per step by MFU's count
+// (FLOPs per token × its tokens), the cluster's, and the rate achieved.
+func printCompute(w io.Writer, indent string, t schedule.Throughput) {
+	if t.ModelFLOPsPerToken == 0 {
+		// An older plan without its model: the MFU line above says what
+		// gives the model's count.
+		fmt.Fprintf(w, "%scompute per step: by MFU's count unknown (a plan before format 8 without its model)\n", indent)
+		return
+	}
+	fmt.Fprintf(w, "%scompute per step: %s per GPU by MFU's count (%s over the cluster), %s per GPU achieved, MFU %.1f%%\n", indent,
+		ir.FormatFLOP(t.ModelFLOPsPerToken*float64(t.TokensPerStepPerGPU)), ir.FormatFLOP(t.ModelFLOPsPerToken*float64(t.TokensPerStep)), tflops(t.ModelFLOPS), 100*t.MFU)
+}
+
+// computeJSON is show -json's compute per step (docs/json.md): null
+// model figures for a plan before format 8 whose model is not known.
+type computeJSON struct {
+	ModelFLOPsPerToken           *float64 `json:"model_flops_per_token"`
+	ModelFLOPsPerStep            *float64 `json:"model_flops_per_step"`
+	ModelFLOPsPerStepPerGPU      *float64 `json:"model_flops_per_step_per_gpu"`
+	ModelFLOPsPerSecondPerGPU    *float64 `json:"model_flops_per_second_per_gpu"`
+	MFU                          *float64 `json:"mfu"`
+	Step                         float64  `json:"step"`
+	TokensPerStep                int64    `json:"tokens_per_step"`
+	HardwareFLOPsPerSecondPerGPU float64  `json:"hardware_flops_per_second_per_gpu"`
+	HFU                          float64  `json:"hfu"`
+}
+
+func newComputeJSON(p *schedule.Plan, step, perToken float64) computeJSON {
+	t := schedule.NewThroughput(p, step, perToken)
+	c := computeJSON{Step: step, TokensPerStep: t.TokensPerStep, HardwareFLOPsPerSecondPerGPU: t.HardwareFLOPS, HFU: t.HFU}
+	if perToken > 0 {
+		perStep, perGPU := perToken*float64(t.TokensPerStep), perToken*float64(t.TokensPerStepPerGPU)
+		c.ModelFLOPsPerToken, c.ModelFLOPsPerStep, c.ModelFLOPsPerStepPerGPU = &perToken, &perStep, &perGPU
+		c.ModelFLOPsPerSecondPerGPU, c.MFU = &t.ModelFLOPS, &t.MFU
+	}
+	return c
 }

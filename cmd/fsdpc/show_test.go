@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 // TestShowFolds: show prints repeated layers once with ranges, -full
@@ -54,7 +59,7 @@ func TestShowUnits(t *testing.T) {
 		}
 	}
 	_, full, _ := runCLI("show", "-full", "llama3-8b")
-	if strings.Contains(full, "tokens/s per GPU") {
+	if strings.Contains(full, "tokens/s per GPU") || strings.Contains(full, "compute per step") {
 		t.Error("show -full is no longer the canonical text")
 	}
 }
@@ -113,5 +118,49 @@ hidden = 16
 	if !strings.Contains(out, "group (root)\n  reshard_after_forward false, prefetch forward implicit backward implicit\n  no parameters: FSDP2 creates no parameter group") ||
 		strings.Contains(out, "orig invalid") {
 		t.Errorf("show:\n%.1500s", out)
+	}
+}
+
+// TestShowCompute: show's header has one compute figure, the model FLOPs
+// per step by MFU's count (the model's FLOPs per token × the step's
+// tokens, counted here from the model file) with the rate and MFU that
+// sim reports; show -json has it under compute, in base units.
+func TestShowCompute(t *testing.T) {
+	m, err := loadModel("llama3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perToken := m.FLOPsPerToken()
+	tokens := float64(m.Train.MicroBatch * m.Train.SeqLen * max(m.Train.GradAccum, 1))
+	_, simOut, _ := runCLI("sim", "-json", "llama3-8b")
+	var sim struct {
+		Metrics struct {
+			MFU   float64 `json:"mfu"`
+			FLOPS float64 `json:"model_flops_per_second_per_gpu"`
+		} `json:"metrics"`
+	}
+	if err := json.Unmarshal([]byte(simOut), &sim); err != nil || sim.Metrics.MFU == 0 {
+		t.Fatalf("sim -json: %v\n%.500s", err, simOut)
+	}
+	want := fmt.Sprintf("\n  compute per step: %s per GPU by MFU's count (%s over the cluster), %s per GPU achieved, MFU %.1f%%\n",
+		ir.FormatFLOP(perToken*tokens), ir.FormatFLOP(perToken*tokens*float64(m.Cluster.WorldSize)), tflops(sim.Metrics.FLOPS), 100*sim.Metrics.MFU)
+	for _, args := range [][]string{{"show", "llama3-8b"}, {"show", "-summary", "llama3-8b"}} {
+		if _, out, _ := runCLI(args...); !strings.Contains(out, want) {
+			t.Errorf("%v lacks %q", args, want)
+		}
+	}
+	_, out, _ := runCLI("show", "-json", "llama3-8b")
+	var doc struct {
+		Compute map[string]float64 `json:"compute"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	c := doc.Compute
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Abs(b) }
+	if !near(c["model_flops_per_token"], perToken) || !near(c["model_flops_per_step_per_gpu"], perToken*tokens) ||
+		!near(c["model_flops_per_step"], perToken*tokens*float64(m.Cluster.WorldSize)) ||
+		!near(c["mfu"], sim.Metrics.MFU) || !near(c["model_flops_per_second_per_gpu"], sim.Metrics.FLOPS) {
+		t.Errorf("show -json compute %v; want %g FLOP per token, %g tokens per GPU, MFU %g", c, perToken, tokens, sim.Metrics.MFU)
 	}
 }
