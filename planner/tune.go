@@ -2,8 +2,10 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -98,12 +100,29 @@ type Tuning struct {
 	// remains) or "compute".
 	Binding   string
 	Evaluated int
-	Elapsed   time.Duration
-	Usable    int64 // the budget less the margin
+	// Failed lists, by reason, the candidates that did not plan for a
+	// reason other than the memory budget (a knob invalid for this model,
+	// or an internal error), sorted by reason: the search skips them, and
+	// says so rather than dropping them silently.
+	Failed  []Failure
+	Elapsed time.Duration
+	Usable  int64 // the budget less the margin
 	// Extrapolated says how candidates were first planned on short models
 	// of the model, or why each was planned in full.
 	Extrapolated string
 }
+
+// Failure is a reason candidates failed to plan, how many, and the first
+// such candidate's decisions.
+type Failure struct {
+	Reason    string
+	Count     int
+	Decisions []string
+}
+
+// Internal reports whether the failure is a bug in fsdpc (an unsafe
+// schedule, a panic caught): a test fails on one.
+func (f Failure) Internal() bool { return strings.Contains(f.Reason, "internal error") }
 
 // Gain is the tuned plan's step-time saving over the file's own plan, as
 // a fraction of the latter.
@@ -203,7 +222,7 @@ func Tune(m *ir.Model, opts TuneOptions) (*Tuning, error) {
 		return nil, err
 	}
 	t.settle(best)
-	tu := &Tuning{Plan: final.Plan, Sim: final.Sim, Warnings: final.Warnings, Baseline: *baseline, Best: *best, Evaluated: len(t.cache), Usable: t.usable}
+	tu := &Tuning{Plan: final.Plan, Sim: final.Sim, Warnings: final.Warnings, Baseline: *baseline, Best: *best, Evaluated: len(t.cache), Failed: t.failures(), Usable: t.usable}
 	if s := t.short; s != nil {
 		tu.Extrapolated = fmt.Sprintf("candidates planned first on %d, %d and %d of the %d blocks of %s", s.sizes[0], s.sizes[1], s.sizes[2], s.full, s.holder)
 	} else if why != "" {
@@ -226,6 +245,9 @@ type tuner struct {
 	plans map[planJob]planned
 	// short, if set, estimates candidates on short models first.
 	short *shortcut
+	// failed counts candidates that did not plan for a reason other than
+	// the budget, by reason (Tuning.Failed).
+	failed map[string]*Failure
 }
 
 func (t *tuner) fixed() (reshard, prefetchF, prefetchB, paramDT, reduceDT, offload bool) {
@@ -610,6 +632,9 @@ func (t *tuner) eval(k knobs) (*Candidate, error) {
 		if len(t.cache) == 1 && p == nil && !isBudgetError(err) {
 			return nil, err // the file itself does not plan
 		}
+		if !isBudgetError(err) {
+			t.fail(err, c)
+		}
 		return c, nil
 	}
 	pr := p.Prediction
@@ -619,6 +644,30 @@ func (t *tuner) eval(k knobs) (*Candidate, error) {
 		t.record(key, c)
 	}
 	return c, nil
+}
+
+// fail counts a candidate that did not plan for a reason other than the
+// budget, under the error's first line.
+func (t *tuner) fail(err error, c *Candidate) {
+	reason, _, _ := strings.Cut(err.Error(), "\n")
+	if t.failed == nil {
+		t.failed = map[string]*Failure{}
+	}
+	f, ok := t.failed[reason]
+	if !ok {
+		f = &Failure{Reason: reason, Decisions: append([]string(nil), c.Decisions...)}
+		t.failed[reason] = f
+	}
+	f.Count++
+}
+
+// failures lists the failures sorted by reason.
+func (t *tuner) failures() []Failure {
+	var out []Failure
+	for _, r := range slices.Sorted(maps.Keys(t.failed)) {
+		out = append(out, *t.failed[r])
+	}
+	return out
 }
 
 // record caches a new candidate under its knobs' key and reports the

@@ -26,6 +26,11 @@ func TestTuneZoo(t *testing.T) {
 			if tu.Best.StepTime > tu.Baseline.StepTime*(1+1e-9) && tu.Baseline.Fits {
 				t.Errorf("tuned %.4f s is slower than the FSDP2-default plan %.4f s", tu.Best.StepTime, tu.Baseline.StepTime)
 			}
+			for _, f := range tu.Failed {
+				if f.Internal() {
+					t.Errorf("%d candidates hit an internal error (first: %s): %s", f.Count, strings.Join(f.Decisions, "; "), f.Reason)
+				}
+			}
 			if tu.Plan.Prediction.PeakReserved > tu.Usable {
 				t.Errorf("the tuned plan reserves %d bytes, over the usable %d", tu.Plan.Prediction.PeakReserved, tu.Usable)
 			}
@@ -291,5 +296,20 @@ func TestBetterEquallyFast(t *testing.T) {
 	tu.cache[slow.knobs.key()], tu.cache[lean.knobs.key()] = slow, lean
 	if got := tu.sorted(); got[0] != lean {
 		t.Errorf("sorted puts the candidate reserving %d bytes first, want the one reserving %d", got[0].PeakReserved, lean.PeakReserved)
+	}
+}
+
+// TestTuneCountsFailures: candidates that fail to plan for a reason other
+// than the budget are counted by reason (the error's first line), sorted,
+// with the first one's decisions; an internal error is flagged.
+func TestTuneCountsFailures(t *testing.T) {
+	var tu tuner
+	tu.fail(fmt.Errorf("internal error: the planner emitted an unsafe schedule (please report):\nbuffer x is never freed"), &Candidate{Decisions: []string{"a"}})
+	tu.fail(fmt.Errorf("internal error: the planner emitted an unsafe schedule (please report):\nbuffer y is never freed"), &Candidate{Decisions: []string{"b"}})
+	tu.fail(fmt.Errorf("blocks_per_unit 3 does not divide 32 blocks"), &Candidate{Decisions: []string{"c"}})
+	got := tu.failures()
+	if len(got) != 2 || got[0].Reason != "blocks_per_unit 3 does not divide 32 blocks" || got[1].Count != 2 ||
+		got[1].Decisions[0] != "a" || got[0].Internal() || !got[1].Internal() {
+		t.Errorf("failures: %+v", got)
 	}
 }

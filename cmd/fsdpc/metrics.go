@@ -104,11 +104,21 @@ type tuningDoc struct {
 	Binding      string         `json:"binding"`
 	Usable       int64          `json:"usable"`
 	Alternatives []candidateDoc `json:"alternatives"`
+	// Failed: candidates that did not plan for a reason other than the
+	// budget, by reason.
+	Failed []failureDoc `json:"failed"`
 	// Pinned is what the model file fixes and what changing each
 	// choice would give (advice.go).
 	Pinned []pinDoc `json:"pinned"`
 	// PinnedEvaluated counts the candidates planned for them.
 	PinnedEvaluated int `json:"pinned_evaluated"`
+}
+
+// failureDoc is one reason candidates did not plan.
+type failureDoc struct {
+	Reason    string   `json:"reason"`
+	Count     int      `json:"count"`
+	Decisions []string `json:"decisions"`
 }
 
 // candidateDoc is one plan the tuner tried.
@@ -128,6 +138,10 @@ func newTuningDoc(t *planner.Tuning) *tuningDoc {
 		Gain: t.Gain(), Significant: t.Significant(), Binding: t.Binding, Usable: t.Usable, Alternatives: []candidateDoc{}}
 	for _, a := range t.Alternatives {
 		d.Alternatives = append(d.Alternatives, c(a))
+	}
+	d.Failed = []failureDoc{}
+	for _, f := range t.Failed {
+		d.Failed = append(d.Failed, failureDoc{f.Reason, f.Count, append([]string{}, f.Decisions...)})
 	}
 	return d
 }

@@ -258,6 +258,9 @@ func printTuning(w io.Writer, t *planner.Tuning) {
 	}
 	line("baseline", b)
 	line("tuned", best)
+	for _, f := range t.Failed {
+		fmt.Fprintf(w, "  skipped %d candidate(s) that did not plan (first: %s): %s\n", f.Count, strings.Join(f.Decisions, "; "), f.Reason)
+	}
 	if b.StepTime > 0 {
 		fmt.Fprintf(w, "  gain      %.1f%% faster than the file's own (FSDP2-default) plan", 100*t.Gain())
 		if !t.Significant() {
