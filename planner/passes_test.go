@@ -162,3 +162,32 @@ func BenchmarkPlan405B(b *testing.B) {
 		}
 	}
 }
+
+// TestPassTimes: every pass is timed once a plan, and over a tune every
+// candidate's passes add up (concurrently planned ones included).
+func TestPassTimes(t *testing.T) {
+	var times PassTimes
+	if _, err := Compile(loadZoo(t, "gpt2-124m"), Options{Times: &times}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range passes {
+		if times.Runs(p.name) != 1 || times.Total(p.name) <= 0 {
+			t.Errorf("pass %s: %d runs, %v", p.name, times.Runs(p.name), times.Total(p.name))
+		}
+	}
+	var tuned PassTimes
+	tu, err := Tune(loadZoo(t, "gpt2-124m"), TuneOptions{Times: &tuned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tuned.Runs("predict"); n < 2 || n > tu.Evaluated+1 {
+		t.Errorf("predict ran %d times over a tune of %d candidates", n, tu.Evaluated)
+	}
+	var b strings.Builder
+	tuned.Write(&b)
+	for _, p := range passes {
+		if !strings.Contains(b.String(), "\n"+p.name+" ") {
+			t.Errorf("the table lacks pass %s:\n%s", p.name, b.String())
+		}
+	}
+}

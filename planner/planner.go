@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sort"
+	"time"
 
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/schedule"
@@ -26,6 +27,8 @@ type Options struct {
 	// DumpAfter, if set, is called after each pass with its name and the
 	// state printed as text.
 	DumpAfter func(pass, text string)
+	// Times, if set, adds up each pass's time (`fsdpc plan -d time`).
+	Times *PassTimes
 	// skipVerify leaves out the happens-before verifier: the autotuner
 	// plans many candidates and verifies the one it returns.
 	skipVerify bool
@@ -120,7 +123,10 @@ func (s *state) run(p pass) (err error) {
 			err = fmt.Errorf("internal error during planner pass %q (please report): %v\n%s", p.name, r, debug.Stack())
 		}
 	}()
-	if err := p.fn(s); err != nil {
+	start := time.Now()
+	err = p.fn(s)
+	s.opts.Times.add(p.name, time.Since(start))
+	if err != nil {
 		return fmt.Errorf("%s: %w", s.m.File, err)
 	}
 	if s.failed() {

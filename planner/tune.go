@@ -62,6 +62,9 @@ type TuneOptions struct {
 	// Exhaustive evaluates every combination of the knobs instead of
 	// descending coordinate by coordinate (for tests on small models).
 	Exhaustive bool
+	// Times, if set, adds up each planner pass's time over every
+	// candidate planned (`fsdpc plan -tune -d time`).
+	Times *PassTimes
 	// noExtrapolation plans every candidate in full; forceExtrapolation
 	// plans them on short models first even where that does not pay
 	// (tests compare the two).
@@ -691,7 +694,7 @@ func (t *tuner) plan(k knobs, skipVerify bool) (*schedule.Plan, error) {
 		return nil, err
 	}
 	// Plan without the budget check: the tuner applies its own margin.
-	p, err := Plan(m, Options{skipVerify: skipVerify, scoreOnly: skipVerify, overBudget: true})
+	p, err := Plan(m, Options{skipVerify: skipVerify, scoreOnly: skipVerify, overBudget: true, Times: t.opts.Times})
 	if err != nil {
 		return nil, err
 	}
@@ -714,7 +717,7 @@ func (t *tuner) final(k knobs) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := Compile(m, Options{overBudget: true})
+	r, err := Compile(m, Options{overBudget: true, Times: t.opts.Times})
 	if err != nil {
 		return nil, err
 	}

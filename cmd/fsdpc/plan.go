@@ -47,6 +47,9 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if err := render(stdout, r); err != nil {
 		return reportErr(stderr, err)
 	}
+	if a.timing {
+		r.times.Write(stderr)
+	}
 	if anyFailed(r.gates) {
 		return exitGateFailed
 	}
@@ -58,7 +61,9 @@ type planArgs struct {
 	model string // a model file or zoo name; "" only with -d help
 	out   string
 	// dump is "" (no dump), "help", "all" or a pass name.
-	dump        string
+	dump string
+	// timing (-d time) prints each pass's time on stderr after the plan.
+	timing      bool
 	check       bool
 	tune        bool
 	fsdpcKnobs  bool
@@ -75,7 +80,7 @@ func parsePlanArgs(args []string, stderr io.Writer) (a planArgs, code int, ok bo
 	fl := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	out := fl.String("o", "plan.bin", "write the plan here")
-	dump := fl.String("d", "", "print the planner state after this pass (\"help\" lists the passes, \"all\" dumps after each)")
+	dump := fl.String("d", "", "print the planner state after this pass (\"help\" lists the passes, \"all\" dumps after each, \"time\" times each pass)")
 	check := fl.Bool("check", false, "check the plan after every pass, not only at the end")
 	tune := fl.Bool("tune", false, "search the decisions the policy leaves open for the fastest plan that fits")
 	fsdpcKnobs := fl.Bool("fsdpc-knobs", false, "with -tune: also try decisions FSDP2 offers only as experimental APIs (reduce_scatter_buffers: set_reduce_scatter_max_input_buffers)")
@@ -103,11 +108,15 @@ func parsePlanArgs(args []string, stderr io.Writer) (a planArgs, code int, ok bo
 		fmt.Fprintf(stderr, "fsdpc plan: -semantics %s: this fsdpc models %s only (docs/semantics.md lists how other releases differ)\n", *semantics, schedule.Semantics)
 		return a, 2, false
 	}
+	timing := *dump == "time"
+	if timing {
+		*dump = "" // the plan's usual output, then the passes' times on stderr
+	}
 	if *dump != "" && (*asJSON || len(gates) > 0) {
 		fmt.Fprintln(stderr, "fsdpc plan: -d prints the planner's passes; -json and -fail-if need the summary: drop -d")
 		return a, 2, false
 	}
-	a = planArgs{out: *out, dump: *dump, check: *check, tune: *tune, fsdpcKnobs: *fsdpcKnobs, json: *asJSON, gates: gates}
+	a = planArgs{out: *out, dump: *dump, timing: timing, check: *check, tune: *tune, fsdpcKnobs: *fsdpcKnobs, json: *asJSON, gates: gates}
 	if *dump == "help" {
 		return a, 0, true
 	}
@@ -149,6 +158,7 @@ type planned struct {
 	size     int64           // of the plan file written
 	metrics  metrics
 	gates    []gateResult
+	times    *planner.PassTimes // with -d time
 }
 
 // makePlan loads the model, plans (or tunes) it, writes plan.bin and
@@ -167,12 +177,15 @@ func makePlan(a planArgs, stdout, stderr io.Writer) (*planned, error) {
 		fmt.Fprintln(stderr, w)
 	}
 	r := &planned{args: a, model: m}
+	if a.timing {
+		r.times = &planner.PassTimes{}
+	}
 	if a.tune {
 		progress := func(n int) {}
 		if isTerminal(stderr) {
 			progress = func(n int) { fmt.Fprintf(stderr, "\rtuning: %d candidates evaluated", n) }
 		}
-		topts := planner.TuneOptions{Progress: progress, Margin: a.margin, FsdpcKnobs: a.fsdpcKnobs}
+		topts := planner.TuneOptions{Progress: progress, Margin: a.margin, FsdpcKnobs: a.fsdpcKnobs, Times: r.times}
 		r.tuning, err = planner.Tune(m, topts)
 		if isTerminal(stderr) {
 			fmt.Fprintln(stderr)
@@ -183,7 +196,7 @@ func makePlan(a planArgs, stdout, stderr io.Writer) (*planned, error) {
 		r.advice = planner.Advise(m, r.tuning, topts)
 		r.plan, r.sim, r.warnings = r.tuning.Plan, r.tuning.Sim, r.tuning.Warnings
 	} else {
-		opts := planner.Options{CheckEveryPass: a.check}
+		opts := planner.Options{CheckEveryPass: a.check, Times: r.times}
 		if a.dump != "" {
 			opts.DumpAfter = func(pass, text string) {
 				if a.dump == "all" || a.dump == pass {

@@ -181,3 +181,23 @@ func TestBudgetWarning(t *testing.T) {
 		t.Error("a plan without a budget warned")
 	}
 }
+
+// TestPlanPassTimes: -d time prints the plan's usual summary on stdout
+// and every pass's time on stderr, JSON included.
+func TestPlanPassTimes(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "plan.bin")
+	for _, args := range [][]string{{"plan", "-d", "time", "-o", bin, "gpt2-124m"}, {"plan", "-d", "time", "-json", "-o", bin, "gpt2-124m"}} {
+		code, out, errOut := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		if !strings.Contains(out, "gpt2-124m") || strings.Contains(out, "=== after pass") {
+			t.Errorf("%v: stdout is not the plan's summary:\n%s", args, out)
+		}
+		for _, want := range []string{"pass", "runs", "share", "\nunits ", "\nemit ", "\npredict "} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("%v: stderr lacks %q:\n%s", args, want, errOut)
+			}
+		}
+	}
+}
