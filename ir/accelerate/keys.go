@@ -2,6 +2,7 @@ package accelerate
 
 import (
 	"fmt"
+	"github.com/fsdpc/fsdpc/ir"
 	"strings"
 
 	"github.com/fsdpc/fsdpc/internal/yamlsubset"
@@ -94,37 +95,13 @@ var strategyMeaning = map[string]string{
 	"NO_SHARD":           "FSDP2 still shards the parameters: it has no NO_SHARD",
 }
 
+// suggestKey is ", did you mean K?" by the rule every fsdpc error uses
+// (ir.Suggest), or "".
 func suggestKey(key string, known []string) string {
-	best, bestD := "", 4
-	for _, k := range known {
-		if d := editDistance(key, k); d < bestD {
-			best, bestD = k, d
-		}
+	if best := ir.Suggest(key, known); best != "" {
+		return fmt.Sprintf("; did you mean %s?", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %s?", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // readFSDP applies fsdp_config the way the launcher and the FSDP2 plugin
