@@ -2,10 +2,10 @@ package accelerate
 
 import (
 	"fmt"
-	"github.com/fsdpc/fsdpc/ir"
 	"strings"
 
 	"github.com/fsdpc/fsdpc/internal/yamlsubset"
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 // topKeys are ClusterConfig's fields in accelerate 1.14
