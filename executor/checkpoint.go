@@ -544,7 +544,7 @@ func (m *ckptMeta) readFiles(root *os.Root, dir string, l *checkpoint.Layout, ch
 	}
 	out := map[string][]byte{}
 	for _, f := range m.Files {
-		if f.Name != filepath.Base(f.Name) || f.Name == MetadataName {
+		if f.Name != filepath.Base(f.Name) || f.Name == MetadataName || f.Name == "." || f.Name == ".." {
 			return nil, fmt.Errorf("%s: bad file name %q", filepath.Join(dir, MetadataName), f.Name)
 		}
 		path := filepath.Join(dir, f.Name)

@@ -229,6 +229,10 @@ func openCheckpoint(dir string) (root *os.Root, path string, err error) {
 func readIn(root *os.Root, name, path, what string, limit int64) ([]byte, error) {
 	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) { // os.Root names the file relative to the root
+			err = &fs.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+		}
 		return nil, rootErr(err)
 	}
 	defer f.Close()
