@@ -65,7 +65,7 @@ func emitSchedule(s *state) error {
 	}
 	e.p.Events = e.nextEvent
 	for g := range e.p.Groups {
-		if e.mistargeted[g] {
+		if e.groups[g].mistargeted {
 			s.warnAt(s.groupPos(g), "%s: backward prefetch all-gathers it although no gradient flows through it (FSDP2 pitfall 5): the gather is wasted and its %s are held until the end of backward; FSDP2's explicit prefetch lists (set_modules_to_backward_prefetch) can skip it, fsdpc's prefetch depth cannot",
 				groupLabel(&e.p.Groups[g]), ir.FormatBytes(e.unshardedBytes(g)))
 		}
@@ -118,31 +118,8 @@ type emitter struct {
 
 	nextEvent   int
 	eventStream []schedule.Stream // where each event was recorded
-	// Per group.
-	shardedBuf  []int  // persistent sharded parameters (device or host)
-	stateBuf    []int  // persistent optimizer states
-	hostGradBuf []int  // offload: persistent pinned host gradients
-	hostGradSet []bool // this step has written them
-	gradBuf     []int  // sharded gradients, live from the reduction to the optimizer
-	agOut       []int  // pending all-gather output, or -1
-	agEvent     []int
-	unsharded   []int // unsharded parameters, or -1
-	slice       []int // int reshard: the post-forward slice, or -1
-	sliceEvent  []int
-	// int reshard: a post-forward slice post-backward left referenced
-	// (FSDP2's to_sharded keeps _sharded_post_forward_param_data), freed
-	// when the next post-forward replaces it; or -1.
-	staleSlice  []int
-	ugrads      []int // autograd's unsharded gradients, or -1
-	accumBuf    []int // no-sync accumulation in the reduce dtype, or -1
-	postEvent   []int // last post-reduce event, or -1
-	offloadEv   []int
-	heldAR      []int        // HSDP: reduce-scatter outputs held to the end (pitfall 6)
-	mistargeted map[int]bool // groups gathered by a prefetch nothing waited for
-	// FSDP2's comm-context state.
-	agState   struct{ buf, event int } // forward: the last all-gather output, freed at the next wait
-	rsState   []struct{ buf, event int }
-	postOrder []int // groups in post-forward order, with multiplicity
+	groups      []paramGroup      // per group, FSDP2's FSDPParamGroup state
+	comm        commContext       // FSDP2's FSDPCommContext state
 
 	first, last []int    // forward spans per group
 	hookOrder   [2][]int // groups with hooks in forward and backward hook order (nextGroups)
@@ -174,20 +151,11 @@ type segment struct {
 func newEmitter(s *state) *emitter {
 	n := len(s.plan.Groups)
 	e := &emitter{s: s, m: s.m, p: s.plan}
-	fill := func() []int {
-		x := make([]int, n)
-		for i := range x {
-			x[i] = -1
-		}
-		return x
+	e.groups = make([]paramGroup, n)
+	for g := range e.groups {
+		e.groups[g] = newParamGroup()
 	}
-	e.shardedBuf, e.stateBuf, e.gradBuf, e.hostGradBuf = fill(), fill(), fill(), fill()
-	e.agOut, e.agEvent, e.unsharded = fill(), fill(), fill()
-	e.slice, e.sliceEvent, e.ugrads, e.accumBuf = fill(), fill(), fill(), fill()
-	e.postEvent, e.offloadEv, e.heldAR, e.staleSlice = fill(), fill(), fill(), fill()
-	e.agState.buf, e.agState.event = -1, -1
-	e.mistargeted = map[int]bool{}
-	e.hostGradSet = make([]bool, n)
+	e.comm.allGatherState.buf, e.comm.allGatherState.event = none, none
 	e.first, e.last = s.forwardSpans()
 	e.outDepth = e.outputDepths()
 	e.buildSegments()
@@ -542,14 +510,14 @@ func (e *emitter) persistent() {
 		if grp.Policy.Offload {
 			pool = schedule.PoolHost
 		}
-		e.shardedBuf[g] = e.newBuffer(g, schedule.BufShardedParams, pool, e.shardedBytes(g), true, "sharded-params")
+		e.groups[g].shardedParam = e.newBuffer(g, schedule.BufShardedParams, pool, e.shardedBytes(g), true, "sharded-params")
 		if e.trains(g) && e.m.Train.OptimizerStateBytes > 0 {
 			// The optimizer sees the unpadded local tensors; the padded
 			// size bounds every rank.
-			e.stateBuf[g] = e.newBuffer(g, schedule.BufOptimizerState, pool, grp.GradShardNumel*e.m.Train.OptimizerStateBytes, true, "optimizer-state")
+			e.groups[g].optimizerState = e.newBuffer(g, schedule.BufOptimizerState, pool, grp.GradShardNumel*e.m.Train.OptimizerStateBytes, true, "optimizer-state")
 		}
 		if e.trains(g) && grp.Policy.Offload {
-			e.hostGradBuf[g] = e.newBuffer(g, schedule.BufShardedGrads, pool, grp.GradShardNumel*grp.Policy.Orig.Size(), true, "sharded-grads")
+			e.groups[g].hostGrad = e.newBuffer(g, schedule.BufShardedGrads, pool, grp.GradShardNumel*grp.Policy.Orig.Size(), true, "sharded-grads")
 		}
 	}
 }
@@ -557,7 +525,7 @@ func (e *emitter) persistent() {
 // --- forward ---------------------------------------------------------------
 
 func (e *emitter) forward() {
-	e.postOrder = e.postOrder[:0]
+	e.comm.postForwardOrder = e.comm.postForwardOrder[:0]
 	// The root's pre-forward makes the copy-in and all-gather streams wait
 	// for the compute stream: the optimizer step (or the previous
 	// micro-batch) must finish before shards are read.
@@ -582,7 +550,7 @@ func (e *emitter) forward() {
 		// and the saved activations.
 		o := blank(schedule.OpForward, schedule.StreamCompute)
 		o.Group, o.Module, o.FLOPs = seg.group, si, seg.fwd
-		o.Source, o.Buffer = e.unsharded[seg.group], e.segAct[si]
+		o.Source, o.Buffer = e.groups[seg.group].unshardedParam, e.segAct[si]
 		o.DType = e.computeDType(seg.group)
 		o.Bytes = seg.paramNumel*o.DType.Size() + seg.act
 		o.AttnFLOPs, o.ElemBytes, o.GEMMs = seg.attnFwd, seg.elemFwd, seg.gemmFwd
@@ -593,11 +561,11 @@ func (e *emitter) forward() {
 	}
 	// Root post-forward: drop the last all-gather output "to avoid holding
 	// onto memory after forward".
-	if e.agState.buf >= 0 {
-		e.wait(schedule.StreamCopyIn, e.agState.event)
-		e.wait(schedule.StreamAllGather, e.agState.event)
-		e.free(e.agState.buf)
-		e.agState.buf, e.agState.event = -1, -1
+	if e.comm.allGatherState.buf >= 0 {
+		e.wait(schedule.StreamCopyIn, e.comm.allGatherState.event)
+		e.wait(schedule.StreamAllGather, e.comm.allGatherState.event)
+		e.free(e.comm.allGatherState.buf)
+		e.comm.allGatherState.buf, e.comm.allGatherState.event = -1, -1
 	}
 }
 
@@ -705,26 +673,26 @@ func (e *emitter) hookBefore(a, b int, forward bool) bool {
 // unshard issues the copy-in and all-gather of group g, unless its
 // parameters are already unsharded or gathering.
 func (e *emitter) unshard(g int, backward bool) {
-	if e.unsharded[g] >= 0 || e.agOut[g] >= 0 || len(e.p.Groups[g].Params) == 0 {
+	if e.groups[g].unshardedParam >= 0 || e.groups[g].allGatherOut >= 0 || len(e.p.Groups[g].Params) == 0 {
 		return
 	}
 	grp := &e.p.Groups[g]
 	pol := &grp.Policy
 	CI, AG := schedule.StreamCopyIn, schedule.StreamAllGather
 	// int reshard: the backward all-gather reads the post-forward slice.
-	if e.sliceEvent[g] >= 0 {
-		e.wait(CI, e.sliceEvent[g])
-		e.wait(AG, e.sliceEvent[g])
+	if e.groups[g].reshardAfterForwardEvent >= 0 {
+		e.wait(CI, e.groups[g].reshardAfterForwardEvent)
+		e.wait(AG, e.groups[g].reshardAfterForwardEvent)
 	}
 	out := e.alloc(CI, g, schedule.BufAllGatherOut, e.unshardedBytes(g), "all-gather-out")
 	shardBytes := grp.ShardBytes
-	src := e.shardedBuf[g]
+	src := e.groups[g].shardedParam
 	var temps []int
 	switch {
-	case e.slice[g] >= 0:
+	case e.groups[g].postForwardSlice >= 0:
 		// Already in the parameter dtype: no cast; each of the N ranks
 		// contributes its 1/N of the unsharded parameters.
-		src = e.slice[g]
+		src = e.groups[g].postForwardSlice
 		shardBytes = e.unshardedBytes(g) / int64(pol.ReshardTo)
 	case pol.Offload:
 		h2d := e.alloc(CI, g, schedule.BufH2DTemp, e.shardedBytes(g), "h2d")
@@ -747,7 +715,7 @@ func (e *emitter) unshard(g int, backward bool) {
 		e.free(t)
 	}
 	size, pg := e.W(), schedule.PGShard
-	if e.slice[g] >= 0 {
+	if e.groups[g].postForwardSlice >= 0 {
 		size, pg = pol.ReshardTo, schedule.PGPostForward
 	}
 	var ev int
@@ -761,7 +729,7 @@ func (e *emitter) unshard(g int, backward bool) {
 	} else {
 		ev = e.record(CI) // one rank: the copy-in is the gather
 	}
-	e.agOut[g], e.agEvent[g] = out, ev
+	e.groups[g].allGatherOut, e.groups[g].allGatherEvent = out, ev
 }
 
 // waitForUnshard copies the gathered parameters out on the compute stream.
@@ -769,63 +737,63 @@ func (e *emitter) unshard(g int, backward bool) {
 // (so its copy-out overlaps the next all-gather); otherwise it is freed at
 // once.
 func (e *emitter) waitForUnshard(g int, forward bool) {
-	if e.agOut[g] < 0 {
+	if e.groups[g].allGatherOut < 0 {
 		return
 	}
 	D, CI, AG := schedule.StreamCompute, schedule.StreamCopyIn, schedule.StreamAllGather
-	if forward && e.agState.buf >= 0 {
-		e.wait(CI, e.agState.event)
-		e.wait(AG, e.agState.event)
-		e.free(e.agState.buf)
-		e.agState.buf, e.agState.event = -1, -1
+	if forward && e.comm.allGatherState.buf >= 0 {
+		e.wait(CI, e.comm.allGatherState.event)
+		e.wait(AG, e.comm.allGatherState.event)
+		e.free(e.comm.allGatherState.buf)
+		e.comm.allGatherState.buf, e.comm.allGatherState.event = -1, -1
 	}
-	e.wait(D, e.agEvent[g])
+	e.wait(D, e.groups[g].allGatherEvent)
 	un := e.alloc(D, g, schedule.BufUnsharded, e.unshardedBytes(g), "unsharded")
 	o := blank(schedule.OpCopyOut, D)
-	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, un, e.agOut[g], e.unshardedBytes(g), e.p.Groups[g].Policy.Param
+	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, un, e.groups[g].allGatherOut, e.unshardedBytes(g), e.p.Groups[g].Policy.Param
 	e.op(o)
-	if e.slice[g] >= 0 {
-		e.free(e.slice[g])
-		e.slice[g], e.sliceEvent[g] = -1, -1
+	if e.groups[g].postForwardSlice >= 0 {
+		e.free(e.groups[g].postForwardSlice)
+		e.groups[g].postForwardSlice, e.groups[g].reshardAfterForwardEvent = -1, -1
 	}
 	co := e.record(D)
 	if forward {
-		e.agState.buf, e.agState.event = e.agOut[g], co
+		e.comm.allGatherState.buf, e.comm.allGatherState.event = e.groups[g].allGatherOut, co
 	} else {
 		e.wait(CI, co)
 		e.wait(AG, co)
-		e.free(e.agOut[g])
+		e.free(e.groups[g].allGatherOut)
 	}
-	e.agOut[g], e.agEvent[g] = -1, -1
-	e.unsharded[g] = un
+	e.groups[g].allGatherOut, e.groups[g].allGatherEvent = -1, -1
+	e.groups[g].unshardedParam = un
 }
 
 func (e *emitter) postForward(g int) {
 	D := schedule.StreamCompute
 	pol := &e.p.Groups[g].Policy
-	if e.unsharded[g] >= 0 {
+	if e.groups[g].unshardedParam >= 0 {
 		switch pol.Reshard {
 		case schedule.ReshardTrue:
-			e.free(e.unsharded[g])
-			e.unsharded[g] = -1
+			e.free(e.groups[g].unshardedParam)
+			e.groups[g].unshardedParam = -1
 		case schedule.ReshardTo:
 			bytes := e.unshardedBytes(g) / int64(pol.ReshardTo)
 			sl := e.alloc(D, g, schedule.BufPostForwardSlice, bytes, "post-forward-slice")
 			o := blank(schedule.OpReshard, D)
-			o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, sl, e.unsharded[g], bytes, pol.Param
+			o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, sl, e.groups[g].unshardedParam, bytes, pol.Param
 			e.op(o)
 			// The new slice replaces one that post-backward left
 			// referenced: FSDP2 clones before it drops the old one.
-			if e.staleSlice[g] >= 0 {
-				e.free(e.staleSlice[g])
-				e.staleSlice[g] = -1
+			if e.groups[g].staleSlice >= 0 {
+				e.free(e.groups[g].staleSlice)
+				e.groups[g].staleSlice = -1
 			}
-			e.free(e.unsharded[g])
-			e.unsharded[g] = -1
-			e.slice[g], e.sliceEvent[g] = sl, e.record(D)
+			e.free(e.groups[g].unshardedParam)
+			e.groups[g].unshardedParam = -1
+			e.groups[g].postForwardSlice, e.groups[g].reshardAfterForwardEvent = sl, e.record(D)
 		}
 	}
-	e.postOrder = append(e.postOrder, g)
+	e.comm.postForwardOrder = append(e.comm.postForwardOrder, g)
 }
 
 // firesPreBackward reports whether backward reaches group g's output
@@ -854,7 +822,7 @@ func (e *emitter) previousStepSlices() {
 	for g := range e.p.Groups {
 		if e.keepsStaleSlice(g) {
 			pol := &e.p.Groups[g].Policy
-			e.staleSlice[g] = e.alloc(schedule.StreamCompute, g, schedule.BufPostForwardSlice, e.unshardedBytes(g)/int64(pol.ReshardTo), "post-forward-slice-of-previous-step")
+			e.groups[g].staleSlice = e.alloc(schedule.StreamCompute, g, schedule.BufPostForwardSlice, e.unshardedBytes(g)/int64(pol.ReshardTo), "post-forward-slice-of-previous-step")
 		}
 	}
 }
@@ -863,9 +831,9 @@ func (e *emitter) previousStepSlices() {
 // left: the next step's previousStepSlices stands for them.
 func (e *emitter) staleSlicesToNextStep() {
 	for g := range e.p.Groups {
-		if e.staleSlice[g] >= 0 {
-			e.free(e.staleSlice[g])
-			e.staleSlice[g] = -1
+		if e.groups[g].staleSlice >= 0 {
+			e.free(e.groups[g].staleSlice)
+			e.groups[g].staleSlice = -1
 		}
 	}
 }

@@ -27,10 +27,10 @@ func (e *emitter) backward(sync bool) {
 		if !seg.grad {
 			continue // autograd never reaches these modules
 		}
-		if e.ugrads[g] < 0 && e.trains(g) {
+		if e.groups[g].unshardedGrad < 0 && e.trains(g) {
 			// Autograd allocates the unsharded gradients in the parameter
 			// dtype as backward reaches the group.
-			e.ugrads[g] = e.alloc(D, g, schedule.BufUnshardedGrads, e.gradNumel(g)*e.computeDType(g).Size(), "unsharded-grads")
+			e.groups[g].unshardedGrad = e.alloc(D, g, schedule.BufUnshardedGrads, e.gradNumel(g)*e.computeDType(g).Size(), "unsharded-grads")
 		}
 		rc := -1
 		if seg.recompute > 0 {
@@ -42,7 +42,7 @@ func (e *emitter) backward(sync bool) {
 		// read twice.
 		o := blank(schedule.OpBackward, D)
 		o.Group, o.Module, o.FLOPs = g, si, seg.bwd
-		o.Source, o.Buffer = e.unsharded[g], e.ugrads[g]
+		o.Source, o.Buffer = e.groups[g].unshardedParam, e.groups[g].unshardedGrad
 		for _, b := range []int{e.segAct[si], rc} {
 			if b >= 0 {
 				o.Uses = append(o.Uses, b)
@@ -87,11 +87,11 @@ func (e *emitter) backward(sync bool) {
 func (e *emitter) dropPending() {
 	D := schedule.StreamCompute
 	for g := range e.p.Groups {
-		if e.agOut[g] >= 0 {
-			e.mistargeted[g] = true
-			e.wait(D, e.agEvent[g])
-			e.free(e.agOut[g], e.agEvent[g])
-			e.agOut[g], e.agEvent[g] = -1, -1
+		if e.groups[g].allGatherOut >= 0 {
+			e.groups[g].mistargeted = true
+			e.wait(D, e.groups[g].allGatherEvent)
+			e.free(e.groups[g].allGatherOut, e.groups[g].allGatherEvent)
+			e.groups[g].allGatherOut, e.groups[g].allGatherEvent = -1, -1
 		}
 	}
 }
@@ -194,12 +194,12 @@ func (e *emitter) preBackward(g int) {
 		}
 		return
 	}
-	for i := len(e.postOrder) - 1; i >= 0; i-- {
-		if e.postOrder[i] == g {
+	for i := len(e.comm.postForwardOrder) - 1; i >= 0; i-- {
+		if e.comm.postForwardOrder[i] == g {
 			if i > 0 {
-				e.unshard(e.postOrder[i-1], true)
+				e.unshard(e.comm.postForwardOrder[i-1], true)
 			}
-			e.postOrder = append(e.postOrder[:i], e.postOrder[i+1:]...)
+			e.comm.postForwardOrder = append(e.comm.postForwardOrder[:i], e.comm.postForwardOrder[i+1:]...)
 			return
 		}
 	}
@@ -210,10 +210,10 @@ func (e *emitter) preBackward(g int) {
 func (e *emitter) accumulate(g int) {
 	pol := &e.p.Groups[g].Policy
 	o := blank(schedule.OpAccumulate, schedule.StreamCompute)
-	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.accumBuf[g], e.ugrads[g], pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
+	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.groups[g].accumulatedGrad, e.groups[g].unshardedGrad, pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
 	e.op(o)
-	e.free(e.ugrads[g])
-	e.ugrads[g] = -1
+	e.free(e.groups[g].unshardedGrad)
+	e.groups[g].unshardedGrad = -1
 }
 
 func (e *emitter) postBackward(g int, sync bool) {
@@ -225,24 +225,24 @@ func (e *emitter) postBackward(g int, sync bool) {
 	// (accumulate_unsharded_grad_if_needed), while the unsharded
 	// parameters are still held; only then does it reshard.
 	accumulated := false
-	if e.trains(g) && e.ugrads[g] >= 0 && e.accumBuf[g] >= 0 {
+	if e.trains(g) && e.groups[g].unshardedGrad >= 0 && e.groups[g].accumulatedGrad >= 0 {
 		e.accumulate(g)
 		accumulated = true
 	}
 	// Reshard after backward (FSDP2's default reshard_after_backward).
-	if e.unsharded[g] >= 0 {
-		e.free(e.unsharded[g])
-		e.unsharded[g] = -1
+	if e.groups[g].unshardedParam >= 0 {
+		e.free(e.groups[g].unshardedParam)
+		e.groups[g].unshardedParam = -1
 	}
 	// A post-forward slice backward never gathered from (its pre-backward
 	// did not fire): to_sharded makes the group sharded again, so the next
 	// unshard gathers its shards over all ranks, but leaves the slice's
 	// data referenced until the next post-forward (keepsStaleSlice).
-	if e.slice[g] >= 0 {
-		e.staleSlice[g] = e.slice[g]
-		e.slice[g], e.sliceEvent[g] = -1, -1
+	if e.groups[g].postForwardSlice >= 0 {
+		e.groups[g].staleSlice = e.groups[g].postForwardSlice
+		e.groups[g].postForwardSlice, e.groups[g].reshardAfterForwardEvent = -1, -1
 	}
-	if !e.trains(g) || e.ugrads[g] < 0 && !accumulated {
+	if !e.trains(g) || e.groups[g].unshardedGrad < 0 && !accumulated {
 		return
 	}
 	if !sync {
@@ -250,8 +250,8 @@ func (e *emitter) postBackward(g int, sync bool) {
 		// parameter dtype the gradients move, after the reshard, into an
 		// accumulator of that dtype (to_accumulated_grad_if_needed);
 		// otherwise autograd keeps accumulating in place.
-		if e.ugrads[g] >= 0 && pol.Reduce != e.computeDType(g) {
-			e.accumBuf[g] = e.alloc(D, g, schedule.BufAccumGrads, e.gradNumel(g)*pol.Reduce.Size(), "accum-grads")
+		if e.groups[g].unshardedGrad >= 0 && pol.Reduce != e.computeDType(g) {
+			e.groups[g].accumulatedGrad = e.alloc(D, g, schedule.BufAccumGrads, e.gradNumel(g)*pol.Reduce.Size(), "accum-grads")
 			e.accumulate(g)
 		}
 		return
@@ -259,17 +259,17 @@ func (e *emitter) postBackward(g int, sync bool) {
 	// The only cross-group wait that stalls compute in backward: the
 	// previous reduce-scatter must finish before its input is recycled
 	// (FSDP2 keeps one in flight; reduce_scatter_buffers allows more).
-	for len(e.rsState) >= e.m.Policy.ReduceScatterBuffers {
-		st := e.rsState[0]
+	for len(e.comm.reduceScatterStates) >= e.m.Policy.ReduceScatterBuffers {
+		st := e.comm.reduceScatterStates[0]
 		e.wait(D, st.event)
 		e.free(st.buf)
-		e.rsState = e.rsState[1:]
+		e.comm.reduceScatterStates = e.comm.reduceScatterStates[1:]
 	}
 
 	W := int64(e.W())
-	src := e.ugrads[g]
-	if e.accumBuf[g] >= 0 {
-		src = e.accumBuf[g] // this micro-batch's gradients were added above
+	src := e.groups[g].unshardedGrad
+	if e.groups[g].accumulatedGrad >= 0 {
+		src = e.groups[g].accumulatedGrad // this micro-batch's gradients were added above
 	}
 	rsInBytes := grp.GradShardNumel * W * pol.Reduce.Size()
 	rsIn := e.alloc(D, g, schedule.BufReduceScatterIn, rsInBytes, "reduce-scatter-in")
@@ -277,7 +277,7 @@ func (e *emitter) postBackward(g int, sync bool) {
 	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, rsIn, src, pol.Reduce, rsInBytes
 	e.op(o)
 	e.free(src)
-	e.ugrads[g], e.accumBuf[g] = -1, -1
+	e.groups[g].unshardedGrad, e.groups[g].accumulatedGrad = -1, -1
 
 	RS := schedule.StreamReduceScatter
 	e.wait(RS, e.record(D))
@@ -293,7 +293,7 @@ func (e *emitter) postBackward(g int, sync bool) {
 	c.PG, c.PGSize, c.DType, c.Reduce, c.Factor, c.Bytes = schedule.PGShard, int(W), pol.Reduce, pol.ReduceScatterOp, pol.PremulFactor, rsInBytes
 	e.op(c)
 	rsEv := e.record(RS)
-	e.rsState = append(e.rsState, struct{ buf, event int }{rsIn, rsEv})
+	e.comm.reduceScatterStates = append(e.comm.reduceScatterStates, struct{ buf, event int }{rsIn, rsEv})
 
 	post := RS
 	if rep := e.p.Cluster.Replicate; rep > 1 {
@@ -320,28 +320,28 @@ func (e *emitter) postBackward(g int, sync bool) {
 			// HSDP keeps each group's all-reduce buffer until the end of
 			// backward, so a later reduce-scatter cannot reuse a block
 			// whose all-reduce is in flight (FSDP2 pitfall 6).
-			e.heldAR[g] = rsOut
+			e.groups[g].allReduceInput = rsOut
 		} else {
 			e.free(rsOut)
 		}
 	}
-	if e.gradBuf[g] >= 0 && !pol.Offload {
+	if e.groups[g].shardedGrad >= 0 && !pol.Offload {
 		// An earlier micro-batch left sharded gradients: add the new ones
 		// (FSDP2's grad._local_tensor += new) and drop them.
 		a := blank(schedule.OpAccumulate, post)
-		a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, e.gradBuf[g], grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
+		a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, e.groups[g].shardedGrad, grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
 		e.op(a)
 		if grad == rsOut && post == schedule.StreamAllReduce {
-			e.heldAR[g] = rsOut
+			e.groups[g].allReduceInput = rsOut
 		} else {
 			e.free(grad)
 		}
-		grad = e.gradBuf[g]
+		grad = e.groups[g].shardedGrad
 	}
 	if pol.Offload {
 		bytes := grp.GradShardNumel * pol.Orig.Size()
-		dst := e.hostGradBuf[g]
-		if e.hostGradSet[g] {
+		dst := e.groups[g].hostGrad
+		if e.groups[g].hostGradWritten {
 			// Gradients from an earlier micro-batch are on the host: the
 			// copy lands in a pinned temporary and the CPU adds it, which
 			// needs the data, so FSDP2 copies blocking here.
@@ -350,34 +350,34 @@ func (e *emitter) postBackward(g int, sync bool) {
 		o := blank(schedule.OpD2H, post)
 		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, dst, grad, pol.Orig, bytes
 		e.op(o)
-		e.offloadEv[g] = e.record(post)
-		if dst != e.hostGradBuf[g] {
+		e.groups[g].gradOffloadEvent = e.record(post)
+		if dst != e.groups[g].hostGrad {
 			sy := blank(schedule.OpSync, schedule.StreamHost)
-			sy.Group, sy.Event = g, e.offloadEv[g]
+			sy.Group, sy.Event = g, e.groups[g].gradOffloadEvent
 			e.op(sy)
 			a := blank(schedule.OpAccumulate, schedule.StreamHost)
-			a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, e.hostGradBuf[g], dst, pol.Orig, bytes
+			a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, e.groups[g].hostGrad, dst, pol.Orig, bytes
 			e.op(a)
 			e.free(dst)
 		}
-		e.hostGradSet[g] = true
+		e.groups[g].hostGradWritten = true
 		// The device copy goes back to its pool only once the copy has
 		// drained: its allocating stream waits for the copy first (the
 		// HSDP + offload race, FSDP2 pitfall 7).
 		if grad == rsOut && post == schedule.StreamAllReduce {
-			e.heldAR[g] = rsOut // freed at the end with the other HSDP buffers
+			e.groups[g].allReduceInput = rsOut // freed at the end with the other HSDP buffers
 		} else {
-			e.free(grad, e.offloadEv[g])
+			e.free(grad, e.groups[g].gradOffloadEvent)
 		}
 		grad = -1
 	}
-	e.gradBuf[g] = grad
+	e.groups[g].shardedGrad = grad
 	// The post-reduce event: the reduce-scatter's own when nothing ran
 	// after it.
 	if last := &e.p.Ops[len(e.p.Ops)-1]; last.Kind == schedule.OpRecord && last.Event == rsEv {
-		e.postEvent[g] = rsEv
+		e.groups[g].postReduceEvent = rsEv
 	} else {
-		e.postEvent[g] = e.record(post)
+		e.groups[g].postReduceEvent = e.record(post)
 	}
 }
 
@@ -387,29 +387,29 @@ func (e *emitter) postBackward(g int, sync bool) {
 func (e *emitter) finalize() {
 	D := schedule.StreamCompute
 	for g := range e.p.Groups {
-		if e.postEvent[g] >= 0 {
-			e.wait(D, e.postEvent[g])
-			if e.heldAR[g] >= 0 {
-				e.free(e.heldAR[g], e.postEvent[g])
-				e.heldAR[g] = -1
+		if e.groups[g].postReduceEvent >= 0 {
+			e.wait(D, e.groups[g].postReduceEvent)
+			if e.groups[g].allReduceInput >= 0 {
+				e.free(e.groups[g].allReduceInput, e.groups[g].postReduceEvent)
+				e.groups[g].allReduceInput = -1
 			}
-			e.postEvent[g] = -1
+			e.groups[g].postReduceEvent = -1
 		}
-		if e.offloadEv[g] >= 0 {
+		if e.groups[g].gradOffloadEvent >= 0 {
 			o := blank(schedule.OpSync, schedule.StreamHost)
-			o.Group, o.Event = g, e.offloadEv[g]
+			o.Group, o.Event = g, e.groups[g].gradOffloadEvent
 			e.op(o)
-			e.offloadEv[g] = -1
+			e.groups[g].gradOffloadEvent = -1
 		}
 	}
 	// A prefetch that nothing waited for is waited and dropped (FSDP2
 	// pitfall 5: its memory was held until here).
 	e.dropPending()
-	for _, st := range e.rsState {
+	for _, st := range e.comm.reduceScatterStates {
 		e.wait(D, st.event)
 		e.free(st.buf)
 	}
-	e.rsState = e.rsState[:0]
+	e.comm.reduceScatterStates = e.comm.reduceScatterStates[:0]
 }
 
 // optimizer emits the optimizer step on every group's shards, then frees
@@ -430,13 +430,13 @@ func (e *emitter) optimizer() {
 		elems := grp.GradShardNumel
 		bytes := elems*grp.Policy.Orig.Size()*3 + 2*elems*e.m.Train.OptimizerStateBytes
 		o := blank(schedule.OpOptimizer, st)
-		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.shardedBuf[g], e.stateBuf[g], grp.Policy.Orig, bytes
+		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.groups[g].shardedParam, e.groups[g].optimizerState, grp.Policy.Orig, bytes
 		// It reads the sharded gradients, on the device or the host copy;
 		// finalize ordered their last write before it.
-		if grad := e.gradBuf[g]; grad >= 0 {
+		if grad := e.groups[g].shardedGrad; grad >= 0 {
 			o.Uses = append(o.Uses, grad)
-		} else if e.hostGradBuf[g] >= 0 {
-			o.Uses = append(o.Uses, e.hostGradBuf[g])
+		} else if e.groups[g].hostGrad >= 0 {
+			o.Uses = append(o.Uses, e.groups[g].hostGrad)
 		}
 		e.op(o)
 	}
@@ -444,14 +444,14 @@ func (e *emitter) optimizer() {
 	// came from once the optimizer has read them.
 	var done int = -1
 	for g := range e.p.Groups {
-		if e.gradBuf[g] < 0 {
+		if e.groups[g].shardedGrad < 0 {
 			continue
 		}
 		if done < 0 {
 			done = e.record(schedule.StreamCompute)
 		}
-		e.free(e.gradBuf[g], done)
-		e.gradBuf[g] = -1
+		e.free(e.groups[g].shardedGrad, done)
+		e.groups[g].shardedGrad = -1
 	}
 	e.staleSlicesToNextStep()
 }
