@@ -10,7 +10,9 @@
 // the calibration set it also prints, per source, the error with the
 // fitted constant refitted without that source (leave one source out):
 // the headline figure, what a run from a source fsdpc has never seen can
-// expect.
+// expect. For every set it prints the scaling series (runs that differ
+// only in their GPU count): the drop in tokens/s per GPU from adding
+// GPUs, measured against predicted.
 //
 //	go run ./bench/fidelity [-v] [file.csv ...]
 package main
@@ -72,6 +74,8 @@ func report(path string, verbose io.Writer) error {
 		return err
 	}
 	calibrate.WriteTable(os.Stdout, results, set.Skipped)
+	fmt.Printf("\nScaling: runs that differ only in their GPU count, each against the series' smallest (tokens/s per GPU):\n\n")
+	calibrate.WriteScaling(os.Stdout, calibrate.Scaling(results))
 	if filepath.Clean(path) != fitted {
 		return nil
 	}
