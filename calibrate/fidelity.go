@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/fsdpc/fsdpc/hardware"
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
@@ -118,7 +119,9 @@ func modelFile(r run) string {
 	if r.accumulateUnsharded {
 		state += "accumulate = \"unsharded\"\n"
 	}
-	fmt.Fprintf(&b, "# %s (%s)\n[model]\nname = %q\ndtype = %q\n\n", r.id, r.source, r.id, master)
+	// The row's ID and source are the CSV's text: a comment escaped, a
+	// name a TOML string, so no line of the file comes from them.
+	fmt.Fprintf(&b, "# %s (%s)\n[model]\nname = %s\ndtype = %q\n\n", safetext.TOMLComment(r.id), safetext.TOMLComment(r.source), safetext.TOML(r.id), master)
 	ac := r.checkpointing
 	interval := ""
 	if r.checkpointInterval > 0 {

@@ -5,10 +5,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/fsdpc/fsdpc/internal/safetext"
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 // FuzzReadRuns: any bytes give runs, listed rows or an error naming the
-// file, never a panic, and every run read turns into a model file. The
+// file, never a panic; every run read has a printable ID and turns into a
+// model file that is valid TOML, whatever its text columns hold. The
 // seeds are the two sets' header and first rows.
 //
 //	go test -run '^$' -fuzz FuzzReadRuns -fuzztime 60s ./calibrate
@@ -21,6 +25,10 @@ func FuzzReadRuns(f *testing.F) {
 		lines := strings.SplitAfter(string(b), "\n")
 		f.Add(strings.Join(lines[:min(4, len(lines))], ""))
 	}
+	// A source that would end the model file's comment line.
+	b, _ := os.ReadFile("published-runs.csv")
+	lines := strings.SplitAfter(string(b), "\n")
+	f.Add(lines[0] + strings.Replace(lines[1], ",A,S3,", ",A,\"S3\n[model]\nname = 1\n#\",", 1))
 	f.Fuzz(func(t *testing.T, text string) {
 		runs, _, err := readRuns("x.csv", strings.NewReader(text))
 		if err != nil {
@@ -30,7 +38,14 @@ func FuzzReadRuns(f *testing.F) {
 			return
 		}
 		for _, r := range runs {
-			modelFile(r)
+			if !safetext.Printable(r.id) {
+				t.Fatalf("row ID %q read", r.id)
+			}
+			// The model file is TOML whatever the row's text: ir reads it
+			// or refuses a value, never its syntax.
+			if _, err := ir.Load(r.id+".toml", []byte(modelFile(r))); err != nil && strings.Contains(err.Error(), "TOML syntax") {
+				t.Fatalf("row %s: the model file does not parse: %v\n%s", r.id, err, modelFile(r))
+			}
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/fsdpc/fsdpc/hardware"
+	"github.com/fsdpc/fsdpc/internal/safetext"
 )
 
 // run is one measured training run of the calibration CSV, as fsdpc can
@@ -88,6 +89,11 @@ func readRuns(name string, r io.Reader) ([]run, []unsupported, error) {
 			return nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
 		row := csvRow{file: name, line: line, col: col, rec: rec}
+		// The ID names the row in every message and its model file: it is
+		// checked first, as the model format checks a name.
+		if id := row.get("row_id"); !safetext.Printable(id) {
+			return nil, nil, fmt.Errorf("%s:%d: row_id %s may contain only printable characters (no control characters, line breaks or tabs)", name, line, safetext.Term(id))
+		}
 		x, why, err := row.run()
 		if err != nil {
 			return nil, nil, err
