@@ -201,6 +201,9 @@ func parseGate(expr string, relativeOK bool) (gate, error) {
 	if a, ok := titanAliases[name]; ok {
 		g.threshold *= a.scale
 	}
+	if math.IsInf(g.threshold, 0) { // 1e300T, 1e308h: a finite number times its unit
+		return bad("%s: %q is out of range", name, value)
+	}
 	return g, nil
 }
 

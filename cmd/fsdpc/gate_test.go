@@ -53,6 +53,11 @@ func TestParseGate(t *testing.T) {
 		{expr: "tokens_per_second_per_gpu<5%", err: "a percentage of what"},
 		{expr: "tokens_per_second_per_gpu<5Q", err: "not a count"},
 		{expr: "step>+x%", diff: true, err: "is not a percentage"},
+		// A finite number times its unit past float64: +Inf, which -json
+		// cannot write.
+		{expr: "tps>1e300T", err: `"1e300T" is out of range`},
+		{expr: "step<1e308h", err: `"1e308h" is out of range`},
+		{expr: "tflops>1e300", err: `"1e300" is out of range`},
 	} {
 		g, err := parseGate(c.expr, c.diff)
 		if c.err != "" {
