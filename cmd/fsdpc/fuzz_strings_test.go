@@ -1,18 +1,22 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/fsdpc/fsdpc/internal/forge"
+	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/ir/accelerate"
 	"github.com/fsdpc/fsdpc/schedule"
+	"github.com/fsdpc/fsdpc/torchgen"
 )
 
 // fuzzModel is a small model whose plan has every string field forge
@@ -58,25 +62,42 @@ var fuzzBase struct {
 	plan       *schedule.Plan
 	titanKeys  string
 	accelKeys  string
+	launch     map[string]string // engine: the honest launch file's statements
 	err        error
 }
 
 // FuzzPlanStrings puts an arbitrary string in one string field of a
 // checksum-valid plan (internal/forge) and runs every command that
-// renders a plan: show, textconv, diff (text, markdown), checkpoint,
-// reshard (markdown), report and emit torch --torchtitan. A string the
-// reader refuses is refused by every one, with nothing written; one it
-// accepts comes out as data: the torchtitan fragment has the honest
-// plan's keys, the module's header is one line, the report's HTML holds
-// no raw '<' from it, the Markdown no heading or raw HTML from it.
+// renders a plan, in every format: show (text, -full, -json), textconv,
+// diff (text, markdown, json), checkpoint (text, -json), reshard (text,
+// markdown, json), report, export, emit torch --torchtitan, emit
+// accelerate, emit launch for every engine, and run --checkpoint with
+// checkpoint verify of what it saved. A string the reader refuses is
+// refused by every one, with nothing written; one it accepts comes out as
+// data: terminal output is printable lines, JSON parses, the torchtitan
+// fragment and accelerate config have the honest plan's keys, the
+// module's header is one line, each launch file has the honest plan's
+// statements, the report's HTML holds no raw '<' from it, the Markdown no
+// heading or raw HTML from it, and a checkpoint's metadata holds the
+// plan's model and optimizer as they are and loads back under the plan.
 //
 //	go test -run '^$' -fuzz FuzzPlanStrings -fuzztime 2m ./cmd/fsdpc
 func FuzzPlanStrings(f *testing.F) {
 	for i, h := range forge.Hostile {
 		f.Add(uint8(i), h.S)
 	}
-	f.Add(uint8(2), "gpt2-124m")
 	fields := forge.StringFields()
+	var printable []string
+	for _, h := range forge.Hostile {
+		if h.Printable {
+			printable = append(printable, h.S)
+		}
+	}
+	for i, fd := range fields { // markup and quotes where labels go, which readers accept
+		if fd.Label {
+			f.Add(uint8(i), printable[i%len(printable)])
+		}
+	}
 	f.Fuzz(func(t *testing.T, field uint8, s string) {
 		b := &fuzzBase
 		b.once.Do(func() {
@@ -96,6 +117,13 @@ func FuzzPlanStrings(f *testing.F) {
 			b.titanKeys = titanKeys(t, out)
 			runCLI("emit", "accelerate", b.bin, "--model", b.model, "-o", filepath.Join(out, "a.yaml"))
 			b.accelKeys = accelKeys(t, out)
+			b.launch = map[string]string{}
+			for _, e := range torchgen.Engines {
+				if code, _, errOut := runCLI(launchArgs(e, b.bin, out)...); code != 0 {
+					t.Fatal(errOut)
+				}
+				b.launch[e] = launchStatements(t, out, e)
+			}
 		})
 		if b.err != nil {
 			t.Fatal(b.err)
@@ -109,24 +137,42 @@ func FuzzPlanStrings(f *testing.F) {
 		plan, out := filepath.Join(dir, "p.bin"), filepath.Join(dir, "out")
 		os.WriteFile(plan, forged, 0o644)
 		os.Mkdir(out, 0o755)
-		_, decodeErr := schedule.Decode(forged)
-		for _, args := range [][]string{
-			{"show", plan}, {"textconv", plan}, {"diff", b.bin, plan}, {"diff", "-format", "markdown", b.bin, plan},
-			{"checkpoint", plan}, {"reshard", "-reads", "-format", "markdown", b.bin, plan},
+		decoded, decodeErr := schedule.Decode(forged)
+		ckpt := filepath.Join(out, "ckpt")
+		commands := [][]string{
+			{"show", plan}, {"show", "-full", plan}, {"show", "-json", plan}, {"textconv", plan},
+			{"diff", b.bin, plan}, {"diff", "-format", "markdown", b.bin, plan}, {"diff", "-format", "json", b.bin, plan},
+			{"checkpoint", plan}, {"checkpoint", "-json", plan},
+			{"reshard", plan, b.bin}, {"reshard", "-reads", "-format", "markdown", b.bin, plan}, {"reshard", "-format", "json", plan, b.bin},
 			{"report", "-o", filepath.Join(out, "r.html"), plan},
+			{"export", "--model", b.model, "-o", filepath.Join(out, "p.json"), plan},
 			{"emit", "torch", "--model", b.model, plan, "-o", filepath.Join(out, "a.py"), "--torchtitan", filepath.Join(out, "a.toml")},
 			{"emit", "accelerate", plan, "--model", b.model, "-o", filepath.Join(out, "a.yaml")},
-		} {
+		}
+		for _, e := range torchgen.Engines {
+			commands = append(commands, launchArgs(e, plan, out))
+		}
+		commands = append(commands, []string{"run", "--steps", "1", "--checkpoint", ckpt, plan})
+		ran := false
+		for _, args := range commands {
 			code, stdout, stderr := runCLI(args...)
 			if strings.Contains(stderr, "internal error") || strings.Contains(stderr, "panic") {
-				t.Fatalf("%s %q = %q: %q: %s", fd.Name, s, args[0], stderr, stdout)
+				t.Fatalf("%s %q = %q: %q: %s", fd.Name, s, args, stderr, stdout)
 			}
 			checkTerminal(t, args[0], stdout+stderr, false)
 			if decodeErr != nil {
-				if code == 0 {
-					t.Fatalf("%s %q: %s accepts a plan decode refuses (%v)", fd.Name, s, args[0], decodeErr)
+				if code == 0 || !strings.Contains(stderr, plan) {
+					t.Fatalf("%s %q: %q accepts a plan decode refuses (%v), or its error does not name it: %s", fd.Name, s, args, decodeErr, stderr)
 				}
 				continue
+			}
+			if args[0] == "run" {
+				ran = code == 0
+			}
+			if slices.Contains(args, "-json") || slices.Contains(args, "json") {
+				if (code == 0 || code == 1 && args[0] == "diff") && !json.Valid([]byte(stdout)) {
+					t.Fatalf("%s %q: %q writes JSON that does not parse:\n%s", fd.Name, s, args, stdout)
+				}
 			}
 			if slices.Contains(args, "markdown") {
 				fenced := false // a fenced code block shows its lines literally
@@ -153,6 +199,9 @@ func FuzzPlanStrings(f *testing.F) {
 		if html, err := os.ReadFile(filepath.Join(out, "r.html")); err == nil && strings.Contains(s, "<") && strings.Contains(string(html), s) {
 			t.Fatalf("%s %q: the report holds it raw", fd.Name, s)
 		}
+		if js, err := os.ReadFile(filepath.Join(out, "p.json")); err == nil && !json.Valid(js) {
+			t.Fatalf("%s %q: the export does not parse:\n%s", fd.Name, s, js)
+		}
 		if got := titanKeys(t, out); got != "" && got != b.titanKeys {
 			t.Fatalf("%s %q: torchtitan keys %s, want %s", fd.Name, s, got, b.titanKeys)
 		}
@@ -162,7 +211,81 @@ func FuzzPlanStrings(f *testing.F) {
 		if py, err := os.ReadFile(filepath.Join(out, "a.py")); err == nil && !strings.HasPrefix(string(py), "# Generated by fsdpc emit torch from ") {
 			t.Fatalf("%s %q: the module starts %.80q", fd.Name, s, py)
 		}
+		for _, e := range torchgen.Engines {
+			if got := launchStatements(t, out, e); got != "" && got != b.launch[e] {
+				t.Fatalf("%s %q: the %s launch file's statements are\n%s\nwant\n%s", fd.Name, s, e, got, b.launch[e])
+			}
+		}
+		if name := torchgen.DefaultJobName(decoded); !jobName.MatchString(name) {
+			t.Fatalf("%s %q: default job name %q is not an RFC 1035 label", fd.Name, s, name)
+		}
+		if ran {
+			checkSaved(t, fd.Name+" "+strconv.Quote(s), decoded, plan, ckpt)
+		}
 	})
+}
+
+// jobName is an RFC 1035 label, what Kubernetes and Slurm take as a name.
+var jobName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// launchArgs is emit launch for engine with fixed job arguments, so that
+// two plans' launch files differ only by what the plans say.
+func launchArgs(engine, plan, out string) []string {
+	return []string{"emit", "launch", "--engine", engine, plan, "--script", "train.py", "--plan-json", "plan.json",
+		"--name", "fsdpc-job", "--image", "img", "-o", filepath.Join(out, "launch."+engine)}
+}
+
+// sha256Hex is a plan's SHA-256 in a launch file, which differs from one
+// plan to another.
+var sha256Hex = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// launchStatements is the launch file emit launch wrote in out for the
+// engine without its header comment (#SBATCH options kept) and with the
+// plan's SHA-256 masked, "" when it wrote none. Only the header is
+// dropped: past the first statement a comment in one engine's syntax may
+// be data in another's (a YAML block, a Python string).
+func launchStatements(t *testing.T, out, engine string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(out, "launch."+engine))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(src), "\n")
+	var kept []string
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "#") {
+			kept = append(kept, lines[i:]...)
+			break
+		}
+		if strings.HasPrefix(l, "#SBATCH") { // Slurm's options
+			kept = append(kept, l)
+		}
+	}
+	return sha256Hex.ReplaceAllString(strings.Join(kept, "\n"), "SHA")
+}
+
+// checkSaved: the checkpoint fsdpc run saved under plan holds the plan's
+// model and optimizer as they are (JSON-escaped, not changed), and fsdpc
+// checkpoint verify (with flags, the run's --scale) loads it back under
+// the plan.
+func checkSaved(t *testing.T, what string, p *schedule.Plan, plan, ckpt string, flags ...string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(ckpt, "step-1", "metadata.json"))
+	if err != nil {
+		t.Fatalf("%s: run saved no checkpoint: %v", what, err)
+	}
+	var meta struct{ Model, Optimizer string }
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		t.Fatalf("%s: the checkpoint's metadata does not parse: %v", what, err)
+	}
+	if meta.Model != p.Header.Model || meta.Optimizer != p.Train.Optimizer {
+		t.Fatalf("%s: the metadata holds model %q, optimizer %q; the plan %q, %q", what, meta.Model, meta.Optimizer, p.Header.Model, p.Train.Optimizer)
+	}
+	code, stdout, stderr := runCLI(slices.Concat([]string{"checkpoint", "verify"}, flags, []string{plan, ckpt})...)
+	checkTerminal(t, "checkpoint verify", stdout+stderr, false)
+	if code != 0 {
+		t.Fatalf("%s: checkpoint verify refuses what run saved: %s", what, stderr)
+	}
 }
 
 // accelKeys is the accelerate config emit accelerate wrote in dir without
@@ -187,19 +310,22 @@ func accelKeys(t *testing.T, dir string) string {
 }
 
 // FuzzFailIf: any -fail-if expression parses to a gate with a known
-// metric, one of the four comparisons and a finite threshold, or to an
-// error that quotes it on one printable line; never a panic. A relative
-// gate is accepted only where there is an old plan (diff).
+// metric, one of the four comparisons and a finite threshold (not
+// negative unless relative), or to an error that quotes it on one
+// printable line; never a panic. A relative gate is accepted only where
+// there is an old plan (diff). A gate round-trips: written back in its
+// metric's JSON name and base unit, it parses to the same gate.
 //
 //	go test -run '^$' -fuzz FuzzFailIf -fuzztime 2m ./cmd/fsdpc
 func FuzzFailIf(f *testing.F) {
-	for _, s := range []string{"step>+5%", "reserved>70GiB", "step < 1.5s", "mfu<40%", "exposed>=2ms", "step>>1", "\x1b[2J<1", "step>1e999s"} {
+	for _, s := range []string{"step>+5%", "reserved>70GiB", "step < 1.5s", "mfu<40%", "exposed>=2ms", "step>>1", "\x1b[2J<1", "step>1e999s",
+		"tps>1e300T", "step<1e308h", "tflops>1e300", "memory<=0.5KiB", "tps >= 2.5K", "hfu>0.3", "step>-0%"} {
 		f.Add(s, true)
 	}
 	f.Fuzz(func(t *testing.T, expr string, relativeOK bool) {
 		g, err := parseGate(expr, relativeOK)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "--fail-if ") || strings.Contains(err.Error(), "\n") {
+			if !strings.HasPrefix(err.Error(), "--fail-if ") || !safetext.Printable(err.Error()) {
 				t.Fatalf("error %q", err)
 			}
 			return
@@ -211,9 +337,40 @@ func FuzzFailIf(f *testing.F) {
 			t.Fatalf("%q: threshold %v", expr, g.threshold)
 		case g.relative && !relativeOK:
 			t.Fatalf("%q: a relative gate without an old plan", expr)
+		case !g.relative && g.threshold < 0:
+			t.Fatalf("%q: a negative threshold %v", expr, g.threshold)
 		}
 		if _, ok := lookupMetric(g.metric.name); !ok {
 			t.Fatalf("%q: metric %+v", expr, g.metric)
 		}
+		canon := g.metric.name + g.op + canonicalValue(g)
+		again, err := parseGate(canon, g.relative)
+		if err != nil {
+			t.Fatalf("%q is written back as %q, which does not parse: %v", expr, canon, err)
+		}
+		if again.metric.name != g.metric.name || again.op != g.op || again.relative != g.relative ||
+			math.Abs(again.threshold-g.threshold) > 1e-12*math.Abs(g.threshold) {
+			t.Fatalf("%q is %+v; written back as %q, %+v", expr, g, canon, again)
+		}
 	})
+}
+
+// canonicalValue writes a gate's threshold in its metric's base unit
+// (seconds, bytes, a fraction, a count) or as a signed percentage.
+func canonicalValue(g gate) string {
+	if g.relative {
+		s := strconv.FormatFloat(100*g.threshold, 'f', -1, 64)
+		if !strings.HasPrefix(s, "-") {
+			s = "+" + s
+		}
+		return s + "%"
+	}
+	s := strconv.FormatFloat(g.threshold, 'f', -1, 64)
+	switch g.metric.unit {
+	case unitSeconds:
+		return s + "s"
+	case unitBytes:
+		return s + "B"
+	}
+	return s
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +18,7 @@ import (
 	"github.com/fsdpc/fsdpc/internal/forge"
 	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/schedule"
+	"github.com/fsdpc/fsdpc/torchgen"
 )
 
 // readers are the commands that read a plan.bin, each with every output
@@ -28,6 +33,11 @@ var readers = [][]string{
 	{"checkpoint", "PLAN"}, {"checkpoint", "-json", "PLAN"},
 	{"sim", "PLAN"}, {"verify", "PLAN"},
 	{"emit", "torch", "--model", "gpt2-124m", "PLAN", "-o", "OUT/a.py", "--torchtitan", "OUT/a.toml"},
+	{"emit", "accelerate", "PLAN", "--model", "gpt2-124m", "-o", "OUT/a.yaml"},
+	{"export", "--model", "gpt2-124m", "-o", "OUT/p.json", "PLAN"},
+	launchArgs("torchrun", "PLAN", "OUT"), launchArgs("slurm", "PLAN", "OUT"), launchArgs("kubernetes", "PLAN", "OUT"), launchArgs("ray", "PLAN", "OUT"),
+	// Saves a checkpoint, which checkSaved loads back (not under -short).
+	{"run", "--steps", "1", "--scale", "4096", "--checkpoint", "OUT/ckpt", "PLAN"},
 }
 
 // TestForgedStringsEverywhere takes plans with each string field forged
@@ -35,8 +45,10 @@ var readers = [][]string{
 // output format: a string its field's rule refuses is refused by all of
 // them, naming the file, with nothing written; one it allows (printable
 // text where a label goes) comes out as data: printable lines on the
-// terminal, no Markdown or HTML markup, Python and TOML that parse to the
-// same statements and keys as for the honest plan.
+// terminal, no Markdown or HTML markup, Python, TOML, YAML and launch
+// files with the same statements and keys as for the honest plan, an
+// export that parses, and (without -short) a checkpoint whose metadata
+// holds the plan's strings unchanged and loads back under the plan.
 func TestForgedStringsEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	base := filepath.Join(dir, "base.bin")
@@ -65,10 +77,13 @@ func TestForgedStringsEverywhere(t *testing.T) {
 			if err := os.WriteFile(plan, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, decodeErr := schedule.Decode(b)
+			decoded, decodeErr := schedule.Decode(b)
 			for _, cmd := range readers {
 				if decodeErr != nil && hi > 0 && fi > 0 && cmd[0] != "show" {
 					continue // one refused string per field goes through every reader
+				}
+				if cmd[0] == "run" && testing.Short() {
+					continue
 				}
 				out := filepath.Join(dir, "out")
 				os.RemoveAll(out)
@@ -98,6 +113,9 @@ func TestForgedStringsEverywhere(t *testing.T) {
 					checkMarkdown(t, what, stdout)
 				}
 				checkFiles(t, what, out, honest)
+				if cmd[0] == "run" && code == 0 {
+					checkSaved(t, what, decoded, plan, filepath.Join(out, "ckpt"), "--scale", "4096")
+				}
 			}
 		}
 	}
@@ -146,9 +164,13 @@ func checkMarkdown(t *testing.T, what, md string) {
 	}
 }
 
-// shape is what a generated Python module and torchtitan fragment hold:
-// the module's top-level statements, the fragment's keys.
-type shape struct{ py, toml string }
+// shape is what the generated files hold: a Python module's top-level
+// statements, a torchtitan fragment's keys, an accelerate config's keys,
+// and each launch file's statements (launchStatements).
+type shape struct {
+	py, toml, accel string
+	launch          map[string]string
+}
 
 func emitShape(t *testing.T, dir, plan string) shape {
 	t.Helper()
@@ -157,14 +179,25 @@ func emitShape(t *testing.T, dir, plan string) shape {
 	if code, _, errOut := runCLI("emit", "torch", "--model", "gpt2-124m", plan, "-o", filepath.Join(out, "a.py"), "--torchtitan", filepath.Join(out, "a.toml")); code != 0 {
 		t.Fatalf("emit: %s", errOut)
 	}
+	if code, _, errOut := runCLI("emit", "accelerate", plan, "--model", "gpt2-124m", "-o", filepath.Join(out, "a.yaml")); code != 0 {
+		t.Fatalf("emit accelerate: %s", errOut)
+	}
+	for _, e := range torchgen.Engines {
+		if code, _, errOut := runCLI(launchArgs(e, plan, out)...); code != 0 {
+			t.Fatalf("emit launch: %s", errOut)
+		}
+	}
 	return readShape(t, out)
 }
 
 func readShape(t *testing.T, out string) shape {
 	t.Helper()
-	s := shape{toml: titanKeys(t, out)}
+	s := shape{toml: titanKeys(t, out), accel: accelKeys(t, out), launch: map[string]string{}}
 	if _, err := os.Stat(filepath.Join(out, "a.py")); err == nil {
 		s.py = pythonStatements(t, filepath.Join(out, "a.py"))
+	}
+	for _, e := range torchgen.Engines {
+		s.launch[e] = launchStatements(t, out, e)
 	}
 	return s
 }
@@ -222,6 +255,17 @@ func checkFiles(t *testing.T, what, out string, honest shape) {
 	}
 	if got.py != "" && got.py != honest.py {
 		t.Errorf("%s: the module's statements are\n%s\nwant\n%s", what, got.py, honest.py)
+	}
+	if got.accel != "" && got.accel != honest.accel {
+		t.Errorf("%s: the accelerate config's keys are\n%s\nwant\n%s", what, got.accel, honest.accel)
+	}
+	for e, l := range got.launch {
+		if l != "" && l != honest.launch[e] {
+			t.Errorf("%s: the %s launch file's statements are\n%s\nwant\n%s", what, e, l, honest.launch[e])
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "p.json")); err == nil && !json.Valid(b) {
+		t.Errorf("%s: the export does not parse:\n%s", what, b)
 	}
 }
 
@@ -340,3 +384,100 @@ const titanLogForTest = `[rank0]:[titan] 2025-10-30 14:32:58,897 - root - INFO -
 [rank0]:[titan] 2025-10-30 14:32:58,990 - root - INFO - step:  2  loss:  6.1098  grad_norm:  4.6416  memory: 41.49GiB(51.14%)  tps: 6,100  tflops: 96.17  mfu: 9.72%
 [rank0]:[titan] 2025-10-30 14:32:59,077 - root - INFO - step:  3  loss:  4.7947  grad_norm:  2.4418  memory: 41.49GiB(51.14%)  tps: 6,300  tflops: 102.99  mfu: 10.41%
 `
+
+// TestHostileCalibrate gives calibrate a CSV of runs whose text fields
+// (sources, notes) hold code, TOML, Markdown and escapes, row IDs with
+// Markdown, HTML and quotes, a row whose GPU names a path and TOML, and a
+// torchtitan log with such lines: the fit and the profiles are those of
+// the honest inputs, written where they would be and nowhere else, and
+// everything printed is printable lines. A row ID, which names the row's
+// model file and every message about it, is refused when not printable,
+// naming the file and line.
+func TestHostileCalibrate(t *testing.T) {
+	src, err := os.ReadFile("../../calibrate/published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(src)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	hostile := append(slices.Clone(hostileNames), "# Heading ![x](https://evil.example/p.png) <img src=x onerror=alert(1)> |a|b|")
+	var printable []string
+	for _, h := range forge.Hostile {
+		if h.Printable {
+			printable = append(printable, h.S)
+		}
+	}
+	forged := [][]string{rows[0]}
+	for i, r := range rows[1:] {
+		r = slices.Clone(r)
+		r[col["row_id"]] += printable[i%len(printable)]
+		for _, c := range []string{"source_id", "source_org", "source_ref", "arch_note", "versions", "notes"} {
+			r[col[c]] = hostile[i%len(hostile)]
+		}
+		forged = append(forged, r)
+	}
+	evil := slices.Clone(rows[1])
+	evil[col["row_id"]] = "evil-gpu"
+	evil[col["gpu"]] = "../../evil\n[profile]\nclock_ratio = 0.05\n#"
+	forged = append(forged, evil)
+
+	log := titanLogForTest + "x\x1b]0;pwned\x07\nprofile.clock_ratio = 0.05\n[experimental]\ncustom_import = \"evil_module\"\n\u202e\n"
+	llama := "../../plans/llama3-8b.toml"
+	calibrate := func(name string, rows [][]string, log string) (code int, stderr, files, profiles string) {
+		dir := filepath.Join(t.TempDir(), name)
+		out := filepath.Join(dir, "out")
+		os.MkdirAll(out, 0o755)
+		var b bytes.Buffer
+		w := csv.NewWriter(&b)
+		w.WriteAll(rows)
+		os.WriteFile(filepath.Join(dir, "runs.csv"), b.Bytes(), 0o644)
+		os.WriteFile(filepath.Join(dir, "train.log"), []byte(log), 0o644)
+		code, stdout, stderr := runCLI("calibrate", "-fit", "max_efficiency", "-o", out, filepath.Join(dir, "runs.csv"), llama+"="+filepath.Join(dir, "train.log"))
+		checkTerminal(t, "calibrate "+name, stdout+stderr, false)
+		var names, profs []string
+		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			rel, _ := filepath.Rel(dir, path)
+			names = append(names, rel)
+			if strings.HasSuffix(path, ".profile.toml") {
+				profs = append(profs, rel+"\n"+profileBody(t, path))
+			}
+			return nil
+		})
+		return code, stderr, strings.Join(names, " "), strings.Join(profs, "\n")
+	}
+	code, stderr, wantFiles, want := calibrate("honest", rows, titanLogForTest)
+	if code != 0 {
+		t.Fatalf("calibrate: %s", stderr)
+	}
+	code, stderr, gotFiles, got := calibrate("hostile", forged, log)
+	if code != 0 {
+		t.Fatalf("calibrate with hostile text: %s", stderr)
+	}
+	if gotFiles != wantFiles {
+		t.Errorf("calibrate wrote %s; with honest inputs %s", gotFiles, wantFiles)
+	}
+	if got != want {
+		t.Errorf("the hostile inputs' profiles are\n%s\nwant\n%s", got, want)
+	}
+	for i, h := range hostileNames {
+		if safetext.Printable(h) {
+			continue // a row ID like any other
+		}
+		bad := slices.Clone(forged)
+		bad[2] = slices.Clone(bad[2])
+		bad[2][col["row_id"]] = h
+		code, stderr, files, _ := calibrate(fmt.Sprint("id", i), bad, titanLogForTest)
+		if code == 0 || !strings.Contains(stderr, "runs.csv:3: row_id ") || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("row ID %q: exit %d, stderr %q; want one line naming the file and line", h, code, stderr)
+		}
+		if files != ". out runs.csv train.log" {
+			t.Errorf("row ID %q refused, but calibrate wrote %s", h, files)
+		}
+	}
+}
