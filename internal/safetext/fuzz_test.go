@@ -59,6 +59,9 @@ func FuzzQuoters(f *testing.F) {
 			if got := escapeTerm(s); got != want.String() {
 				t.Fatalf("escapeTerm(%q) = %q, want %q", s, got, want.String())
 			}
+			if got, b := printableLines(s), printableLines([]byte(s)); got != b || got != (want.String() == s) {
+				t.Fatalf("printableLines(%q) = %v, of its bytes %v; escapeTerm changes it: %v", s, got, b, want.String() != s)
+			}
 		}
 		if bareLink(Markdown(s)) {
 			t.Fatalf("Markdown(%q) = %q keeps a URL scheme", s, Markdown(s))

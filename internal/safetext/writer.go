@@ -1,6 +1,7 @@
 package safetext
 
 import (
+	"bytes"
 	"io"
 	"strings"
 	"unicode"
@@ -36,6 +37,20 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if cut := incompleteTail(p); cut < len(p) {
 		w.tail = append([]byte(nil), p[cut:]...)
 		p = p[:cut]
+	}
+	quoted := false
+	for _, q := range w.Quote {
+		if q != "" && !Printable(q) && bytes.Contains(p, []byte(q)) {
+			quoted = true
+			break
+		}
+	}
+	if !quoted && printableLines(p) {
+		// Nothing to escape: p as it is, without copying it to a string.
+		if _, err := w.W.Write(p); err != nil {
+			return 0, err
+		}
+		return n, nil
 	}
 	s := string(p)
 	for _, q := range w.Quote {
@@ -110,9 +125,15 @@ func escapeTerm(s string) string {
 // tabs, which escapeTerm passes through: then it is s. This is the common
 // case (every line of output), checked in one pass; the loop below would
 // look at each byte twice and copy the text (9 s of show -json's 29 on a
-// 3.28 M-operation plan).
-func printableLines(s string) bool {
+// 3.28 M-operation plan). Eight bytes of printable ASCII or line feeds
+// are checked at once (ascii8): the readers of the largest plans write
+// gigabytes of JSON.
+func printableLines[T string | []byte](s T) bool {
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && ascii8(s[i:i+8]) {
+			i += 8
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if (c < ' ' && c != '\n' && c != '\t' && c != '\r') || c == 0x7f {
@@ -121,13 +142,31 @@ func printableLines(s string) bool {
 			i++
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
+		r, n := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		if r == utf8.RuneError && n == 1 || !unicode.IsPrint(r) {
 			return false
 		}
 		i += n
 	}
 	return true
+}
+
+// ascii8 reports whether each of the 8 bytes of s is printable ASCII
+// (' ' to '~') or a line feed. Each test is exact per byte (no carry
+// crosses a byte): for a byte b < 0x80, b+0x60 has its top bit set iff
+// b >= 0x20, b+0x01 iff b == 0x7f, and (b^'\n')+0x7f iff b != '\n'.
+func ascii8[T string | []byte](s T) bool {
+	_ = s[7]
+	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	if w&high != 0 {
+		return false
+	}
+	control := ^(w + 0x60*ones) & high // b < 0x20
+	del := (w + ones) & high           // b == 0x7f
+	lf := ^((w ^ '\n'*ones) + 0x7f*ones) & high
+	return del == 0 && control&^lf == 0
 }
 
 // csi is the length of an ESC [ digits/semicolons m or K sequence at the

@@ -37,3 +37,37 @@ func TestWriter(t *testing.T) {
 		}
 	}
 }
+
+// TestASCII8: the eight-byte test of printableLines agrees with the byte
+// by byte one for every byte value in every position.
+func TestASCII8(t *testing.T) {
+	for pos := range 8 {
+		for v := range 256 {
+			b := []byte("abcdefgh")
+			b[pos] = byte(v)
+			want := v == '\n' || v >= ' ' && v < 0x7f
+			if got := ascii8(b); got != want {
+				t.Errorf("ascii8(%q) = %v, want %v", b, got, want)
+			}
+			if got := ascii8(string(b)); got != want {
+				t.Errorf("ascii8 of string %q = %v, want %v", b, got, want)
+			}
+		}
+	}
+	// Every byte a line feed, or a mix that sits at the bounds.
+	for _, s := range []string{"\n\n\n\n\n\n\n\n", " ~\n ~\n ~", "\x1f~~~~~~~", "~~~~~~~\x7f", "\n\n\n\n\n\n\n\x0b"} {
+		want := printableLinesSlow(s)
+		if got := ascii8(s); got != want {
+			t.Errorf("ascii8(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func printableLinesSlow(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '\n' && (c < ' ' || c >= 0x7f) {
+			return false
+		}
+	}
+	return true
+}
