@@ -34,19 +34,26 @@ func (rs *Reshard) CrossNodeCopy(st Storage) Copy {
 	oldG, newG := rs.Old.GPUsPerNode, rs.New.GPUsPerNode
 	nodes := max((rs.New.World()+newG-1)/newG, (rs.Old.World()+oldG-1)/oldG)
 	in, out := make([]int64, nodes), make([]int64, nodes)
+	// count[n] is the number of new ranks on node n.
+	count := make([]int64, nodes)
 	var c Copy
 	for r := range rs.New.World() {
 		node := r / newG
-		rs.visit(r, func(ti, oi, _, ok int, numel int64) {
-			from := rs.Old.Writer[oi][ok] / oldG
-			if from == node {
-				return
+		count[node]++
+		b := rs.common.remote(node)
+		for _, e := range rs.class(r).own.byNode {
+			if e.node != node {
+				out[e.node] += e.bytes
+				b += e.bytes
 			}
-			b := numel * rs.New.Tensors[ti].DType.Size()
-			in[node] += b
-			out[from] += b
-			c.Bytes += b
-		})
+		}
+		in[node] += b
+		c.Bytes += b
+	}
+	// Every new rank reads the replicated tensors: old node n sends them
+	// to each rank not on node n.
+	for _, e := range rs.common.byNode {
+		out[e.node] += e.bytes * (int64(rs.New.World()) - count[e.node])
 	}
 	for n := range nodes {
 		c.MaxIn, c.MaxOut = max(c.MaxIn, in[n]), max(c.MaxOut, out[n])

@@ -160,33 +160,11 @@ func (l *Layout) Estimate(st Storage) *Estimate {
 func (rs *Reshard) Transfer(st Storage) Transfer {
 	l := rs.New
 	ranks := make([]RankCost, l.World())
-	// seen[o] is r+1 once new rank r reads old rank o's file: counting
-	// files without a map per rank.
-	seen := make([]int32, rs.Old.World())
 	for r := range ranks {
-		c := RankCost{Rank: r}
-		node := r / rs.New.GPUsPerNode
-		rs.visit(r, func(ti, oi, _, ok int, numel int64) {
-			t := &l.Tensors[ti]
-			b := numel * t.DType.Size()
-			if t.State == "" {
-				c.ModelBytes += b
-			} else {
-				c.OptimBytes += b
-			}
-			if !t.Offload {
-				c.HostCopyBytes += b
-			}
-			old := rs.Old.Writer[oi][ok]
-			if seen[old] != int32(r+1) {
-				seen[old] = int32(r + 1)
-				c.Files++
-			}
-			if old/rs.Old.GPUsPerNode != node {
-				c.RemoteBytes += b
-			}
-		})
-		ranks[r] = c
+		cl, node := rs.class(r), r/l.GPUsPerNode
+		own := &cl.own
+		ranks[r] = RankCost{Rank: r, ModelBytes: rs.common.model + own.model, OptimBytes: rs.common.optim + own.optim,
+			HostCopyBytes: rs.common.host + own.host, Files: cl.files, RemoteBytes: rs.common.remote(node) + own.remote(node)}
 	}
 	return l.transfer(ranks, st.ReadPerNode, st.ReadAggregate)
 }

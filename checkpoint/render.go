@@ -2,17 +2,13 @@ package checkpoint
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/fsdpc/fsdpc/internal/jsonindent"
 	"github.com/fsdpc/fsdpc/internal/safetext"
 	"github.com/fsdpc/fsdpc/ir"
 )
@@ -216,44 +212,18 @@ type rankSummary struct {
 
 func (rs *Reshard) summaries(t Transfer) []rankSummary {
 	out := make([]rankSummary, rs.New.World())
-	seen := make([]int32, rs.Old.World())
-	var from []int
 	for r := range out {
-		n := 0
-		from = from[:0]
-		rs.visit(r, func(_, oi, _, ok int, _ int64) {
-			n++
-			if o := rs.Old.Writer[oi][ok]; seen[o] != int32(r+1) {
-				seen[o] = int32(r + 1)
-				from = append(from, o)
-			}
-		})
-		sort.Ints(from)
-		c := t.Ranks[r]
-		out[r] = rankSummary{r, n, rangesOf(from), c.ModelBytes, c.OptimBytes, c.Bytes(), c.RemoteBytes, c.Time}
+		cl, c := rs.class(r), t.Ranks[r]
+		out[r] = rankSummary{r, rs.common.reads + cl.own.reads, cl.from, c.ModelBytes, c.OptimBytes, c.Bytes(), c.RemoteBytes, c.Time}
 	}
 	return out
 }
 
 // readsPrint identifies rank r's reads: ranks with equal prints read the
 // same boxes of the same files (a 2²⁰-rank plan's ranks past every
-// tensor's rows all read just the step counts).
-func (rs *Reshard) readsPrint(r int) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	put := func(v int64) {
-		binary.LittleEndian.PutUint64(b[:], uint64(v))
-		h.Write(b[:])
-	}
-	rs.visit(r, func(ti, oi, k, ok int, numel int64) {
-		put(int64(ti))
-		put(int64(k))
-		put(int64(ok))
-		put(int64(rs.Old.Writer[oi][ok]))
-		put(numel)
-	})
-	return h.Sum64()
-}
+// tensor's rows all read just the step counts). It is a hash of every
+// read, computed once per class (readclass.go).
+func (rs *Reshard) readsPrint(r int) uint64 { return rs.class(r).print }
 
 func (rs *Reshard) header() string {
 	o, n := rs.Old, rs.New
@@ -364,6 +334,14 @@ type JSONRead struct {
 	Bytes   int64   `json:"bytes"`
 }
 
+// jsonRank is one entry of WriteJSON's Ranks, as encoding/json would
+// write it; rankJSON writes the same bytes by hand.
+type jsonRank struct {
+	rankSummary
+	Through int        `json:",omitempty"`
+	Reads   []JSONRead `json:"ReadList,omitempty"`
+}
+
 // WriteJSON prints the report as JSON; with reads, every read. Runs of
 // consecutive ranks with the same figures (and, with reads, the same
 // reads) are one entry whose Through is the run's last rank, and the
@@ -373,11 +351,6 @@ func (rs *Reshard) WriteJSON(w io.Writer, st Storage, reads bool) error {
 	t := rs.Transfer(st)
 	read, remote := rs.totals(t)
 	cp := rs.CrossNodeCopy(st)
-	type rank struct {
-		rankSummary
-		Through int        `json:",omitempty"`
-		Reads   []JSONRead `json:"ReadList,omitempty"`
-	}
 	head, err := json.MarshalIndent(struct {
 		Schema             string `json:"schema"`
 		Old, New           string
@@ -398,7 +371,11 @@ func (rs *Reshard) WriteJSON(w io.Writer, st Storage, reads bool) error {
 	bw := bufio.NewWriter(w)
 	bw.Write(head[:len(head)-2]) // reopen the object: "\n}"
 	bw.WriteString(",\n  \"Ranks\": [")
-	var buf bytes.Buffer
+	enc, err := newRankJSON(rs)
+	if err != nil {
+		return err
+	}
+	var buf []byte
 	sums := rs.summaries(t)
 	same := func(a, b rankSummary) bool { a.Rank, b.Rank = 0, 0; return a == b }
 	for i := 0; i < len(sums); {
@@ -410,31 +387,18 @@ func (rs *Reshard) WriteJSON(w io.Writer, st Storage, reads bool) error {
 		for j < len(sums) && same(sums[i], sums[j]) && (!reads || rs.readsPrint(j) == print) {
 			j++
 		}
-		rk := rank{rankSummary: sums[i]}
+		through := 0
 		if j-1 > i {
-			rk.Through = j - 1
-		}
-		if reads {
-			for _, rd := range rs.Reads(i) {
-				rk.Reads = append(rk.Reads, JSONRead{rs.New.Tensors[rd.Tensor].FQN, rd.OldRank, FileName(rd.OldRank), rd.Offsets, rd.Lengths, rd.Bytes})
-			}
+			through = j - 1
 		}
 		if i > 0 {
 			bw.WriteString(",")
 		}
 		bw.WriteString("\n    ")
-		// As an Encoder indenting by "    ", "  " writes it, less its
-		// newline; jsonindent is over twice as fast as json.Indent, a
-		// third of the time at 2²⁰ ranks with reads.
-		b, err := json.Marshal(rk)
-		if err != nil {
+		if buf, err = enc.appendRank(buf[:0], sums[i], through, reads); err != nil {
 			return err
 		}
-		buf.Reset()
-		if err := jsonindent.Compact(&buf, b, "    ", "  "); err != nil {
-			return err
-		}
-		bw.Write(buf.Bytes())
+		bw.Write(buf)
 		i = j
 	}
 	bw.WriteString("\n  ]\n}\n")

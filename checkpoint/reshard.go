@@ -102,6 +102,12 @@ type Reshard struct {
 	oldIndex []int
 	// filled is each new tensor's number of chunks with elements.
 	filled []int
+	// The reads of the new ranks by class (readclass.go): common are the
+	// replicated tensors' reads, which every rank performs; a rank whose
+	// shard index is maxFilled or more reads nothing else.
+	common    readSet
+	classes   []readClass
+	maxFilled int
 }
 
 // OldTensor is the old layout's index of new tensor i.
@@ -118,6 +124,7 @@ func Plan(old, new *Layout) (*Reshard, error) {
 	for ti := range new.Tensors {
 		rs.filled[ti] = filled(&new.Tensors[ti], new.Shard)
 	}
+	rs.buildClasses()
 	return rs, nil
 }
 
@@ -219,12 +226,6 @@ func intersect(a, b Chunk) (offs, lens []int64, numel int64) {
 // files written on another node (which, on node-local storage, must be
 // copied there first).
 func (rs *Reshard) RankBytes(r int) (total, remote int64) {
-	node := r / rs.New.GPUsPerNode
-	for _, rd := range rs.Reads(r) {
-		total += rd.Bytes
-		if rd.OldRank/rs.Old.GPUsPerNode != node {
-			remote += rd.Bytes
-		}
-	}
-	return total, remote
+	node, own := r/rs.New.GPUsPerNode, &rs.class(r).own
+	return rs.common.total + own.total, rs.common.remote(node) + own.remote(node)
 }
