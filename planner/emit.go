@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -36,7 +37,11 @@ import (
 // copy-in stream's wait for the previous copy-out bounds live all-gather
 // outputs at two.
 func emitSchedule(s *state) error {
-	e := newEmitter(s)
+	return newEmitter(s).emit()
+}
+
+func (e *emitter) emit() error {
+	s := e.s
 	if e.checkGradientsReach(); s.failed() {
 		return nil
 	}
@@ -62,6 +67,12 @@ func emitSchedule(s *state) error {
 	if e.tooLong {
 		e.tooLongError()
 		return nil
+	}
+	for g := range e.groups {
+		e.groups[g].checkIdle()
+	}
+	if e.bug != nil {
+		return fmt.Errorf("internal error: the emitter left FSDP2's state machine (please report): %w", e.bug)
 	}
 	e.p.Events = e.nextEvent
 	for g := range e.p.Groups {
@@ -115,6 +126,9 @@ type emitter struct {
 	phase schedule.Phase
 	// tooLong is set once the schedule reaches MaxOpsPerRank operations.
 	tooLong bool
+	// bug is the first transition a group made that FSDP2's state machine
+	// does not (paramGroup.illegal): reported as an internal error.
+	bug error
 
 	nextEvent   int
 	eventStream []schedule.Stream // where each event was recorded
@@ -153,9 +167,8 @@ func newEmitter(s *state) *emitter {
 	e := &emitter{s: s, m: s.m, p: s.plan}
 	e.groups = make([]paramGroup, n)
 	for g := range e.groups {
-		e.groups[g] = newParamGroup()
+		e.groups[g] = newParamGroup(e, g)
 	}
-	e.comm.allGatherState.buf, e.comm.allGatherState.event = none, none
 	e.first, e.last = s.forwardSpans()
 	e.outDepth = e.outputDepths()
 	e.buildSegments()
@@ -539,7 +552,7 @@ func (e *emitter) forward() {
 	for si := range e.segments {
 		seg := &e.segments[si]
 		for _, g := range opening[seg.start] {
-			e.preForward(g)
+			e.groups[g].preForward()
 		}
 		e.segAct[si] = -1
 		if seg.act > 0 {
@@ -556,16 +569,23 @@ func (e *emitter) forward() {
 		o.AttnFLOPs, o.ElemBytes, o.GEMMs = seg.attnFwd, seg.elemFwd, seg.gemmFwd
 		e.op(o)
 		for _, g := range closing[seg.end] {
-			e.postForward(g)
+			e.groups[g].postForward()
 		}
 	}
 	// Root post-forward: drop the last all-gather output "to avoid holding
 	// onto memory after forward".
-	if e.comm.allGatherState.buf >= 0 {
-		e.wait(schedule.StreamCopyIn, e.comm.allGatherState.event)
-		e.wait(schedule.StreamAllGather, e.comm.allGatherState.event)
-		e.free(e.comm.allGatherState.buf)
-		e.comm.allGatherState.buf, e.comm.allGatherState.event = -1, -1
+	e.freeAllGatherState()
+}
+
+// freeAllGatherState frees the forward all-gather output kept for
+// overlap (comm_ctx.all_gather_state = None), once the copy-in and
+// all-gather streams have waited for its copy-out (R23, R27).
+func (e *emitter) freeAllGatherState() {
+	if st := &e.comm.allGatherState; st.held {
+		e.wait(schedule.StreamCopyIn, st.event)
+		e.wait(schedule.StreamAllGather, st.event)
+		e.free(st.out)
+		*st = allGatherState{}
 	}
 }
 
@@ -613,14 +633,17 @@ func (e *emitter) depth(g int) int {
 	return d
 }
 
-func (e *emitter) preForward(g int) {
-	e.unshard(g, false)
-	e.waitForUnshard(g, true)
+// preForward is FSDPParamGroup.pre_forward: unshard and wait for it
+// (R22, R23), then explicit forward prefetch (R39).
+func (pg *paramGroup) preForward() {
+	e, g := pg.e, pg.index
+	pg.unshard()
+	pg.waitForUnshard(true)
 	// Explicit forward prefetch: the next k groups to start forward, issued
 	// right after this group's own copy-out.
 	if k := e.p.Groups[g].Policy.PrefetchForward; k > 0 {
 		for _, t := range e.nextGroups(g, k, true) {
-			e.unshard(t, false)
+			e.groups[t].unshard()
 		}
 	}
 }
@@ -670,29 +693,32 @@ func (e *emitter) hookBefore(a, b int, forward bool) bool {
 	return e.preBackwardFirst(a, b)
 }
 
-// unshard issues the copy-in and all-gather of group g, unless its
-// parameters are already unsharded or gathering.
-func (e *emitter) unshard(g int, backward bool) {
-	if e.groups[g].unshardedParam >= 0 || e.groups[g].allGatherOut >= 0 || len(e.p.Groups[g].Params) == 0 {
+// unshard is FSDPParamGroup.unshard (R22): the copy-in and all-gather of
+// the group, unless its parameters are already unsharded or gathering.
+func (pg *paramGroup) unshard() {
+	e, g := pg.e, pg.index
+	if pg.state == unsharded || pg.allGatherResult.pending || len(e.p.Groups[g].Params) == 0 {
 		return
 	}
 	grp := &e.p.Groups[g]
 	pol := &grp.Policy
 	CI, AG := schedule.StreamCopyIn, schedule.StreamAllGather
-	// int reshard: the backward all-gather reads the post-forward slice.
-	if e.groups[g].reshardAfterForwardEvent >= 0 {
-		e.wait(CI, e.groups[g].reshardAfterForwardEvent)
-		e.wait(AG, e.groups[g].reshardAfterForwardEvent)
+	fromSlice := pg.state == shardedPostForward
+	// int reshard: the backward all-gather reads the post-forward slice
+	// (R36).
+	if fromSlice {
+		e.wait(CI, pg.reshardAfterForwardEvent)
+		e.wait(AG, pg.reshardAfterForwardEvent)
 	}
 	out := e.alloc(CI, g, schedule.BufAllGatherOut, e.unshardedBytes(g), "all-gather-out")
 	shardBytes := grp.ShardBytes
-	src := e.groups[g].shardedParam
+	src := pg.shardedParam
 	var temps []int
 	switch {
-	case e.groups[g].postForwardSlice >= 0:
+	case fromSlice:
 		// Already in the parameter dtype: no cast; each of the N ranks
 		// contributes its 1/N of the unsharded parameters.
-		src = e.groups[g].postForwardSlice
+		src = pg.postForwardSlice
 		shardBytes = e.unshardedBytes(g) / int64(pol.ReshardTo)
 	case pol.Offload:
 		h2d := e.alloc(CI, g, schedule.BufH2DTemp, e.shardedBytes(g), "h2d")
@@ -714,86 +740,92 @@ func (e *emitter) unshard(g int, backward bool) {
 	for _, t := range temps {
 		e.free(t)
 	}
-	size, pg := e.W(), schedule.PGShard
-	if e.groups[g].postForwardSlice >= 0 {
-		size, pg = pol.ReshardTo, schedule.PGPostForward
+	size, pgroup := e.W(), schedule.PGShard
+	if fromSlice {
+		size, pgroup = pol.ReshardTo, schedule.PGPostForward
 	}
 	var ev int
 	if size > 1 {
 		e.wait(AG, e.record(CI))
 		c := blank(schedule.OpAllGather, AG)
 		c.Group, c.Buffer, c.Source = g, out, out
-		c.PG, c.PGSize, c.DType, c.Bytes = pg, size, pol.Param, e.unshardedBytes(g)
+		c.PG, c.PGSize, c.DType, c.Bytes = pgroup, size, pol.Param, e.unshardedBytes(g)
 		e.op(c)
 		ev = e.record(AG)
 	} else {
 		ev = e.record(CI) // one rank: the copy-in is the gather
 	}
-	e.groups[g].allGatherOut, e.groups[g].allGatherEvent = out, ev
+	pg.allGatherResult = allGatherResult{pending: true, out: out, event: ev}
 }
 
-// waitForUnshard copies the gathered parameters out on the compute stream.
-// In forward the all-gather output is kept until the next group's wait
-// (so its copy-out overlaps the next all-gather); otherwise it is freed at
-// once.
-func (e *emitter) waitForUnshard(g int, forward bool) {
-	if e.groups[g].allGatherOut < 0 {
+// waitForUnshard is FSDPParamGroup.wait_for_unshard (R23, R28): the
+// gathered parameters are copied out on the compute stream. In forward the
+// all-gather output is kept until the next group's wait (so its copy-out
+// overlaps the next all-gather); otherwise it is freed at once.
+func (pg *paramGroup) waitForUnshard(forward bool) {
+	if !pg.allGatherResult.pending {
 		return
 	}
+	e, g := pg.e, pg.index
+	ag := pg.allGatherResult
 	D, CI, AG := schedule.StreamCompute, schedule.StreamCopyIn, schedule.StreamAllGather
-	if forward && e.comm.allGatherState.buf >= 0 {
-		e.wait(CI, e.comm.allGatherState.event)
-		e.wait(AG, e.comm.allGatherState.event)
-		e.free(e.comm.allGatherState.buf)
-		e.comm.allGatherState.buf, e.comm.allGatherState.event = -1, -1
+	if forward {
+		e.freeAllGatherState()
 	}
-	e.wait(D, e.groups[g].allGatherEvent)
+	e.wait(D, ag.event)
 	un := e.alloc(D, g, schedule.BufUnsharded, e.unshardedBytes(g), "unsharded")
 	o := blank(schedule.OpCopyOut, D)
-	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, un, e.groups[g].allGatherOut, e.unshardedBytes(g), e.p.Groups[g].Policy.Param
+	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, un, ag.out, e.unshardedBytes(g), e.p.Groups[g].Policy.Param
 	e.op(o)
-	if e.groups[g].postForwardSlice >= 0 {
-		e.free(e.groups[g].postForwardSlice)
-		e.groups[g].postForwardSlice, e.groups[g].reshardAfterForwardEvent = -1, -1
-	}
+	pg.toUnsharded(un)
 	co := e.record(D)
 	if forward {
-		e.comm.allGatherState.buf, e.comm.allGatherState.event = e.groups[g].allGatherOut, co
+		e.comm.allGatherState = allGatherState{held: true, out: ag.out, event: co}
 	} else {
 		e.wait(CI, co)
 		e.wait(AG, co)
-		e.free(e.groups[g].allGatherOut)
+		e.free(ag.out)
 	}
-	e.groups[g].allGatherOut, e.groups[g].allGatherEvent = -1, -1
-	e.groups[g].unshardedParam = un
+	pg.allGatherResult = allGatherResult{}
 }
 
-func (e *emitter) postForward(g int) {
-	D := schedule.StreamCompute
+// postForward is FSDPParamGroup.post_forward: reshard, and record the
+// group in the post-forward order backward prefetch reads (R26).
+func (pg *paramGroup) postForward() {
+	pg.reshard(true)
+	pg.e.comm.postForwardOrder = append(pg.e.comm.postForwardOrder, pg.index)
+}
+
+// reshard is FSDPParamGroup.reshard. After forward it follows
+// reshard_after_forward (R26): true frees the unsharded parameters, false
+// keeps them, N keeps a 1/N slice (R36). After backward it always returns
+// the group to its shards (reshard_after_backward, R31).
+func (pg *paramGroup) reshard(forward bool) {
+	e, g := pg.e, pg.index
 	pol := &e.p.Groups[g].Policy
-	if e.groups[g].unshardedParam >= 0 {
+	if forward {
 		switch pol.Reshard {
-		case schedule.ReshardTrue:
-			e.free(e.groups[g].unshardedParam)
-			e.groups[g].unshardedParam = -1
+		case schedule.ReshardFalse:
+			return
 		case schedule.ReshardTo:
+			if pg.state != unsharded {
+				return // nothing was gathered: a group without parameters
+			}
+			D := schedule.StreamCompute
 			bytes := e.unshardedBytes(g) / int64(pol.ReshardTo)
 			sl := e.alloc(D, g, schedule.BufPostForwardSlice, bytes, "post-forward-slice")
 			o := blank(schedule.OpReshard, D)
-			o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, sl, e.groups[g].unshardedParam, bytes, pol.Param
+			o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, sl, pg.unshardedParam, bytes, pol.Param
 			e.op(o)
 			// The new slice replaces one that post-backward left
 			// referenced: FSDP2 clones before it drops the old one.
-			if e.groups[g].staleSlice >= 0 {
-				e.free(e.groups[g].staleSlice)
-				e.groups[g].staleSlice = -1
-			}
-			e.free(e.groups[g].unshardedParam)
-			e.groups[g].unshardedParam = -1
-			e.groups[g].postForwardSlice, e.groups[g].reshardAfterForwardEvent = sl, e.record(D)
+			e.free(pg.staleSlice)
+			pg.staleSlice = none
+			pg.toShardedPostForward(sl)
+			return
 		}
 	}
-	e.comm.postForwardOrder = append(e.comm.postForwardOrder, g)
+	pg.toSharded()
 }
 
 // firesPreBackward reports whether backward reaches group g's output
@@ -833,7 +865,7 @@ func (e *emitter) staleSlicesToNextStep() {
 	for g := range e.p.Groups {
 		if e.groups[g].staleSlice >= 0 {
 			e.free(e.groups[g].staleSlice)
-			e.groups[g].staleSlice = -1
+			e.groups[g].staleSlice = none
 		}
 	}
 }

@@ -20,7 +20,7 @@ func (e *emitter) backward(sync bool) {
 			// FSDP2 hooks pre-backward on the unit's outputs that require
 			// grad; a unit whose output needs none never fires it.
 			if e.firesPreBackward(g) {
-				e.preBackward(g)
+				e.groups[g].preBackward()
 			}
 		}
 		g := seg.group
@@ -57,7 +57,7 @@ func (e *emitter) backward(sync bool) {
 		e.segAct[si] = -1
 		for _, h := range e.groupsStartingAt(seg.start) {
 			if !e.p.Groups[h].DeferredReduce {
-				e.postBackward(h, sync)
+				e.groups[h].postBackward(sync)
 				done[h] = true
 			}
 		}
@@ -72,7 +72,7 @@ func (e *emitter) backward(sync bool) {
 	}
 	sort.SliceStable(late, func(i, j int) bool { return e.s.units[late[i]].modules[0] < e.s.units[late[j]].modules[0] })
 	for _, g := range late {
-		e.postBackward(g, sync)
+		e.groups[g].postBackward(sync)
 	}
 	if sync {
 		e.finalize()
@@ -86,12 +86,13 @@ func (e *emitter) backward(sync bool) {
 // do not synchronise.
 func (e *emitter) dropPending() {
 	D := schedule.StreamCompute
-	for g := range e.p.Groups {
-		if e.groups[g].allGatherOut >= 0 {
-			e.groups[g].mistargeted = true
-			e.wait(D, e.groups[g].allGatherEvent)
-			e.free(e.groups[g].allGatherOut, e.groups[g].allGatherEvent)
-			e.groups[g].allGatherOut, e.groups[g].allGatherEvent = -1, -1
+	for g := range e.groups {
+		pg := &e.groups[g]
+		if ag := pg.allGatherResult; ag.pending {
+			pg.mistargeted = true
+			e.wait(D, ag.event)
+			e.free(ag.out, ag.event)
+			pg.allGatherResult = allGatherResult{}
 		}
 	}
 }
@@ -183,21 +184,24 @@ func (e *emitter) indexSpans() {
 	}
 }
 
-func (e *emitter) preBackward(g int) {
-	e.unshard(g, true)
-	e.waitForUnshard(g, false)
+// preBackward is FSDPParamGroup.pre_backward (R28): unshard unless
+// prefetched, wait for it, then prefetch (R40, R41).
+func (pg *paramGroup) preBackward() {
+	e, g := pg.e, pg.index
+	pg.unshard()
+	pg.waitForUnshard(false)
 	// Prefetch: an explicit list of k groups in backward order, or FSDP2's
 	// implicit one group, the one whose post-forward ran just before g's.
 	if k := e.p.Groups[g].Policy.PrefetchBackward; k > 0 {
 		for _, t := range e.nextGroups(g, k, false) {
-			e.unshard(t, true)
+			e.groups[t].unshard()
 		}
 		return
 	}
 	for i := len(e.comm.postForwardOrder) - 1; i >= 0; i-- {
 		if e.comm.postForwardOrder[i] == g {
 			if i > 0 {
-				e.unshard(e.comm.postForwardOrder[i-1], true)
+				e.groups[e.comm.postForwardOrder[i-1]].unshard()
 			}
 			e.comm.postForwardOrder = append(e.comm.postForwardOrder[:i], e.comm.postForwardOrder[i+1:]...)
 			return
@@ -205,18 +209,25 @@ func (e *emitter) preBackward(g int) {
 	}
 }
 
-// accumulate adds group g's unsharded gradients into its accumulator (in
-// the reduce dtype) and drops them.
-func (e *emitter) accumulate(g int) {
+// accumulate adds the group's unsharded gradients into its accumulator
+// (in the reduce dtype) and drops them (FSDPParam's
+// accumulate_unsharded_grad_if_needed and to_accumulated_grad_if_needed,
+// R49).
+func (pg *paramGroup) accumulate() {
+	e, g := pg.e, pg.index
 	pol := &e.p.Groups[g].Policy
 	o := blank(schedule.OpAccumulate, schedule.StreamCompute)
-	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.groups[g].accumulatedGrad, e.groups[g].unshardedGrad, pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
+	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, pg.accumulatedGrad, pg.unshardedGrad, pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
 	e.op(o)
-	e.free(e.groups[g].unshardedGrad)
-	e.groups[g].unshardedGrad = -1
+	e.free(pg.unshardedGrad)
+	pg.unshardedGrad = none
 }
 
-func (e *emitter) postBackward(g int, sync bool) {
+// postBackward is FSDPParamGroup.post_backward (R31, R32, R49):
+// accumulate, reshard, and on a synchronising micro-batch reduce the
+// gradients (foreach_reduce).
+func (pg *paramGroup) postBackward(sync bool) {
+	e, g := pg.e, pg.index
 	D := schedule.StreamCompute
 	grp := &e.p.Groups[g]
 	pol := &grp.Policy
@@ -225,24 +236,16 @@ func (e *emitter) postBackward(g int, sync bool) {
 	// (accumulate_unsharded_grad_if_needed), while the unsharded
 	// parameters are still held; only then does it reshard.
 	accumulated := false
-	if e.trains(g) && e.groups[g].unshardedGrad >= 0 && e.groups[g].accumulatedGrad >= 0 {
-		e.accumulate(g)
+	if e.trains(g) && pg.unshardedGrad >= 0 && pg.accumulatedGrad >= 0 {
+		pg.accumulate()
 		accumulated = true
 	}
-	// Reshard after backward (FSDP2's default reshard_after_backward).
-	if e.groups[g].unshardedParam >= 0 {
-		e.free(e.groups[g].unshardedParam)
-		e.groups[g].unshardedParam = -1
-	}
-	// A post-forward slice backward never gathered from (its pre-backward
-	// did not fire): to_sharded makes the group sharded again, so the next
-	// unshard gathers its shards over all ranks, but leaves the slice's
-	// data referenced until the next post-forward (keepsStaleSlice).
-	if e.groups[g].postForwardSlice >= 0 {
-		e.groups[g].staleSlice = e.groups[g].postForwardSlice
-		e.groups[g].postForwardSlice, e.groups[g].reshardAfterForwardEvent = -1, -1
-	}
-	if !e.trains(g) || e.groups[g].unshardedGrad < 0 && !accumulated {
+	// Reshard after backward (FSDP2's default reshard_after_backward). A
+	// post-forward slice backward never gathered from (its pre-backward
+	// did not fire) becomes stale: the next unshard gathers the shards
+	// over all ranks (toSharded, keepsStaleSlice).
+	pg.reshard(false)
+	if !e.trains(g) || pg.unshardedGrad < 0 && !accumulated {
 		return
 	}
 	if !sync {
@@ -250,9 +253,9 @@ func (e *emitter) postBackward(g int, sync bool) {
 		// parameter dtype the gradients move, after the reshard, into an
 		// accumulator of that dtype (to_accumulated_grad_if_needed);
 		// otherwise autograd keeps accumulating in place.
-		if e.groups[g].unshardedGrad >= 0 && pol.Reduce != e.computeDType(g) {
-			e.groups[g].accumulatedGrad = e.alloc(D, g, schedule.BufAccumGrads, e.gradNumel(g)*pol.Reduce.Size(), "accum-grads")
-			e.accumulate(g)
+		if pg.unshardedGrad >= 0 && pol.Reduce != e.computeDType(g) {
+			pg.accumulatedGrad = e.alloc(D, g, schedule.BufAccumGrads, e.gradNumel(g)*pol.Reduce.Size(), "accum-grads")
+			pg.accumulate()
 		}
 		return
 	}
@@ -262,14 +265,14 @@ func (e *emitter) postBackward(g int, sync bool) {
 	for len(e.comm.reduceScatterStates) >= e.m.Policy.ReduceScatterBuffers {
 		st := e.comm.reduceScatterStates[0]
 		e.wait(D, st.event)
-		e.free(st.buf)
+		e.free(st.in)
 		e.comm.reduceScatterStates = e.comm.reduceScatterStates[1:]
 	}
 
 	W := int64(e.W())
-	src := e.groups[g].unshardedGrad
-	if e.groups[g].accumulatedGrad >= 0 {
-		src = e.groups[g].accumulatedGrad // this micro-batch's gradients were added above
+	src := pg.unshardedGrad
+	if pg.accumulatedGrad >= 0 {
+		src = pg.accumulatedGrad // this micro-batch's gradients were added above
 	}
 	rsInBytes := grp.GradShardNumel * W * pol.Reduce.Size()
 	rsIn := e.alloc(D, g, schedule.BufReduceScatterIn, rsInBytes, "reduce-scatter-in")
@@ -277,7 +280,7 @@ func (e *emitter) postBackward(g int, sync bool) {
 	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, rsIn, src, pol.Reduce, rsInBytes
 	e.op(o)
 	e.free(src)
-	e.groups[g].unshardedGrad, e.groups[g].accumulatedGrad = -1, -1
+	pg.unshardedGrad, pg.accumulatedGrad = none, none
 
 	RS := schedule.StreamReduceScatter
 	e.wait(RS, e.record(D))
@@ -293,7 +296,7 @@ func (e *emitter) postBackward(g int, sync bool) {
 	c.PG, c.PGSize, c.DType, c.Reduce, c.Factor, c.Bytes = schedule.PGShard, int(W), pol.Reduce, pol.ReduceScatterOp, pol.PremulFactor, rsInBytes
 	e.op(c)
 	rsEv := e.record(RS)
-	e.comm.reduceScatterStates = append(e.comm.reduceScatterStates, struct{ buf, event int }{rsIn, rsEv})
+	e.comm.reduceScatterStates = append(e.comm.reduceScatterStates, reduceScatterState{rsIn, rsEv})
 
 	post := RS
 	if rep := e.p.Cluster.Replicate; rep > 1 {
@@ -320,28 +323,28 @@ func (e *emitter) postBackward(g int, sync bool) {
 			// HSDP keeps each group's all-reduce buffer until the end of
 			// backward, so a later reduce-scatter cannot reuse a block
 			// whose all-reduce is in flight (FSDP2 pitfall 6).
-			e.groups[g].allReduceInput = rsOut
+			pg.allReduceInput = rsOut
 		} else {
 			e.free(rsOut)
 		}
 	}
-	if e.groups[g].shardedGrad >= 0 && !pol.Offload {
+	if pg.shardedGrad >= 0 && !pol.Offload {
 		// An earlier micro-batch left sharded gradients: add the new ones
 		// (FSDP2's grad._local_tensor += new) and drop them.
 		a := blank(schedule.OpAccumulate, post)
-		a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, e.groups[g].shardedGrad, grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
+		a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, pg.shardedGrad, grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
 		e.op(a)
 		if grad == rsOut && post == schedule.StreamAllReduce {
-			e.groups[g].allReduceInput = rsOut
+			pg.allReduceInput = rsOut
 		} else {
 			e.free(grad)
 		}
-		grad = e.groups[g].shardedGrad
+		grad = pg.shardedGrad
 	}
 	if pol.Offload {
 		bytes := grp.GradShardNumel * pol.Orig.Size()
-		dst := e.groups[g].hostGrad
-		if e.groups[g].hostGradWritten {
+		dst := pg.hostGrad
+		if pg.hostGradWritten {
 			// Gradients from an earlier micro-batch are on the host: the
 			// copy lands in a pinned temporary and the CPU adds it, which
 			// needs the data, so FSDP2 copies blocking here.
@@ -350,66 +353,73 @@ func (e *emitter) postBackward(g int, sync bool) {
 		o := blank(schedule.OpD2H, post)
 		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, dst, grad, pol.Orig, bytes
 		e.op(o)
-		e.groups[g].gradOffloadEvent = e.record(post)
-		if dst != e.groups[g].hostGrad {
+		pg.gradOffloadEvent = e.record(post)
+		if dst != pg.hostGrad {
 			sy := blank(schedule.OpSync, schedule.StreamHost)
-			sy.Group, sy.Event = g, e.groups[g].gradOffloadEvent
+			sy.Group, sy.Event = g, pg.gradOffloadEvent
 			e.op(sy)
 			a := blank(schedule.OpAccumulate, schedule.StreamHost)
-			a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, e.groups[g].hostGrad, dst, pol.Orig, bytes
+			a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, pg.hostGrad, dst, pol.Orig, bytes
 			e.op(a)
 			e.free(dst)
 		}
-		e.groups[g].hostGradWritten = true
+		pg.hostGradWritten = true
 		// The device copy goes back to its pool only once the copy has
 		// drained: its allocating stream waits for the copy first (the
 		// HSDP + offload race, FSDP2 pitfall 7).
 		if grad == rsOut && post == schedule.StreamAllReduce {
-			e.groups[g].allReduceInput = rsOut // freed at the end with the other HSDP buffers
+			pg.allReduceInput = rsOut // freed at the end with the other HSDP buffers
 		} else {
-			e.free(grad, e.groups[g].gradOffloadEvent)
+			e.free(grad, pg.gradOffloadEvent)
 		}
-		grad = -1
+		grad = none
 	}
-	e.groups[g].shardedGrad = grad
+	pg.shardedGrad = grad
 	// The post-reduce event: the reduce-scatter's own when nothing ran
 	// after it.
 	if last := &e.p.Ops[len(e.p.Ops)-1]; last.Kind == schedule.OpRecord && last.Event == rsEv {
-		e.groups[g].postReduceEvent = rsEv
+		pg.postReduceEvent = rsEv
 	} else {
-		e.groups[g].postReduceEvent = e.record(post)
+		pg.postReduceEvent = e.record(post)
 	}
 }
 
-// finalize is FSDP2's finalize_backward on the last backward: the compute
-// stream waits for every group's post-reduce work, the host for offloaded
-// gradients, and the last reduce-scatter input is dropped.
+// finalize is the final callback's finalize on a synchronising backward
+// (R33): every group's finalizeBackward, then the prefetches nothing
+// waited for, and the last reduce-scatter input is dropped.
 func (e *emitter) finalize() {
 	D := schedule.StreamCompute
-	for g := range e.p.Groups {
-		if e.groups[g].postReduceEvent >= 0 {
-			e.wait(D, e.groups[g].postReduceEvent)
-			if e.groups[g].allReduceInput >= 0 {
-				e.free(e.groups[g].allReduceInput, e.groups[g].postReduceEvent)
-				e.groups[g].allReduceInput = -1
-			}
-			e.groups[g].postReduceEvent = -1
-		}
-		if e.groups[g].gradOffloadEvent >= 0 {
-			o := blank(schedule.OpSync, schedule.StreamHost)
-			o.Group, o.Event = g, e.groups[g].gradOffloadEvent
-			e.op(o)
-			e.groups[g].gradOffloadEvent = -1
-		}
+	for g := range e.groups {
+		e.groups[g].finalizeBackward()
 	}
 	// A prefetch that nothing waited for is waited and dropped (FSDP2
 	// pitfall 5: its memory was held until here).
 	e.dropPending()
 	for _, st := range e.comm.reduceScatterStates {
 		e.wait(D, st.event)
-		e.free(st.buf)
+		e.free(st.in)
 	}
 	e.comm.reduceScatterStates = e.comm.reduceScatterStates[:0]
+}
+
+// finalizeBackward is FSDPParamGroup.finalize_backward, less the
+// pending all-gather dropPending handles after every group's: the
+// compute stream waits for the group's post-reduce work, HSDP's held
+// reduce-scatter output is freed after it (R48), and the host blocks on
+// the gradients' offload (R46).
+func (pg *paramGroup) finalizeBackward() {
+	e := pg.e
+	if pg.postReduceEvent != none {
+		e.wait(schedule.StreamCompute, pg.postReduceEvent)
+		e.free(pg.allReduceInput, pg.postReduceEvent)
+		pg.postReduceEvent, pg.allReduceInput = none, none
+	}
+	if pg.gradOffloadEvent != none {
+		o := blank(schedule.OpSync, schedule.StreamHost)
+		o.Group, o.Event = pg.index, pg.gradOffloadEvent
+		e.op(o)
+		pg.gradOffloadEvent = none
+	}
 }
 
 // optimizer emits the optimizer step on every group's shards, then frees
@@ -451,7 +461,7 @@ func (e *emitter) optimizer() {
 			done = e.record(schedule.StreamCompute)
 		}
 		e.free(e.groups[g].shardedGrad, done)
-		e.groups[g].shardedGrad = -1
+		e.groups[g].shardedGrad = none
 	}
 	e.staleSlicesToNextStep()
 }
