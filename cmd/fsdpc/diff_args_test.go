@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -11,13 +8,7 @@ import (
 func TestParseDiffArgs(t *testing.T) {
 	def := diffArgs{old: "a.bin", new: "b.bin", format: "text", color: "auto"}
 	with := func(f func(a *diffArgs)) diffArgs { a := def; f(&a); return a }
-	for name, tc := range map[string]struct {
-		args  []string
-		want  diffArgs
-		gates []string
-		code  int
-		err   string
-	}{
+	checkParse(t, parseDiffArgs, func(a *diffArgs) *[]gate { return &a.gates }, map[string]parseCase[diffArgs]{
 		"two plans": {args: []string{"a.bin", "b.bin"}, want: def},
 		"markdown, never colour": {args: []string{"-format", "markdown", "a.bin", "-color", "never", "b.bin"},
 			want: with(func(a *diffArgs) { a.format, a.color = "markdown", "never" })},
@@ -33,27 +24,5 @@ func TestParseDiffArgs(t *testing.T) {
 		"bad colour":    {args: []string{"-color", "sometimes", "a.bin", "b.bin"}, code: 2, err: "usage: fsdpc diff"},
 		"bad gate":      {args: []string{"-fail-if", "stp>+5%", "a.bin", "b.bin"}, code: 2, err: `no metric "stp"`},
 		"unknown flags": {args: []string{"-formatt", "json", "a.bin", "b.bin"}, code: 2, err: "formatt"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			a, code, ok := parseDiffArgs(tc.args, &stderr)
-			if tc.err != "" {
-				if ok || code != tc.code || !strings.Contains(stderr.String(), tc.err) {
-					t.Fatalf("parsed %+v (ok %v, code %d, stderr %q); want exit %d saying %q", a, ok, code, stderr.String(), tc.code, tc.err)
-				}
-				return
-			}
-			if !ok {
-				t.Fatalf("stopped with %d: %s", code, stderr.String())
-			}
-			var exprs []string
-			for _, g := range a.gates {
-				exprs = append(exprs, g.expr)
-			}
-			a.gates = nil
-			if !reflect.DeepEqual(a, tc.want) || !reflect.DeepEqual(exprs, tc.gates) {
-				t.Errorf("got %+v, gates %q; want %+v, gates %q", a, exprs, tc.want, tc.gates)
-			}
-		})
-	}
+	})
 }

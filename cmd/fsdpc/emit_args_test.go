@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -12,12 +9,7 @@ import (
 func TestParseEmitTorchArgs(t *testing.T) {
 	def := emitTorchArgs{model: "m.toml", scale: 1}
 	with := func(f func(a *emitTorchArgs)) emitTorchArgs { a := def; f(&a); return a }
-	for name, tc := range map[string]struct {
-		args []string
-		want emitTorchArgs
-		code int
-		err  string
-	}{
+	checkParse(t, parseEmitTorchArgs, nil, map[string]parseCase[emitTorchArgs]{
 		"model alone": {args: []string{"torch", "--model", "m.toml"}, want: def},
 		"model scaled to a file": {args: []string{"torch", "--model", "m.toml", "--scale", "8", "-o", "m.py"},
 			want: with(func(a *emitTorchArgs) { a.scale, a.out = 8, "m.py" })},
@@ -34,22 +26,5 @@ func TestParseEmitTorchArgs(t *testing.T) {
 		"outputs the same":      {args: []string{"torch", "plan.bin", "--model", "m.toml", "-o", "x", "--torchtitan", "x"}, code: 2, err: "name the same file"},
 		"output is the model":   {args: []string{"torch", "--model", "testdata/json/tiny.toml", "-o", "testdata/json/tiny.toml"}, code: 1, err: "tiny.toml"},
 		"unknown flag of torch": {args: []string{"torch", "--modle", "m.toml"}, code: 2, err: "modle"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			a, code, ok := parseEmitTorchArgs(tc.args, &stderr)
-			if tc.err != "" {
-				if ok || code != tc.code || !strings.Contains(stderr.String(), tc.err) {
-					t.Fatalf("parsed %+v (ok %v, code %d, stderr %q); want exit %d saying %q", a, ok, code, stderr.String(), tc.code, tc.err)
-				}
-				return
-			}
-			if !ok {
-				t.Fatalf("stopped with %d: %s", code, stderr.String())
-			}
-			if !reflect.DeepEqual(a, tc.want) {
-				t.Errorf("got %+v; want %+v", a, tc.want)
-			}
-		})
-	}
+	})
 }

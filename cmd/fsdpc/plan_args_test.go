@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/fsdpc/fsdpc/planner"
@@ -16,13 +13,7 @@ import (
 func TestParsePlanArgs(t *testing.T) {
 	def := planArgs{model: "m.toml", out: "plan.bin"}
 	with := func(f func(a *planArgs)) planArgs { a := def; f(&a); return a }
-	for name, tc := range map[string]struct {
-		args  []string
-		want  planArgs
-		gates []string // the gates' expressions
-		code  int      // when the parse stops
-		err   string
-	}{
+	checkParse(t, parsePlanArgs, func(a *planArgs) *[]gate { return &a.gates }, map[string]parseCase[planArgs]{
 		"model alone":       {args: []string{"m.toml"}, want: def},
 		"flags after model": {args: []string{"m.toml", "-o", "x.bin", "-json"}, want: with(func(a *planArgs) { a.out, a.json = "x.bin", true })},
 		"double dashes":     {args: []string{"--check", "--train-tokens", "15T", "m.toml"}, want: with(func(a *planArgs) { a.check, a.trainTokens = true, 15e12 })},
@@ -50,27 +41,5 @@ func TestParsePlanArgs(t *testing.T) {
 		"bad train tokens":  {args: []string{"-train-tokens", "lots", "m.toml"}, code: 1, err: `-train-tokens "lots"`},
 		"headroom over 100": {args: []string{"-tune", "-headroom", "100", "m.toml"}, code: 1, err: "-headroom 100: give a percentage"},
 		"negative headroom": {args: []string{"-tune", "-headroom", "-5", "m.toml"}, code: 1, err: "-headroom -5"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			a, code, ok := parsePlanArgs(tc.args, &stderr)
-			if tc.err != "" {
-				if ok || code != tc.code || !strings.Contains(stderr.String(), tc.err) {
-					t.Fatalf("parsed %+v (ok %v, code %d, stderr %q); want exit %d saying %q", a, ok, code, stderr.String(), tc.code, tc.err)
-				}
-				return
-			}
-			if !ok {
-				t.Fatalf("stopped with %d: %s", code, stderr.String())
-			}
-			var exprs []string
-			for _, g := range a.gates {
-				exprs = append(exprs, g.expr)
-			}
-			a.gates = nil
-			if !reflect.DeepEqual(a, tc.want) || !reflect.DeepEqual(exprs, tc.gates) {
-				t.Errorf("got %+v, gates %q; want %+v, gates %q", a, exprs, tc.want, tc.gates)
-			}
-		})
-	}
+	})
 }

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 )
@@ -16,12 +13,7 @@ func TestParseRunArgs(t *testing.T) {
 	def.target, def.backend, def.scale, def.steps, def.timeout = "plan.bin", "host", 1, 1, 10*time.Second
 	def.cuda.nnodes, def.cuda.watchdog, def.cuda.standIn = 1, 10*time.Minute, "spin"
 	with := func(f func(a *runArgs)) runArgs { a := def; f(&a); return a }
-	for name, tc := range map[string]struct {
-		args []string
-		want runArgs
-		code int // when the parse stops
-		err  string
-	}{
+	checkParse(t, parseRunArgs, nil, map[string]parseCase[runArgs]{
 		"plan alone": {args: []string{"plan.bin"}, want: def},
 		"host flags": {args: []string{"plan.bin", "--scale", "16", "--steps", "3", "--ranks", "8", "--timeout", "1m"},
 			want: with(func(a *runArgs) { a.scale, a.steps, a.ranks, a.timeout = 16, 3, 8, time.Minute })},
@@ -56,22 +48,5 @@ func TestParseRunArgs(t *testing.T) {
 		"checkpoint on torch":     {args: []string{"--backend", "torch", "--checkpoint", "ck", "plan.bin"}, code: 2, err: "--checkpoint needs the host backend"},
 		"ranks on torch":          {args: []string{"--backend", "torch", "--ranks", "2", "plan.bin"}, code: 2, err: "--steps and --ranks"},
 		"accelerate without --hf (runAccelerate refuses it)": {args: []string{"--backend", "torch", "--accelerate", "a.yaml", "plan.bin"}, want: with(func(a *runArgs) { a.backend, a.accelerate = "torch", "a.yaml" })},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			a, code, ok := parseRunArgs(tc.args, &stderr)
-			if tc.err != "" {
-				if ok || code != tc.code || !strings.Contains(stderr.String(), tc.err) {
-					t.Fatalf("parsed %+v (ok %v, code %d, stderr %q); want exit %d saying %q", a, ok, code, stderr.String(), tc.code, tc.err)
-				}
-				return
-			}
-			if !ok {
-				t.Fatalf("stopped with %d: %s", code, stderr.String())
-			}
-			if !reflect.DeepEqual(a, tc.want) {
-				t.Errorf("got %+v; want %+v", a, tc.want)
-			}
-		})
-	}
+	})
 }

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -11,13 +8,7 @@ import (
 func TestParseSimArgs(t *testing.T) {
 	def := simArgs{target: "plan.bin"}
 	with := func(f func(a *simArgs)) simArgs { a := def; f(&a); return a }
-	for name, tc := range map[string]struct {
-		args  []string
-		want  simArgs
-		gates []string
-		code  int
-		err   string
-	}{
+	checkParse(t, parseSimArgs, func(a *simArgs) *[]gate { return &a.gates }, map[string]parseCase[simArgs]{
 		"plan alone": {args: []string{"plan.bin"}, want: def},
 		"trace": {args: []string{"plan.bin", "-trace", "t.json", "-trace-ranks", "0,3"},
 			want: with(func(a *simArgs) { a.trace, a.traceRanks = "t.json", "0,3" })},
@@ -31,27 +22,5 @@ func TestParseSimArgs(t *testing.T) {
 		"bad gate":         {args: []string{"-fail-if", "step>", "plan.bin"}, code: 2, err: "step>"},
 		"relative gate":    {args: []string{"-fail-if", "step>+5%", "plan.bin"}, code: 2, err: "step>+5%"},
 		"bad train tokens": {args: []string{"-train-tokens", "lots", "plan.bin"}, code: 1, err: `-train-tokens "lots"`},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			a, code, ok := parseSimArgs(tc.args, &stderr)
-			if tc.err != "" {
-				if ok || code != tc.code || !strings.Contains(stderr.String(), tc.err) {
-					t.Fatalf("parsed %+v (ok %v, code %d, stderr %q); want exit %d saying %q", a, ok, code, stderr.String(), tc.code, tc.err)
-				}
-				return
-			}
-			if !ok {
-				t.Fatalf("stopped with %d: %s", code, stderr.String())
-			}
-			var exprs []string
-			for _, g := range a.gates {
-				exprs = append(exprs, g.expr)
-			}
-			a.gates = nil
-			if !reflect.DeepEqual(a, tc.want) || !reflect.DeepEqual(exprs, tc.gates) {
-				t.Errorf("got %+v, gates %q; want %+v, gates %q", a, exprs, tc.want, tc.gates)
-			}
-		})
-	}
+	})
 }
