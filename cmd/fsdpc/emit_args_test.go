@@ -28,3 +28,23 @@ func TestParseEmitTorchArgs(t *testing.T) {
 		"unknown flag of torch": {args: []string{"torch", "--modle", "m.toml"}, code: 2, err: "modle"},
 	})
 }
+
+// TestParseEmitAccelerateArgs: emit accelerate's command line, parsed
+// apart from the generation.
+func TestParseEmitAccelerateArgs(t *testing.T) {
+	def := emitAccelerateArgs{plan: "plan.bin", model: "m.toml"}
+	with := func(f func(a *emitAccelerateArgs)) emitAccelerateArgs { a := def; f(&a); return a }
+	checkParse(t, parseEmitAccelerateArgs, nil, map[string]parseCase[emitAccelerateArgs]{
+		"plan and model": {args: []string{"plan.bin", "--model", "m.toml"}, want: def},
+		"hf, to a file": {args: []string{"--model", "m.toml", "plan.bin", "--hf", "config.json", "-o", "a.yaml"},
+			want: with(func(a *emitAccelerateArgs) { a.hf, a.out = "config.json", "a.yaml" })},
+		"to stdout by name": {args: []string{"plan.bin", "--model", "m.toml", "-o", "-"}, want: with(func(a *emitAccelerateArgs) { a.out = "-" })},
+
+		"help":                {args: []string{"-h"}, code: 0, err: "usage: fsdpc emit accelerate"},
+		"no model":            {args: []string{"plan.bin"}, code: 2, err: "want one plan and --model FILE, got 1 arguments"},
+		"no plan":             {args: []string{"--model", "m.toml"}, code: 2, err: "got 0 arguments"},
+		"two plans":           {args: []string{"a.bin", "b.bin", "--model", "m.toml"}, code: 2, err: "got 2 arguments"},
+		"unknown flag":        {args: []string{"plan.bin", "--modle", "m.toml"}, code: 2, err: "flag provided but not defined: -modle"},
+		"output is the model": {args: []string{"plan.bin", "--model", "testdata/json/tiny.toml", "-o", "testdata/json/tiny.toml"}, code: 1, err: "tiny.toml"},
+	})
+}
