@@ -2,6 +2,8 @@ package main
 
 import (
 	"testing"
+
+	"github.com/fsdpc/fsdpc/torchgen"
 )
 
 // TestParseEmitTorchArgs: emit torch's command line, parsed apart from
@@ -46,5 +48,35 @@ func TestParseEmitAccelerateArgs(t *testing.T) {
 		"two plans":           {args: []string{"a.bin", "b.bin", "--model", "m.toml"}, code: 2, err: "got 2 arguments"},
 		"unknown flag":        {args: []string{"plan.bin", "--modle", "m.toml"}, code: 2, err: "flag provided but not defined: -modle"},
 		"output is the model": {args: []string{"plan.bin", "--model", "testdata/json/tiny.toml", "-o", "testdata/json/tiny.toml"}, code: 1, err: "tiny.toml"},
+	})
+}
+
+// TestParseEmitLaunchArgs: emit launch's command line, parsed apart from
+// the generation.
+func TestParseEmitLaunchArgs(t *testing.T) {
+	def := emitLaunchArgs{plan: "run/p.bin",
+		job: torchgen.LaunchJob{Engine: "torchrun", Script: "train.py", Source: "run/p.bin", PlanExport: "run/p.json", Port: 29500, Args: []string{}}}
+	with := func(f func(a *emitLaunchArgs)) emitLaunchArgs { a := def; f(&a); return a }
+	checkParse(t, parseEmitLaunchArgs, nil, map[string]parseCase[emitLaunchArgs]{
+		"torchrun": {args: []string{"--engine", "torchrun", "run/p.bin", "--script", "train.py"}, want: def},
+		"the program's arguments": {args: []string{"--engine", "torchrun", "run/p.bin", "--script", "train.py", "-o", "run.sh", "--", "--lr", "3e-4"},
+			want: with(func(a *emitLaunchArgs) { a.out, a.job.Args = "run.sh", []string{"--lr", "3e-4"} })},
+		"slurm, named, its port": {args: []string{"run/p.bin", "--engine", "slurm", "--script", "train.py", "--name", "job", "--port", "1234", "--plan-json", "/shared/p.json"},
+			want: with(func(a *emitLaunchArgs) {
+				a.job.Engine, a.job.Name, a.job.Port, a.job.PlanExport = "slurm", "job", 1234, "/shared/p.json"
+			})},
+		"kubernetes with its image": {args: []string{"--engine", "kubernetes", "--image", "img:1", "run/p.bin", "--script", "train.py"},
+			want: with(func(a *emitLaunchArgs) { a.job.Engine, a.job.Image = "kubernetes", "img:1" })},
+		"torchrun's rendezvous": {args: []string{"--engine", "torchrun", "--endpoint", "h:29400", "--max-restarts", "3", "run/p.bin", "--script", "train.py"},
+			want: with(func(a *emitLaunchArgs) { a.job.Endpoint, a.job.MaxRestarts = "h:29400", 3 })},
+
+		"help":                  {args: []string{"-h"}, code: 0, err: "usage: fsdpc emit launch"},
+		"no plan":               {args: []string{"--engine", "torchrun", "--script", "t.py"}, code: 2, err: "usage: fsdpc emit launch"},
+		"no engine":             {args: []string{"p.bin", "--script", "t.py"}, code: 2, err: "usage: fsdpc emit launch"},
+		"no script":             {args: []string{"--engine", "torchrun", "p.bin"}, code: 2, err: "usage: fsdpc emit launch"},
+		"unknown engine":        {args: []string{"--engine", "mpi", "p.bin", "--script", "t.py"}, code: 2, err: `--engine "mpi": want one of`},
+		"kubernetes, no image":  {args: []string{"--engine", "kubernetes", "p.bin", "--script", "t.py"}, code: 2, err: "a TrainJob needs --image"},
+		"unknown flag":          {args: []string{"--engin", "slurm", "p.bin", "--script", "t.py"}, code: 2, err: "did you mean --engine"},
+		"a port that is a word": {args: []string{"--engine", "slurm", "--port", "high", "p.bin", "--script", "t.py"}, code: 2, err: "high"},
 	})
 }
