@@ -47,86 +47,171 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// fsdpc import hf is parse -> convert -> write: parseImportHFArgs,
+// makeImportHF (with no --world-size, the fewest whole nodes whose plan
+// fits, said on stderr), writeImportHF.
 func runImportHF(args []string, stdout, stderr io.Writer) int {
+	a, code, ok := parseImportHFArgs(args, stderr)
+	if !ok {
+		return code
+	}
+	text, err := makeImportHF(a, stderr)
+	if err != nil {
+		return reportErr(stderr, err)
+	}
+	if err := writeImportHF(stdout, stderr, a, text); err != nil {
+		return reportErr(stderr, err)
+	}
+	return 0
+}
+
+// importHFArgs is a parsed `fsdpc import hf` command line.
+type importHFArgs struct {
+	config string // the config.json; "-": stdin
+	out    string // "" or "-": stdout
+	opt    hf.Options
+	// autoWorld: no --world-size, so the fewest whole nodes whose plan
+	// fits (smallestWorld).
+	autoWorld bool
+}
+
+// parseImportHFArgs parses import hf's command line. When ok is false the
+// command exits with code, having said why on stderr: 0 for -h, 2 for bad
+// usage.
+func parseImportHFArgs(args []string, stderr io.Writer) (a importHFArgs, code int, ok bool) {
 	fl := flag.NewFlagSet("import hf", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	out := fl.String("o", "", "write the model to this file instead of stdout")
-	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
-	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
-	world := fl.Int("world-size", 0, "number of GPUs (default: the fewest whole nodes whose plan fits the memory budget, said on stderr)")
-	gpusPerNode := fl.Int("gpus-per-node", hf.DefaultGPUsPerNode, "GPUs per node")
-	microBatch := fl.Int("micro-batch", 1, "sequences per micro-batch")
-	checkpointing := fl.String("checkpointing", hf.DefaultCheckpointing, "activation checkpointing: none, full, selective-op or selective-layer")
+	fl.StringVar(&a.out, "o", "", "write the model to this file instead of stdout")
+	shape := addShapeFlags(fl, fmt.Sprintf("tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc import hf [flags] config.json [-o model.toml]")
 		fmt.Fprintln(stderr, "\nWrites the fsdpc model file for a Hugging Face model's config.json (- reads stdin).")
 		fmt.Fprintf(stderr, "Supported model_type values: %s.\n\nflags:\n", strings.Join(hf.Supported(), ", "))
 		fl.PrintDefaults()
 	}
-	flags, pos := splitArgs(fl, args)
-	if !unknownFlag(fl, flags, stderr) {
-		return 2
+	pos, code, ok := parseSplitFlags(fl, args)
+	if !ok {
+		return a, code, false
 	}
-	if err := fl.Parse(flags); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	pos = append(pos, fl.Args()...)
 	if len(pos) != 1 {
 		fmt.Fprintf(stderr, "fsdpc import hf: want one config.json, got %d arguments\n\n", len(pos))
 		fl.Usage()
-		return 2
+		return a, 2, false
 	}
+	a.config = pos[0]
+	if a.opt, a.autoWorld, ok = shape.options(fl, stderr); !ok {
+		return a, 2, false
+	}
+	return a, 0, true
+}
+
+// makeImportHF reads the config and writes its model file's text.
+func makeImportHF(a importHFArgs, stderr io.Writer) ([]byte, error) {
+	src, name, err := readConfig(a.config)
+	if err != nil {
+		return nil, err
+	}
+	opt := a.opt
+	if a.autoWorld {
+		var note string
+		convert := func(o hf.Options) ([]byte, error) { return hf.ConvertWith(name, src, o) }
+		if opt, note, err = smallestWorld(name, opt, convert); err != nil {
+			return nil, err
+		}
+		fmt.Fprintln(stderr, note)
+	}
+	return hf.ConvertWith(name, src, opt)
+}
+
+// writeImportHF writes the model file to stdout or to -o, saying which
+// model it is on stderr.
+func writeImportHF(stdout, stderr io.Writer, a importHFArgs, text []byte) error {
+	if !toStdout(a.out) {
+		if err := checkOutput(a.out, a.config); err != nil {
+			return err
+		}
+	}
+	m, err := writeModelFile(stdout, a.out, text, []string{a.config})
+	if m != nil {
+		fmt.Fprintf(stderr, "wrote %s: %s, %s parameters\n", a.out, m.Name, ir.FormatCount(m.Stats().Params))
+	}
+	return err
+}
+
+// shapeFlags are the flags import hf and import torch share: the GPUs,
+// the world and the training shape of the model file they write.
+type shapeFlags struct {
+	seqLen                         *int64
+	gpu, checkpointing             *string
+	world, gpusPerNode, microBatch *int
+}
+
+// addShapeFlags defines the shape flags on fl, --seq-len with its
+// command's usage.
+func addShapeFlags(fl *flag.FlagSet, seqLenUsage string) shapeFlags {
+	return shapeFlags{
+		seqLen:        fl.Int64("seq-len", 0, seqLenUsage),
+		gpu:           fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(hardware.PresetNames(), ", ")),
+		world:         fl.Int("world-size", 0, "number of GPUs (default: the fewest whole nodes whose plan fits the memory budget, said on stderr)"),
+		gpusPerNode:   fl.Int("gpus-per-node", hf.DefaultGPUsPerNode, "GPUs per node"),
+		microBatch:    fl.Int("micro-batch", 1, "sequences per micro-batch"),
+		checkpointing: fl.String("checkpointing", hf.DefaultCheckpointing, "activation checkpointing: none, full, selective-op or selective-layer"),
+	}
+}
+
+// options returns the parsed shape flags as hf.Options, and autoWorld
+// when --world-size was not given. When ok is false the command exits 2,
+// having said why on stderr.
+func (s shapeFlags) options(fl *flag.FlagSet, stderr io.Writer) (opt hf.Options, autoWorld, ok bool) {
 	// Zero is how Options says "default"; a user who typed 0 meant something
 	// else, so say no rather than quietly choosing for them.
 	set := map[string]bool{}
 	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["seq-len"] && *seqLen <= 0 || set["world-size"] && *world <= 0 || set["gpus-per-node"] && *gpusPerNode <= 0 || set["micro-batch"] && *microBatch <= 0 {
-		fmt.Fprintln(stderr, "fsdpc import hf: --seq-len, --world-size, --gpus-per-node and --micro-batch must be positive")
-		return 2
+	if set["seq-len"] && *s.seqLen <= 0 || set["world-size"] && *s.world <= 0 || set["gpus-per-node"] && *s.gpusPerNode <= 0 || set["micro-batch"] && *s.microBatch <= 0 {
+		fmt.Fprintf(stderr, "fsdpc %s: --seq-len, --world-size, --gpus-per-node and --micro-batch must be positive\n", fl.Name())
+		return opt, false, false
 	}
-	opt := hf.Options{SeqLen: *seqLen, GPU: *gpu, WorldSize: *world, GPUsPerNode: *gpusPerNode, MicroBatch: *microBatch, Checkpointing: *checkpointing}
+	opt = hf.Options{SeqLen: *s.seqLen, GPU: *s.gpu, WorldSize: *s.world, GPUsPerNode: *s.gpusPerNode, MicroBatch: *s.microBatch, Checkpointing: *s.checkpointing}
 	if err := opt.Validate(); err != nil {
-		fmt.Fprintf(stderr, "fsdpc import hf: %v\n", err)
-		return 2
+		fmt.Fprintf(stderr, "fsdpc %s: %v\n", fl.Name(), err)
+		return opt, false, false
 	}
+	return opt, !set["world-size"], true
+}
 
-	src, name, err := readConfig(pos[0])
-	if err != nil {
-		return reportErr(stderr, err)
+// parseSplitFlags parses an import command's flags, which
+// may follow the operands (splitArgs), and returns the operands. When ok
+// is false the command exits with code, having said why on fl's output:
+// 0 for -h, 2 for bad usage.
+func parseSplitFlags(fl *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	flags, pos := splitArgs(fl, args)
+	if !unknownFlag(fl, flags, fl.Output()) {
+		return nil, 2, false
 	}
-	if !set["world-size"] {
-		var note string
-		convert := func(o hf.Options) ([]byte, error) { return hf.ConvertWith(name, src, o) }
-		if opt, note, err = smallestWorld(name, opt, convert); err != nil {
-			return reportErr(stderr, err)
+	if err := fl.Parse(flags); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0, false
 		}
-		fmt.Fprintln(stderr, note)
+		return nil, 2, false
 	}
-	text, err := hf.ConvertWith(name, src, opt)
-	if err != nil {
-		return reportErr(stderr, err)
+	return append(pos, fl.Args()...), 0, true
+}
+
+// toStdout reports whether an -o of out means stdout.
+func toStdout(out string) bool { return out == "" || out == "-" }
+
+// writeModelFile writes an imported model file to stdout or to out
+// (never over one of inputs), and loads what it wrote to a file for the
+// line that says so (nil for stdout).
+func writeModelFile(stdout io.Writer, out string, text []byte, inputs []string) (*ir.Model, error) {
+	if toStdout(out) {
+		_, err := stdout.Write(text)
+		return nil, err
 	}
-	if *out == "" || *out == "-" {
-		if _, err := stdout.Write(text); err != nil {
-			return reportErr(stderr, err)
-		}
-		return 0
+	if err := writeOutput(out, text, inputs); err != nil {
+		return nil, err
 	}
-	if err := checkOutput(*out, pos[0]); err != nil {
-		return reportErr(stderr, err)
-	}
-	if err := writeOutput(*out, text, pos); err != nil {
-		return reportErr(stderr, err)
-	}
-	m, err := ir.Load(*out, text)
-	if err != nil {
-		return reportErr(stderr, err)
-	}
-	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters\n", *out, m.Name, ir.FormatCount(m.Stats().Params))
-	return 0
+	return ir.Load(out, text)
 }
 
 // splitArgs separates flags (with their values) from positional

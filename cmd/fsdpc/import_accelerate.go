@@ -19,17 +19,56 @@ import (
 	"github.com/fsdpc/fsdpc/plans"
 )
 
+// fsdpc import accelerate is parse -> import -> write:
+// parseImportAccelerateArgs, importAccelerate (its notes said on
+// stderr), writeModelFile.
 func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
+	a, code, ok := parseImportAccelerateArgs(args, stderr)
+	if !ok {
+		return code
+	}
+	text, notes, err := importAccelerate(a.config, a.model, a.opt, a.kv, a.python)
+	if err != nil {
+		return reportTermErr(stderr, fmt.Errorf("fsdpc import accelerate: %w", err))
+	}
+	for _, n := range notes {
+		fmt.Fprintln(stderr, "note: "+safetext.Escape(n))
+	}
+	m, err := writeModelFile(stdout, a.out, text, []string{a.config, a.model})
+	if err != nil {
+		return reportTermErr(stderr, err)
+	}
+	if m != nil {
+		fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d ranks\n", safetext.Term(a.out), safetext.Term(m.Name), ir.FormatCount(m.Stats().Params), m.Cluster.WorldSize)
+	}
+	return 0
+}
+
+// importAccelerateArgs is a parsed `fsdpc import accelerate` command line.
+type importAccelerateArgs struct {
+	config string // the accelerate config
+	model  string // a zoo name, a model file, a config.json or a PyTorch factory
+	out    string // "" or "-": stdout
+	// opt is the shape of a config.json's or a factory's model.
+	opt    hf.Options
+	kv     []string // a factory's key=value arguments
+	python string   // for a factory: "" the torch root's python3
+}
+
+// parseImportAccelerateArgs parses import accelerate's command line. When
+// ok is false the command exits with code, having said why on stderr: 0
+// for -h, 2 for bad usage, 1 for an output that is an input.
+func parseImportAccelerateArgs(args []string, stderr io.Writer) (a importAccelerateArgs, code int, ok bool) {
 	fl := flag.NewFlagSet("import accelerate", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	out := fl.String("o", "", "write the model to this file instead of stdout")
-	model := fl.String("model", "", "the model: a zoo name, a model file, or a Hugging Face config.json")
-	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("for a config.json: tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
-	gpu := fl.String("gpu", hf.DefaultGPU, "for a config.json: GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
-	microBatch := fl.Int("micro-batch", 1, "for a config.json: sequences per micro-batch")
+	fl.StringVar(&a.out, "o", "", "write the model to this file instead of stdout")
+	fl.StringVar(&a.model, "model", "", "the model: a zoo name, a model file, or a Hugging Face config.json")
+	fl.Int64Var(&a.opt.SeqLen, "seq-len", 0, fmt.Sprintf("for a config.json: tokens per sequence (default min(max_position_embeddings, %d))", hf.DefaultMaxSeqLen))
+	fl.StringVar(&a.opt.GPU, "gpu", hf.DefaultGPU, "for a config.json: GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
+	fl.IntVar(&a.opt.MicroBatch, "micro-batch", 1, "for a config.json: sequences per micro-batch")
 	var kv argList
 	fl.Var(&kv, "arg", "for a PyTorch factory: key=value passed to it, as import torch takes; repeatable")
-	pythonPath := fl.String("python", "", "for a PyTorch factory: run this python3 instead of the torch root's")
+	fl.StringVar(&a.python, "python", "", "for a PyTorch factory: run this python3 instead of the torch root's")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc import accelerate [flags] accelerate.yaml --model MODEL [-o model.toml]")
 		fmt.Fprintln(stderr, "\nWrites the model file whose policy is what Hugging Face accelerate 1.14's FSDP2 path does")
@@ -37,65 +76,38 @@ func runImportAccelerate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "accelerate to-fsdp2's mapping, each dropped or changed key reported on stderr.\n\nflags:")
 		fl.PrintDefaults()
 	}
-	flags, pos := splitArgs(fl, args)
-	if !unknownFlag(fl, flags, stderr) {
-		return 2
+	pos, code, ok := parseSplitFlags(fl, args)
+	if !ok {
+		return a, code, false
 	}
-	if err := fl.Parse(flags); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	pos = append(pos, fl.Args()...)
-	if len(pos) != 1 || *model == "" {
-		fmt.Fprintf(stderr, "fsdpc import accelerate: want one accelerate config and --model MODEL, got %d arguments%s\n\n", len(pos), map[bool]string{true: " and no --model"}[*model == ""])
+	if len(pos) != 1 || a.model == "" {
+		fmt.Fprintf(stderr, "fsdpc import accelerate: want one accelerate config and --model MODEL, got %d arguments%s\n\n", len(pos), map[bool]string{true: " and no --model"}[a.model == ""])
 		fl.Usage()
-		return 2
+		return a, 2, false
 	}
+	a.config, a.kv = pos[0], kv
 	set := map[string]bool{}
 	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["seq-len"] && *seqLen <= 0 || set["micro-batch"] && *microBatch <= 0 {
+	if set["seq-len"] && a.opt.SeqLen <= 0 || set["micro-batch"] && a.opt.MicroBatch <= 0 {
 		fmt.Fprintln(stderr, "fsdpc import accelerate: --seq-len and --micro-batch must be positive")
-		return 2
+		return a, 2, false
 	}
-	isJSON := strings.HasSuffix(strings.ToLower(*model), ".json")
-	factory := isFactory(*model)
+	isJSON := strings.HasSuffix(strings.ToLower(a.model), ".json")
+	factory := isFactory(a.model)
 	if !isJSON && !factory && (set["seq-len"] || set["gpu"] || set["micro-batch"]) {
 		fmt.Fprintln(stderr, "fsdpc import accelerate: --seq-len, --gpu and --micro-batch are for a config.json or a PyTorch factory; a model file says them itself")
-		return 2
+		return a, 2, false
 	}
-	if !factory && (len(kv) > 0 || *pythonPath != "") {
+	if !factory && (len(kv) > 0 || a.python != "") {
 		fmt.Fprintln(stderr, "fsdpc import accelerate: --arg and --python are for a PyTorch factory (pkg.module:factory)")
-		return 2
+		return a, 2, false
 	}
-	if *out != "" && *out != "-" {
-		if err := checkOutput(*out, pos[0], *model); err != nil {
-			return reportTermErr(stderr, err)
+	if !toStdout(a.out) {
+		if err := checkOutput(a.out, a.config, a.model); err != nil {
+			return a, reportTermErr(stderr, err), false
 		}
 	}
-	text, notes, err := importAccelerate(pos[0], *model, hf.Options{SeqLen: *seqLen, GPU: *gpu, MicroBatch: *microBatch}, kv, *pythonPath)
-	if err != nil {
-		return reportTermErr(stderr, fmt.Errorf("fsdpc import accelerate: %w", err))
-	}
-	for _, n := range notes {
-		fmt.Fprintln(stderr, "note: "+safetext.Escape(n))
-	}
-	if *out == "" || *out == "-" {
-		if _, err := stdout.Write(text); err != nil {
-			return reportTermErr(stderr, err)
-		}
-		return 0
-	}
-	if err := writeOutput(*out, text, []string{pos[0], *model}); err != nil {
-		return reportTermErr(stderr, err)
-	}
-	m, err := ir.Load(*out, text)
-	if err != nil {
-		return reportTermErr(stderr, err)
-	}
-	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d ranks\n", safetext.Term(*out), safetext.Term(m.Name), ir.FormatCount(m.Stats().Params), m.Cluster.WorldSize)
-	return 0
+	return a, 0, true
 }
 
 // importAccelerate reads the accelerate config and the model (a

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fsdpc/fsdpc/hardware"
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/ir/hf"
@@ -29,21 +27,61 @@ func (a *argList) Set(v string) error { *a = append(*a, v); return nil }
 // this), as import hf does).
 const defaultTorchSeqLen = hf.DefaultMaxSeqLen
 
+// fsdpc import torch is parse -> describe and convert -> write:
+// parseImportTorchArgs, makeImportTorch (one Python run; with no
+// --world-size, the fewest whole nodes whose plan fits, said on stderr),
+// writeImportTorch.
 func runImportTorch(args []string, stdout, stderr io.Writer) int {
+	a, code, ok := parseImportTorchArgs(args, stderr)
+	if !ok {
+		return code
+	}
+	res, err := makeImportTorch(a, stderr)
+	if err != nil {
+		return reportErr(stderr, fmt.Errorf("fsdpc import torch: %w", err))
+	}
+	if err := writeImportTorch(stdout, stderr, a, res); err != nil {
+		return reportErr(stderr, err)
+	}
+	return 0
+}
+
+// importTorchArgs is a parsed `fsdpc import torch` command line.
+type importTorchArgs struct {
+	factory string   // pkg.module:factory; "" with --hf
+	hf      string   // a config.json whose transformers class to build
+	kv      []string // the factory's key=value arguments
+	python  string   // "": the torch root's python3
+	out     string   // "" or "-": stdout
+	opt     hf.Options
+	// autoWorld: no --world-size, so the fewest whole nodes whose plan
+	// fits (smallestWorld).
+	autoWorld bool
+	timeout   time.Duration
+}
+
+// inputs are what the model file must not replace: the config.json, or
+// the factory (not a file, so never one).
+func (a importTorchArgs) inputs() []string {
+	if a.hf != "" {
+		return []string{a.hf}
+	}
+	return []string{a.factory}
+}
+
+// parseImportTorchArgs parses import torch's command line. When ok is
+// false the command exits with code, having said why on stderr: 0 for -h,
+// 2 for bad usage, 1 for an output that is the config.json.
+func parseImportTorchArgs(args []string, stderr io.Writer) (a importTorchArgs, code int, ok bool) {
 	fl := flag.NewFlagSet("import torch", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	out := fl.String("o", "", "write the model to this file instead of stdout")
-	hfConfig := fl.String("hf", "", "a Hugging Face config.json: build transformers' own class for it")
+	fl.StringVar(&a.out, "o", "", "write the model to this file instead of stdout")
+	fl.StringVar(&a.hf, "hf", "", "a Hugging Face config.json: build transformers' own class for it")
 	var kv argList
 	fl.Var(&kv, "arg", "key=value passed to the factory as a keyword argument (JSON values: numbers, true, lists; otherwise a string); repeatable")
-	pythonPath := fl.String("python", "", "run this python3 (your environment: its torch, transformers and model code) instead of the torch root")
-	seqLen := fl.Int64("seq-len", 0, fmt.Sprintf("tokens per sequence (default %d; for --hf min(max_position_embeddings, %d))", defaultTorchSeqLen, defaultTorchSeqLen))
-	gpu := fl.String("gpu", hf.DefaultGPU, "GPU preset: "+strings.Join(hardware.PresetNames(), ", "))
-	world := fl.Int("world-size", 0, "number of GPUs (default: the fewest whole nodes whose plan fits the memory budget, said on stderr)")
-	gpusPerNode := fl.Int("gpus-per-node", hf.DefaultGPUsPerNode, "GPUs per node")
-	microBatch := fl.Int("micro-batch", 1, "sequences per micro-batch")
-	checkpointing := fl.String("checkpointing", hf.DefaultCheckpointing, "activation checkpointing: none, full, selective-op or selective-layer")
-	timeout := fl.Duration("timeout", 10*time.Minute, "give up on the Python side after this long")
+	fl.StringVar(&a.python, "python", "", "run this python3 (your environment: its torch, transformers and model code) instead of the torch root")
+	shape := addShapeFlags(fl, fmt.Sprintf("tokens per sequence (default %d; for --hf min(max_position_embeddings, %d))", defaultTorchSeqLen, defaultTorchSeqLen))
+	fl.DurationVar(&a.timeout, "timeout", 10*time.Minute, "give up on the Python side after this long")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fsdpc import torch [flags] pkg.module:factory [--arg key=value ...] [-o model.toml]")
 		fmt.Fprintln(stderr, "       fsdpc import torch [flags] --hf config.json [-o model.toml]")
@@ -51,55 +89,50 @@ func runImportTorch(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "and writes the fsdpc model file (docs/import.md).\n\nflags:")
 		fl.PrintDefaults()
 	}
-	flags, pos := splitArgs(fl, args)
-	if !unknownFlag(fl, flags, stderr) {
-		return 2
+	pos, code, ok := parseSplitFlags(fl, args)
+	if !ok {
+		return a, code, false
 	}
-	if err := fl.Parse(flags); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	pos = append(pos, fl.Args()...)
 	switch {
-	case *hfConfig != "" && len(pos) > 0:
+	case a.hf != "" && len(pos) > 0:
 		fmt.Fprintf(stderr, "fsdpc import torch: --hf takes no factory (got %q)\n\n", pos[0])
 		fl.Usage()
-		return 2
-	case *hfConfig == "" && len(pos) != 1:
+		return a, 2, false
+	case a.hf == "" && len(pos) != 1:
 		fmt.Fprintf(stderr, "fsdpc import torch: want one pkg.module:factory or --hf config.json, got %d arguments\n\n", len(pos))
 		fl.Usage()
-		return 2
-	case *hfConfig != "" && len(kv) > 0:
+		return a, 2, false
+	case a.hf != "" && len(kv) > 0:
 		fmt.Fprintln(stderr, "fsdpc import torch: --arg is for a factory; --hf builds from the config alone")
-		return 2
+		return a, 2, false
 	}
-	set := map[string]bool{}
-	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["seq-len"] && *seqLen <= 0 || set["world-size"] && *world <= 0 || set["gpus-per-node"] && *gpusPerNode <= 0 || set["micro-batch"] && *microBatch <= 0 {
-		fmt.Fprintln(stderr, "fsdpc import torch: --seq-len, --world-size, --gpus-per-node and --micro-batch must be positive")
-		return 2
+	if a.hf == "" {
+		a.factory, a.kv = pos[0], kv
 	}
-	opt := hf.Options{SeqLen: *seqLen, GPU: *gpu, WorldSize: *world, GPUsPerNode: *gpusPerNode, MicroBatch: *microBatch, Checkpointing: *checkpointing}
-	if err := opt.Validate(); err != nil {
-		fmt.Fprintf(stderr, "fsdpc import torch: %v\n", err)
-		return 2
+	if a.opt, a.autoWorld, ok = shape.options(fl, stderr); !ok {
+		return a, 2, false
 	}
-	inputs := pos
-	if *hfConfig != "" {
-		inputs = []string{*hfConfig}
-	}
-	if *out != "" && *out != "-" && *hfConfig != "" {
-		if err := atomicfile.NotAnInput(*out, *hfConfig); err != nil {
-			return reportErr(stderr, err)
+	if !toStdout(a.out) && a.hf != "" {
+		if err := atomicfile.NotAnInput(a.out, a.hf); err != nil {
+			return a, reportErr(stderr, err), false
 		}
 	}
-	d, err := describeTorch(*hfConfig, pos, kv, *pythonPath, opt, *seqLen == 0, *timeout)
-	if err != nil {
-		return reportErr(stderr, fmt.Errorf("fsdpc import torch: %w", err))
+	return a, 0, true
+}
+
+// makeImportTorch runs the Python importer once and converts its
+// description, saying on stderr what it could not recognise.
+func makeImportTorch(a importTorchArgs, stderr io.Writer) (*hf.TorchResult, error) {
+	var pos []string
+	if a.factory != "" {
+		pos = []string{a.factory}
 	}
-	if !set["world-size"] {
+	d, err := describeTorch(a.hf, pos, a.kv, a.python, a.opt, a.opt.SeqLen == 0, a.timeout)
+	if err != nil {
+		return nil, err
+	}
+	opt := a.opt
+	if a.autoWorld {
 		// The description does not depend on the world size: one Python
 		// run, then a conversion and a plan per node count tried.
 		convert := func(o hf.Options) ([]byte, error) {
@@ -110,14 +143,14 @@ func runImportTorch(args []string, stdout, stderr io.Writer) int {
 			return res.Text, nil
 		}
 		var note string
-		if opt, note, err = smallestWorld(inputs[0], opt, convert); err != nil {
-			return reportErr(stderr, fmt.Errorf("fsdpc import torch: %w", err))
+		if opt, note, err = smallestWorld(a.inputs()[0], opt, convert); err != nil {
+			return nil, err
 		}
 		fmt.Fprintln(stderr, note)
 	}
 	res, err := hf.ConvertTorch(d, opt)
 	if err != nil {
-		return reportErr(stderr, fmt.Errorf("fsdpc import torch: %w", err))
+		return nil, err
 	}
 	for _, p := range res.Problems {
 		name := p.Module
@@ -129,21 +162,17 @@ func runImportTorch(args []string, stdout, stderr io.Writer) int {
 	for _, d := range res.Dropped {
 		fmt.Fprintf(stderr, "note: kind refused for %s; measured instead\n", d)
 	}
-	if *out == "" || *out == "-" {
-		if _, err := stdout.Write(res.Text); err != nil {
-			return reportErr(stderr, err)
-		}
-		return 0
+	return res, nil
+}
+
+// writeImportTorch writes the model file to stdout or to -o, saying which
+// model it is on stderr.
+func writeImportTorch(stdout, stderr io.Writer, a importTorchArgs, res *hf.TorchResult) error {
+	m, err := writeModelFile(stdout, a.out, res.Text, a.inputs())
+	if m != nil {
+		fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d modules measured rather than recognised\n", a.out, m.Name, ir.FormatCount(m.Stats().Params), len(res.Measured))
 	}
-	if err := writeOutput(*out, res.Text, inputs); err != nil {
-		return reportErr(stderr, err)
-	}
-	m, err := ir.Load(*out, res.Text)
-	if err != nil {
-		return reportErr(stderr, err)
-	}
-	fmt.Fprintf(stderr, "wrote %s: %s, %s parameters, %d modules measured rather than recognised\n", *out, m.Name, ir.FormatCount(m.Stats().Params), len(res.Measured))
-	return 0
+	return err
 }
 
 // importTorch runs the Python importer and converts its description.
