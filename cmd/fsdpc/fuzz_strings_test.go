@@ -69,17 +69,19 @@ var fuzzBase struct {
 // FuzzPlanStrings puts an arbitrary string in one string field of a
 // checksum-valid plan (internal/forge) and runs every command that
 // renders a plan, in every format: show (text, -full, -json), textconv,
-// diff (text, markdown, json), checkpoint (text, -json), reshard (text,
-// markdown, json), report, export, emit torch --torchtitan, emit
-// accelerate, emit launch for every engine, and run --checkpoint with
-// checkpoint verify of what it saved. A string the reader refuses is
-// refused by every one, with nothing written; one it accepts comes out as
-// data: terminal output is printable lines, JSON parses, the torchtitan
-// fragment and accelerate config have the honest plan's keys, the
-// module's header is one line, each launch file has the honest plan's
-// statements, the report's HTML holds no raw '<' from it, the Markdown no
-// heading or raw HTML from it, and a checkpoint's metadata holds the
-// plan's model and optimizer as they are and loads back under the plan.
+// sim (text, -json, -trace), verify, diff (text, markdown, json),
+// checkpoint (text, -json), reshard (text, markdown, json), report,
+// export, emit torch --torchtitan, emit accelerate, emit launch for every
+// engine, and run --checkpoint with checkpoint verify of what it saved. A
+// string the reader refuses is refused by every one, naming the plan,
+// with nothing written; one it accepts comes out as data: terminal output
+// is printable lines, JSON parses (show -json holding the string as it
+// is), the torchtitan fragment and accelerate config have the honest
+// plan's keys, the module's header is one line, each launch file has the
+// honest plan's statements, the report's HTML holds no raw '<' from it,
+// the Markdown no heading or raw HTML from it, and a checkpoint's
+// metadata holds the plan's model and optimizer as they are and loads
+// back under the plan.
 //
 //	go test -run '^$' -fuzz FuzzPlanStrings -fuzztime 2m ./cmd/fsdpc
 func FuzzPlanStrings(f *testing.F) {
@@ -141,6 +143,7 @@ func FuzzPlanStrings(f *testing.F) {
 		ckpt := filepath.Join(out, "ckpt")
 		commands := [][]string{
 			{"show", plan}, {"show", "-full", plan}, {"show", "-json", plan}, {"textconv", plan},
+			{"sim", plan}, {"sim", "-json", plan}, {"sim", "-trace", filepath.Join(out, "t.json"), plan}, {"verify", plan},
 			{"diff", b.bin, plan}, {"diff", "-format", "markdown", b.bin, plan}, {"diff", "-format", "json", b.bin, plan},
 			{"checkpoint", plan}, {"checkpoint", "-json", plan},
 			{"reshard", plan, b.bin}, {"reshard", "-reads", "-format", "markdown", b.bin, plan}, {"reshard", "-format", "json", plan, b.bin},
@@ -174,6 +177,9 @@ func FuzzPlanStrings(f *testing.F) {
 					t.Fatalf("%s %q: %q writes JSON that does not parse:\n%s", fd.Name, s, args, stdout)
 				}
 			}
+			if args[0] == "show" && args[1] == "-json" && s != "" && !holdsString(stdout, s) {
+				t.Fatalf("%s %q: show -json does not hold the plan's string as it is:\n%s", fd.Name, s, stdout)
+			}
 			if slices.Contains(args, "markdown") {
 				fenced := false // a fenced code block shows its lines literally
 				for i, line := range strings.Split(stdout, "\n") {
@@ -199,8 +205,10 @@ func FuzzPlanStrings(f *testing.F) {
 		if html, err := os.ReadFile(filepath.Join(out, "r.html")); err == nil && strings.Contains(s, "<") && strings.Contains(string(html), s) {
 			t.Fatalf("%s %q: the report holds it raw", fd.Name, s)
 		}
-		if js, err := os.ReadFile(filepath.Join(out, "p.json")); err == nil && !json.Valid(js) {
-			t.Fatalf("%s %q: the export does not parse:\n%s", fd.Name, s, js)
+		for _, name := range []string{"p.json", "t.json"} {
+			if js, err := os.ReadFile(filepath.Join(out, name)); err == nil && !json.Valid(js) {
+				t.Fatalf("%s %q: %s (export, trace) does not parse:\n%s", fd.Name, s, name, js)
+			}
 		}
 		if got := titanKeys(t, out); got != "" && got != b.titanKeys {
 			t.Fatalf("%s %q: torchtitan keys %s, want %s", fd.Name, s, got, b.titanKeys)
@@ -223,6 +231,33 @@ func FuzzPlanStrings(f *testing.F) {
 			checkSaved(t, fd.Name+" "+strconv.Quote(s), decoded, plan, ckpt)
 		}
 	})
+}
+
+// holdsString reports whether the JSON text js has a string (a key or a
+// value) that contains s: a string the plan holds comes out of show -json
+// as it is, escaped only as JSON escapes it.
+func holdsString(js, s string) bool {
+	var v any
+	if json.Unmarshal([]byte(js), &v) != nil {
+		return false
+	}
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case string:
+			return strings.Contains(x, s)
+		case []any:
+			return slices.ContainsFunc(x, walk)
+		case map[string]any:
+			for k, e := range x {
+				if strings.Contains(k, s) || walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
 }
 
 // jobName is an RFC 1035 label, what Kubernetes and Slurm take as a name.
