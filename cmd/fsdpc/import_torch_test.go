@@ -97,8 +97,9 @@ func firstDiff(a, b []string) string {
 // TestImportTorchConformanceHF: for every config of ir/hf/testdata (every
 // family import hf knows), import hf (Go, from the config's keys) and
 // import torch --hf (transformers' own class on the meta device) give the
-// same parameters, in the same order, with the same ties, and plans with
-// the same FSDP decisions.
+// same parameters, in the same order, with the same ties, plans with the
+// same FSDP decisions, and the same attention: kind, sliding window or
+// chunk per layer, and FLOPs.
 func TestImportTorchConformanceHF(t *testing.T) {
 	needTorch(t)
 	fixtures, err := filepath.Glob("../../ir/hf/testdata/*.json")
@@ -159,8 +160,46 @@ func TestImportTorchConformanceHF(t *testing.T) {
 			if d := firstDiff(decisions(t, got), decisions(t, want)); d != "" {
 				t.Errorf("plans differ (import torch, then import hf) %s", d)
 			}
+			// The attention masks: each layer's window or chunk shows in its
+			// attention core's FLOPs, at the imported length and at one past
+			// every fixture's window (32768), where each bites.
+			for _, seq := range []int64{opt.SeqLen, 32768} {
+				g, w := got, want
+				if seq != opt.SeqLen {
+					long := func(m *ir.Model) { m.Train.SeqLen = seq }
+					if g, err = got.Relower(long); err != nil {
+						t.Fatal(err)
+					}
+					if w, err = want.Relower(long); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if d := firstDiff(attentionLines(t, g), attentionLines(t, w)); d != "" {
+					t.Errorf("attention at seq_len %d differs (import torch, then import hf) %s", seq, d)
+				}
+			}
 		})
 	}
+}
+
+// attentionLines lists a model's attention modules (attention and mla)
+// with their FLOPs: the core's (QKᵀ and PV, which a window or chunk cuts)
+// and the module's, forward and backward.
+func attentionLines(t *testing.T, m *ir.Model) []string {
+	t.Helper()
+	var out []string
+	for i := range m.Modules {
+		mod := &m.Modules[i]
+		if mod.Kind != ir.KindAttention && mod.Kind != ir.KindMLA {
+			continue
+		}
+		c := mod.Cost
+		out = append(out, fmt.Sprintf("%s %s core %.6g/%.6g all %.6g/%.6g", mod.Name, mod.Kind, c.AttnFlopsFwd, c.AttnFlopsBwd, c.FlopsFwd, c.FlopsBwd))
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s: no attention module", m.Name)
+	}
+	return out
 }
 
 // architectures are small configs of current transformers architectures

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -130,5 +131,103 @@ func TestConvertTorchRefusesNames(t *testing.T) {
 	_, err = ConvertTorch(d, Options{})
 	if err == nil || !strings.Contains(err.Error(), `module "he ad"`) {
 		t.Fatalf("got %v, want an error naming module \"he ad\"", err)
+	}
+}
+
+// layeredDescription is a description of n layers, each an attention
+// whose mask is masks[i]: 'w' a sliding window of 8, 'c' chunks of 8,
+// 'f' full causal attention.
+func layeredDescription(masks string) *TorchDescription {
+	d := &TorchDescription{Format: TorchFormat, Source: map[string]any{"factory": "m:build", "class": "M"}, MicroBatch: 1, SeqLen: 64}
+	linear := func(name string, in, out int64) TorchModule {
+		return TorchModule{Name: name, Type: "Linear", Calls: 1,
+			Params: []TorchParam{{Name: "weight", Shape: []int64{out, in}, DType: "bf16", RequiresGrad: true}},
+			Kind:   map[string]any{"kind": "linear", "in": float64(in), "out": float64(out), "bias": false}}
+	}
+	var layers []string
+	for i := range masks {
+		layers = append(layers, fmt.Sprint(i))
+	}
+	d.Modules = append(d.Modules,
+		TorchModule{Name: "", Type: "M", Children: []string{"emb", "layers"}, Forward: []string{"emb", "layers"}, Calls: 1},
+		TorchModule{Name: "emb", Type: "Embedding", Calls: 1, Params: []TorchParam{{Name: "weight", Shape: []int64{32, 16}, DType: "bf16", RequiresGrad: true}},
+			Kind: map[string]any{"kind": "embedding", "num": 32.0, "dim": 16.0}},
+		TorchModule{Name: "layers", Type: "ModuleList", Children: layers, Forward: layers})
+	prev := "emb"
+	for i, mask := range masks {
+		l := fmt.Sprintf("layers.%d", i)
+		kind := map[string]any{"kind": "attention", "dim": 16.0, "heads": 2.0, "kv_heads": 2.0, "head_dim": 8.0,
+			"qkv_bias": false, "out_bias": false, "names": map[string]any{"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"}}
+		switch mask {
+		case 'w':
+			kind["window"] = 8.0
+		case 'c':
+			kind["chunk"] = 8.0
+		}
+		d.Modules = append(d.Modules,
+			TorchModule{Name: l, Type: "Layer", Children: []string{"attn"}, Forward: []string{"attn"}, Calls: 1, Reads: []string{prev}, OwnOutput: true},
+			TorchModule{Name: l + ".attn", Type: "Attention", Children: []string{"q_proj", "k_proj", "v_proj", "o_proj"}, Calls: 1, Reads: []string{prev}, Kind: kind},
+			linear(l+".attn.q_proj", 16, 16), linear(l+".attn.k_proj", 16, 16), linear(l+".attn.v_proj", 16, 16), linear(l+".attn.o_proj", 16, 16))
+		prev = l
+	}
+	for _, m := range d.Modules {
+		for _, p := range m.Params {
+			n := int64(1)
+			for _, s := range p.Shape {
+				n *= s
+			}
+			d.Numel += n
+		}
+	}
+	return d
+}
+
+// TestConvertTorchMasks: layers that differ only in their attention's
+// mask fold into one repeat whose blocks cycle, as import hf writes them
+// (blocks named _sliding, _chunked); layers with no period are written
+// one by one; either way each layer's attention keeps its window or
+// chunk, which its core's FLOPs show.
+func TestConvertTorchMasks(t *testing.T) {
+	for _, c := range []struct {
+		masks string
+		want  []string
+	}{
+		{"wfwfw", []string{"repeat = 5", `blocks = ["Layer_sliding", "Layer"]`, "window = 8"}},
+		{"cccfcccf", []string{"repeat = 8", `blocks = ["Layer_chunked", "Layer_chunked", "Layer_chunked", "Layer"]`, "chunk = 8"}},
+		{"fff", []string{"repeat = 3", `block = "Layer"`}},
+		{"ffw", []string{`block = "Layer_sliding"`, "window = 8"}},
+	} {
+		t.Run(c.masks, func(t *testing.T) {
+			res, err := ConvertTorch(layeredDescription(c.masks), Options{WorldSize: 2, GPUsPerNode: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := string(res.Text)
+			for _, s := range c.want {
+				if !strings.Contains(text, s) {
+					t.Errorf("the file lacks %q:\n%s", s, text)
+				}
+			}
+			if c.masks == "ffw" && strings.Contains(text, "repeat =") {
+				t.Errorf("layers with no period folded:\n%s", text)
+			}
+			m, err := ir.Load("m.toml", res.Text)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, text)
+			}
+			// Causal over 64 tokens: 2080 (query, key) pairs; a window of
+			// 8 keeps 36 + 56·8 = 484, chunks of 8 keep 8·36 = 288. The
+			// core is 4·B·heads·pairs·head_dim.
+			pairs := map[byte]float64{'f': 2080, 'w': 484, 'c': 288}
+			for i := range c.masks {
+				id, err := m.ModuleByName(fmt.Sprintf("layers.%d.attn", i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := m.Modules[id].Cost.AttnFlopsFwd, 4*2*pairs[c.masks[i]]*8; got != want {
+					t.Errorf("layers.%d.attn (%c): core forward FLOPs %v, want %v", i, c.masks[i], got, want)
+				}
+			}
+		})
 	}
 }

@@ -41,8 +41,10 @@ type torchModel struct {
 	blockOrder []string
 	blockNames map[string]bool
 	layerLists []*tnode
-	folded     map[*tnode]bool
-	dropped    []string // kinds the check refused, as "name (kind)"
+	// folded are the layer lists written as one repeat: the signatures of
+	// the blocks their layers cycle through (one when all are identical).
+	folded  map[*tnode][]string
+	dropped []string // kinds the check refused, as "name (kind)"
 }
 
 func newTorchModel(d *TorchDescription, opt Options) (*torchModel, error) {
@@ -288,7 +290,8 @@ func childOf(p, e *tnode) *tnode {
 
 // kindKeys is the order a kind's keys are written in.
 var kindKeys = []string{"in", "out", "num", "dim", "hidden", "heads", "kv_heads", "head_dim", "q_lora_rank", "kv_lora_rank",
-	"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "norm", "activation", "bias", "qkv_bias", "out_bias", "causal", "qk_norm"}
+	"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "norm", "activation", "bias", "qkv_bias", "out_bias", "causal", "qk_norm", "sinks",
+	"window", "chunk"}
 
 var roleOrder = []string{"q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "q_norm", "k_norm",
 	"router", "experts", "shared", "gate", "up", "down", "gate_up"}
@@ -426,9 +429,17 @@ func (t *torchModel) moduleText(w *writer, header string, n *tnode) error {
 		}
 	}
 	switch {
-	case t.folded[n]:
-		b := t.blockOf[t.signature(n.children[0])]
-		fs = append(fs, field{"repeat", len(n.children), ""}, field{"block", b, ""})
+	case t.folded[n] != nil:
+		fs = append(fs, field{"repeat", len(n.children), ""})
+		if sigs := t.folded[n]; len(sigs) == 1 {
+			fs = append(fs, field{"block", t.blockOf[sigs[0]], ""})
+		} else {
+			names := make([]string, len(sigs))
+			for i, s := range sigs {
+				names[i] = t.blockOf[s]
+			}
+			fs = append(fs, field{"blocks", names, "layer i is blocks[i mod " + strconv.Itoa(len(names)) + "]"})
+		}
 		inField()
 		w.line("")
 		w.line("[[" + header + "]]")
@@ -569,7 +580,7 @@ func (t *torchModel) checkpointEach() bool { return t.opt.Checkpointing == "full
 // repeat, and gives the others' children shared block bodies.
 func (t *torchModel) findLayers() {
 	t.layerLists = nil
-	t.folded = map[*tnode]bool{}
+	t.folded = map[*tnode][]string{}
 	t.blockOf = map[string]string{}
 	t.blockText = map[string]string{}
 	t.blockOrder = nil
@@ -593,13 +604,18 @@ func (t *torchModel) findLayers() {
 		for i, c := range l.children {
 			sigs[i] = t.signature(c)
 		}
-		same := sigs[0] != "" && len(l.d.Params) == 0 && slices.Equal(l.fwd, l.children)
-		for _, s := range sigs {
-			same = same && s == sigs[0]
-		}
-		if same {
-			t.folded[l] = true
-			t.addBlock(l.children[0], sigs[0])
+		// Layers that cycle through a few bodies (sliding and full
+		// attention in turn, dense and MoE layers) fold too, as a repeat
+		// whose blocks cycle: the whole list is one pattern of checkpoint
+		// regions, as import hf writes it.
+		p := period(sigs)
+		fold := len(p) < len(sigs) || len(sigs) == 1
+		fold = fold && !slices.Contains(p, "") && len(l.d.Params) == 0 && slices.Equal(l.fwd, l.children)
+		if fold {
+			t.folded[l] = p
+			for i, s := range p {
+				t.addBlock(l.children[i], s)
+			}
 			continue
 		}
 		for i, c := range l.children {
@@ -632,6 +648,7 @@ func (t *torchModel) addBlock(n *tnode, sig string) {
 	if base == "" {
 		base = "block"
 	}
+	base += maskSuffix(n)
 	name := base
 	for i := 2; t.blockNames[name]; i++ {
 		name = fmt.Sprintf("%s_%d", base, i)
@@ -651,4 +668,25 @@ func (t *torchModel) addBlock(n *tnode, sig string) {
 	t.params(w, "block."+name+".param", n)
 	_ = t.modulesText(w, "block."+name+".module", n.fwd, n)
 	t.blockText[sig] = w.b.String()
+}
+
+// maskSuffix names a block by its attention's mask, as import hf names
+// its blocks: "_sliding" for a sliding window, "_chunked" for chunked
+// attention, "" for neither.
+func maskSuffix(n *tnode) string {
+	if n.kind != nil {
+		switch {
+		case n.kind["window"] != nil:
+			return "_sliding"
+		case n.kind["chunk"] != nil:
+			return "_chunked"
+		}
+		return ""
+	}
+	for _, c := range n.children {
+		if s := maskSuffix(c); s != "" {
+			return s
+		}
+	}
+	return ""
 }

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from fsdpc.importer import masks
 from fsdpc.importer.kinds import recognise
 from fsdpc.importer.trace import Trace, run_trace
 
@@ -80,8 +81,10 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
     # The pass runs in bf16, the plan's compute dtype (and what grouped
     # expert matmuls require); the description keeps the parameters' own.
     model.to(torch.bfloat16)
-    tr = run_trace(model, args, kwargs)
+    with masks.watch(model) as seen:
+        tr = run_trace(model, args, kwargs)
     _merge(modules, tr, problems)
+    masks.apply(model, modules, seen, problems)
     # Modules whose parameters forward read directly (an nn.ParameterList
     # indexed by its parent) run though they are never called.
     used = {n for n, mod in model.named_modules()

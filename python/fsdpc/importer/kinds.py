@@ -108,13 +108,61 @@ _ATTENTION_NAMES = (
 )
 
 
+def _proj(m: nn.Module | None) -> tuple[int, int, bool, bool] | None:
+    """A projection's (in, out, bias, transposed): nn.Linear, or
+    transformers' Conv1D (GPT-2), a linear whose weight is [in, out]."""
+    if _is_linear(m):
+        assert isinstance(m, nn.Linear)
+        return int(m.in_features), int(m.out_features), m.bias is not None, False
+    if m is None or type(m).__name__ != "Conv1D" or _param_children(m):
+        return None
+    p = _params(m)
+    w = p.get("weight")
+    if w is None or w.dim() != 2 or set(p) - {"weight", "bias"} or list(p)[0] != "weight":
+        return None
+    if "bias" in p and tuple(p["bias"].shape) != (int(w.shape[1]),):
+        return None
+    return int(w.shape[0]), int(w.shape[1]), "bias" in p, True
+
+
+def _fused_attention(m: nn.Module, ch: dict[str, nn.Module], hd: int) -> Kind | None:
+    """One projection for q, k and v: Phi-3's qkv_proj (registered after
+    o_proj) and GPT-2's c_attn (a Conv1D, weights [in, out])."""
+    for qkv_name, o_name in (("qkv_proj", "o_proj"), ("c_attn", "c_proj")):
+        if set(ch) != {qkv_name, o_name}:
+            continue
+        qkv, o = _proj(ch[qkv_name]), _proj(ch[o_name])
+        if qkv is None or o is None or qkv[3] != o[3]:
+            return None
+        dim, width = qkv[0], qkv[1]
+        if o[0] % hd or o[1] != dim:
+            return None
+        heads = o[0] // hd
+        kv2 = width // hd - heads
+        if width % hd or kv2 <= 0 or kv2 % 2:
+            return None
+        kind: Kind = {"kind": "attention", "dim": dim, "heads": heads, "kv_heads": kv2 // 2, "head_dim": hd,
+                      "fused_qkv": True, "qkv_bias": qkv[2], "out_bias": o[2], "names": {"qkv": qkv_name, "o": o_name}}
+        if qkv[3]:
+            kind["transposed"] = True
+        if getattr(m, "is_causal", True) is False:
+            kind["causal"] = False
+        return kind
+    return None
+
+
 def _attention(m: nn.Module) -> Kind | None:
     ch = _param_children(m)
-    if _params(m):
+    own = _params(m)
+    if set(own) - {"sinks"}:
         return None
     hd = getattr(m, "head_dim", None)
     if not isinstance(hd, int) or hd <= 0:
         return None
+    if not own:
+        fused = _fused_attention(m, ch, hd)
+        if fused is not None:
+            return fused
     for names in _ATTENTION_NAMES:
         if not set(names) <= set(ch):
             continue
@@ -138,6 +186,11 @@ def _attention(m: nn.Module) -> Kind | None:
                       "names": dict(zip(("q", "k", "v", "o"), names))}
         if getattr(m, "is_causal", True) is False:
             kind["causal"] = False
+        if "sinks" in own:
+            # gpt-oss: a learned logit per head, the module's own parameter.
+            if tuple(own["sinks"].shape) != (heads,):
+                return None
+            kind["sinks"] = True
         if rest:
             if rest != {"q_norm", "k_norm"}:
                 return None
