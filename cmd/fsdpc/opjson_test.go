@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/fsdpc/fsdpc/ir"
+	"github.com/fsdpc/fsdpc/schedule"
+)
+
+// opJSONWant is an operation as encoding/json writes it in show -json:
+// its MarshalJSON, indented at depth 2.
+func opJSONWant(t testing.TB, o *schedule.Op) ([]byte, error) {
+	t.Helper()
+	b, err := o.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "      ", "  "); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes(), nil
+}
+
+func checkOpJSON(t testing.TB, o *schedule.Op) {
+	t.Helper()
+	want, wantErr := opJSONWant(t, o)
+	got, err := appendOpJSON(nil, o)
+	if (err != nil) != (wantErr != nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("%+v: error %v, want %v", o, err, wantErr)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%+v:\n%s\nwant\n%s", o, got, want)
+	}
+}
+
+// TestOpJSONMatchesEncodingJSON: show -json's hand-written operations are
+// encoding/json's bytes for every operation of every zoo plan, and for
+// operations at the edges: every enum value a byte holds, floats in and
+// out of exponent form, negative and extreme integers, NaN and ±Inf
+// (encoding/json's error).
+func TestOpJSONMatchesEncodingJSON(t *testing.T) {
+	for _, name := range []string{"gpt2-124m", "llama3-8b", "mixtral-8x7b", "t5-base", "vit-b16", "llama3-8b-lora"} {
+		p, err := loadPlan(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range p.Ops {
+			checkOpJSON(t, &p.Ops[i])
+		}
+	}
+	for v := range 256 {
+		b := uint8(v)
+		checkOpJSON(t, &schedule.Op{Kind: schedule.OpKind(b), Stream: schedule.Stream(b), Phase: schedule.Phase(b),
+			PG: schedule.ProcessGroup(b), DType: ir.DType(b), Reduce: schedule.ReduceOp(b)})
+	}
+	for _, f := range []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 1e-6, 9.99e-7, 1e-7, 1.5e-300, 1e20, 1e21, 1.2345e21, -3e-9,
+		math.MaxFloat64, math.SmallestNonzeroFloat64, 123456789.125, 1.0 / 3, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		checkOpJSON(t, &schedule.Op{Factor: f, FLOPs: -f, AttnFLOPs: f / 7})
+	}
+	checkOpJSON(t, &schedule.Op{Micro: -1, Group: math.MaxInt, Module: math.MinInt, Bytes: math.MinInt64, ElemBytes: math.MaxInt64,
+		GEMMs: []ir.GEMM{{M: 1, N: -2, K: 3, Count: 4}, {}}, Uses: []int{0, -1, math.MaxInt}})
+	checkOpJSON(t, &schedule.Op{GEMMs: []ir.GEMM{}, Uses: []int{}})
+}
+
+// FuzzOpJSON: any operation, written by hand, is encoding/json's bytes.
+func FuzzOpJSON(f *testing.F) {
+	f.Add(uint8(9), uint8(0), int64(2), int64(-1), 1.5, 1e-7, 3e21, int64(5), uint8(2), uint8(3))
+	f.Fuzz(func(t *testing.T, kind, dtype uint8, micro, buffer int64, factor, flops, attn float64, bytes int64, gemms, uses uint8) {
+		o := schedule.Op{Kind: schedule.OpKind(kind), Stream: schedule.Stream(kind >> 3), Phase: schedule.Phase(dtype >> 4),
+			PG: schedule.ProcessGroup(kind * 7), DType: ir.DType(dtype), Reduce: schedule.ReduceOp(dtype * 3),
+			Micro: int(micro), Group: int(-micro), Module: int(buffer >> 7), Buffer: int(buffer), Source: int(micro ^ buffer),
+			Event: int(bytes >> 3), PGSize: int(bytes), Factor: factor, Bytes: bytes, FLOPs: flops, AttnFLOPs: attn, ElemBytes: -bytes}
+		for i := range int(gemms % 5) {
+			o.GEMMs = append(o.GEMMs, ir.GEMM{M: micro + int64(i), N: buffer, K: bytes >> i, Count: int64(i)})
+		}
+		for i := range int(uses % 6) {
+			o.Uses = append(o.Uses, int(micro)*i-int(buffer))
+		}
+		checkOpJSON(t, &o)
+	})
+}
