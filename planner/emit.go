@@ -863,7 +863,7 @@ func (e *emitter) previousStepSlices() {
 // left: the next step's previousStepSlices stands for them.
 func (e *emitter) staleSlicesToNextStep() {
 	for g := range e.p.Groups {
-		if e.groups[g].staleSlice >= 0 {
+		if e.groups[g].staleSlice != none {
 			e.free(e.groups[g].staleSlice)
 			e.groups[g].staleSlice = none
 		}

@@ -27,7 +27,7 @@ func (e *emitter) backward(sync bool) {
 		if !seg.grad {
 			continue // autograd never reaches these modules
 		}
-		if e.groups[g].unshardedGrad < 0 && e.trains(g) {
+		if e.groups[g].unshardedGrad == none && e.trains(g) {
 			// Autograd allocates the unsharded gradients in the parameter
 			// dtype as backward reaches the group.
 			e.groups[g].unshardedGrad = e.alloc(D, g, schedule.BufUnshardedGrads, e.gradNumel(g)*e.computeDType(g).Size(), "unsharded-grads")
@@ -236,7 +236,7 @@ func (pg *paramGroup) postBackward(sync bool) {
 	// (accumulate_unsharded_grad_if_needed), while the unsharded
 	// parameters are still held; only then does it reshard.
 	accumulated := false
-	if e.trains(g) && pg.unshardedGrad >= 0 && pg.accumulatedGrad >= 0 {
+	if e.trains(g) && pg.unshardedGrad != none && pg.accumulatedGrad != none {
 		pg.accumulate()
 		accumulated = true
 	}
@@ -245,7 +245,7 @@ func (pg *paramGroup) postBackward(sync bool) {
 	// did not fire) becomes stale: the next unshard gathers the shards
 	// over all ranks (toSharded, keepsStaleSlice).
 	pg.reshard(false)
-	if !e.trains(g) || pg.unshardedGrad < 0 && !accumulated {
+	if !e.trains(g) || pg.unshardedGrad == none && !accumulated {
 		return
 	}
 	if !sync {
@@ -253,7 +253,7 @@ func (pg *paramGroup) postBackward(sync bool) {
 		// parameter dtype the gradients move, after the reshard, into an
 		// accumulator of that dtype (to_accumulated_grad_if_needed);
 		// otherwise autograd keeps accumulating in place.
-		if pg.unshardedGrad >= 0 && pol.Reduce != e.computeDType(g) {
+		if pg.unshardedGrad != none && pol.Reduce != e.computeDType(g) {
 			pg.accumulatedGrad = e.alloc(D, g, schedule.BufAccumGrads, e.gradNumel(g)*pol.Reduce.Size(), "accum-grads")
 			pg.accumulate()
 		}
@@ -271,7 +271,7 @@ func (pg *paramGroup) postBackward(sync bool) {
 
 	W := int64(e.W())
 	src := pg.unshardedGrad
-	if pg.accumulatedGrad >= 0 {
+	if pg.accumulatedGrad != none {
 		src = pg.accumulatedGrad // this micro-batch's gradients were added above
 	}
 	rsInBytes := grp.GradShardNumel * W * pol.Reduce.Size()
@@ -328,7 +328,7 @@ func (pg *paramGroup) postBackward(sync bool) {
 			e.free(rsOut)
 		}
 	}
-	if pg.shardedGrad >= 0 && !pol.Offload {
+	if pg.shardedGrad != none && !pol.Offload {
 		// An earlier micro-batch left sharded gradients: add the new ones
 		// (FSDP2's grad._local_tensor += new) and drop them.
 		a := blank(schedule.OpAccumulate, post)
@@ -443,9 +443,9 @@ func (e *emitter) optimizer() {
 		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.groups[g].shardedParam, e.groups[g].optimizerState, grp.Policy.Orig, bytes
 		// It reads the sharded gradients, on the device or the host copy;
 		// finalize ordered their last write before it.
-		if grad := e.groups[g].shardedGrad; grad >= 0 {
+		if grad := e.groups[g].shardedGrad; grad != none {
 			o.Uses = append(o.Uses, grad)
-		} else if e.groups[g].hostGrad >= 0 {
+		} else if e.groups[g].hostGrad != none {
 			o.Uses = append(o.Uses, e.groups[g].hostGrad)
 		}
 		e.op(o)
@@ -454,7 +454,7 @@ func (e *emitter) optimizer() {
 	// came from once the optimizer has read them.
 	var done int = -1
 	for g := range e.p.Groups {
-		if e.groups[g].shardedGrad < 0 {
+		if e.groups[g].shardedGrad == none {
 			continue
 		}
 		if done < 0 {
