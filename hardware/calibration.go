@@ -19,11 +19,18 @@ type Calibration struct {
 	MemoryEfficiency float64
 	// Launch is the fixed GPU-side cost of a kernel.
 	Launch float64
-	// Alpha is NCCL's per-step latency within a node and across nodes;
-	// BusEfficiency the fraction of link bandwidth a collective's bus
+	// AlphaIntra and AlphaInter are the latency of one step of NCCL's
+	// Simple-protocol ring within a node (NVLink) and across nodes;
+	// NCCLProtocols holds LL's and LL128's and the fixed latencies.
+	// BusEfficiency is the fraction of link bandwidth a collective's bus
 	// bandwidth reaches (nccl-tests conventions).
 	AlphaIntra, AlphaInter float64
 	BusEfficiency          float64
+	// AlphaOnly prices a collective as a ring of AlphaIntra or AlphaInter
+	// per step at the link's bus bandwidth, with none of NCCL's protocols
+	// and fixed latencies: a rehearsal's virtual ranks on one GPU
+	// (executor/gpu), not NCCL over a network.
+	AlphaOnly bool
 	// NICEfficiency is the fraction of a NIC's line rate NCCL reaches
 	// across nodes.
 	NICEfficiency float64
@@ -51,8 +58,8 @@ var DefaultCalibration = Calibration{
 	AttentionBackward:  0.30,
 	MemoryEfficiency:   0.8,
 	Launch:             4e-6,
-	AlphaIntra:         3e-6,
-	AlphaInter:         8e-6,
+	AlphaIntra:         3.4e-6,
+	AlphaInter:         14e-6,
 	BusEfficiency:      0.8,
 	NICEfficiency:      0.92,
 	Overlap:            0.15,

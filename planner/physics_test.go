@@ -88,15 +88,19 @@ func TestCommunicationBound(t *testing.T) {
 	p.Cluster.GPUsPerNode = 1
 	m := schedule.NewModel(p)
 	sim := mustSimulate(t, p, m)
-	// Each ring collective: (n-1) steps of latency and (n-1)/n of the
-	// bytes through one link.
-	var comm float64
+	// Each ring collective: NCCL's latencies and (n-1)/n of the bytes
+	// through one NIC, at least the bytes at the NIC's line rate.
+	var comm, wire float64
 	for _, o := range p.Ops {
 		switch o.Kind {
 		case schedule.OpAllGather, schedule.OpReduceScatter:
 			n := float64(o.PGSize)
-			comm += (n-1)*m.Cal.AlphaInter + (n-1)/n*float64(o.Bytes)/(p.Cluster.InterNodeBandwidth*m.Cal.BusEfficiency)
+			comm += m.AllGather(o.Bytes, o.PGSize, 1)
+			wire += (n - 1) / n * float64(o.Bytes) / p.Cluster.InterNodeBandwidth
 		}
+	}
+	if comm < wire {
+		t.Errorf("the collectives take %g s, less than their bytes at the NICs' line rate, %g s", comm, wire)
 	}
 	if sim.StepTime < comm {
 		t.Errorf("step %g s is shorter than the communication it must do, %g s", sim.StepTime, comm)
@@ -118,6 +122,7 @@ func TestLimits(t *testing.T) {
 	inf := *base
 	inf.HW.IntraNodeBandwidth, inf.HW.InterNodeBandwidth = math.Inf(1), math.Inf(1)
 	inf.Cal.AlphaIntra, inf.Cal.AlphaInter, inf.Cal.Overlap = 0, 0, 0
+	inf.Cal.AlphaOnly = true // no NCCL fixed latencies either
 	s := mustSimulate(t, p, &inf)
 	if s.ExposedComm > 0.02*s.StepTime {
 		t.Errorf("infinite bandwidth still exposes %g of %g s", s.ExposedComm, s.StepTime)

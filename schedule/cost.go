@@ -183,64 +183,6 @@ func (m *Model) Host(bytes int64) float64 {
 	return float64(bytes)/(m.HW.HostBandwidth*m.Cal.MemoryEfficiency) + m.Cal.Launch
 }
 
-// spansNodes reports whether a group of n consecutive ranks (stride 1) or
-// of n ranks a stride apart leaves one node.
-func (m *Model) spansNodes(n, stride int) bool {
-	return n*stride > m.HW.GPUsPerNode || stride >= m.HW.GPUsPerNode && n > 1
-}
-
-// link returns the bus bandwidth and per-step latency of a ring over n
-// ranks a stride apart. InterNodeBandwidth is each GPU's share of its
-// node's NICs. A group of consecutive ranks that leaves the node holds
-// every GPU of it: NCCL stripes its channels over all the node's NICs, so
-// the ring's inter-node hops run at the node's aggregate NIC bandwidth,
-// bounded by NVLink inside the node. A group whose members sit on
-// different nodes (HSDP's replicate group) is one of GPUsPerNode such
-// groups running at once, each on its share of the NICs.
-func (m *Model) link(n, stride int) (bw, alpha float64) {
-	intra := m.HW.IntraNodeBandwidth * m.Cal.BusEfficiency
-	if !m.spansNodes(n, stride) {
-		return intra, m.Cal.AlphaIntra
-	}
-	share := m.HW.InterNodeBandwidth * m.Cal.NICEfficiency
-	if stride < m.HW.GPUsPerNode {
-		return math.Min(intra, share*float64(m.HW.GPUsPerNode)), m.Cal.AlphaInter
-	}
-	return share, m.Cal.AlphaInter
-}
-
-// AllGather and ReduceScatter move (n-1)/n of the full buffer through each
-// GPU's link in n-1 ring steps (nccl-tests: busbw = algbw·(n-1)/n).
-func (m *Model) AllGather(bytes int64, n, stride int) float64 {
-	if n <= 1 {
-		return m.Copy(bytes / int64(max(n, 1)))
-	}
-	bw, alpha := m.link(n, stride)
-	return float64(n-1)*alpha + float64(n-1)/float64(n)*float64(bytes)/bw
-}
-
-// ReduceScatter costs as AllGather; the reduction runs at memory speed
-// inside the copy.
-func (m *Model) ReduceScatter(bytes int64, n, stride int) float64 {
-	return m.AllGather(bytes, n, stride)
-}
-
-// AllReduce is the faster of a ring (2(n-1) latency steps) and a double
-// binary tree (2·log2 n steps).
-func (m *Model) AllReduce(bytes int64, n, stride int) float64 {
-	if n <= 1 {
-		return 0
-	}
-	bw, alpha := m.link(n, stride)
-	// Both move each byte out and back through one link (nccl-tests:
-	// busbw = algbw·2(n-1)/n bounds every algorithm); they differ in the
-	// number of latency-bound steps.
-	transfer := 2 * float64(n-1) / float64(n) * float64(bytes) / bw
-	ring := 2*float64(n-1)*alpha + transfer
-	tree := 2*math.Ceil(math.Log2(float64(n)))*alpha + transfer
-	return math.Min(ring, tree)
-}
-
 // peak is the dense peak of dtype dt at the clock the GPU sustains.
 func (m *Model) peak(dt ir.DType) float64 {
 	p := m.HW.peak(dt)
@@ -264,21 +206,6 @@ func (h *Hardware) peak(dt ir.DType) float64 {
 		return h.PeakFLOPS[dt]
 	}
 	return 0
-}
-
-// linkClass says which links a collective over n ranks a stride apart
-// uses (1 within a node, 2 across nodes) and how much of its time is
-// latency, which sharing the link does not stretch.
-func (m *Model) linkClass(n, stride int, kind OpKind) (int, float64) {
-	_, alpha := m.link(n, stride)
-	steps := float64(n - 1)
-	if kind == OpAllReduce {
-		steps = math.Min(2*float64(n-1), 2*math.Ceil(math.Log2(float64(n))))
-	}
-	if m.spansNodes(n, stride) {
-		return 2, steps * alpha
-	}
-	return 1, steps * alpha
 }
 
 // Chip is the device name the GPU's built-in profile and SM count are

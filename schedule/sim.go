@@ -88,7 +88,7 @@ func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation,
 		switch o.Kind {
 		case OpAllGather, OpReduceScatter, OpAllReduce:
 			if o.PGSize > 1 {
-				link[i], latency[i] = m.linkClass(o.PGSize, stride(p, o.PG), o.Kind)
+				link[i], latency[i] = m.linkClass(o, stride(p, o.PG))
 				shared = append(shared, i)
 			}
 		}

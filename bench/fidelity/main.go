@@ -12,7 +12,9 @@
 // the headline figure, what a run from a source fsdpc has never seen can
 // expect. For every set it prints the scaling series (runs that differ
 // only in their GPU count): the drop in tokens/s per GPU from adding
-// GPUs, measured against predicted.
+// GPUs, measured against predicted. Without a file it ends with
+// calibrate/nccl-tests.csv: published nccl-tests bus bandwidths against
+// the collective model's.
 //
 //	go run ./bench/fidelity [-v] [file.csv ...]
 package main
@@ -31,7 +33,8 @@ func main() {
 	verbose := flag.Bool("v", false, "print each row's model file")
 	flag.Parse()
 	paths := flag.Args()
-	if len(paths) == 0 {
+	defaults := len(paths) == 0
+	if defaults {
 		paths = []string{"calibrate/published-runs.csv", "calibrate/memory-runs.csv"}
 	}
 	var v io.Writer
@@ -50,6 +53,31 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if defaults {
+		fmt.Printf("\n## %s\n\n", ncclTests)
+		if err := reportNCCLTests(); err != nil {
+			fmt.Fprintln(os.Stderr, "fidelity:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// ncclTests holds published nccl-tests bus bandwidths, to check the
+// collective model alone.
+const ncclTests = "calibrate/nccl-tests.csv"
+
+func reportNCCLTests() error {
+	f, err := os.Open(ncclTests)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ts, err := calibrate.LoadNCCLTests(ncclTests, f)
+	if err != nil {
+		return err
+	}
+	calibrate.WriteNCCLTests(os.Stdout, ts)
+	return nil
 }
 
 // fitted is the set the built-in profiles' max_efficiency was fitted to

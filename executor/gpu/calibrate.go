@@ -257,6 +257,7 @@ func RehearsalModel(p *schedule.Plan, f DeviceFigures, linkBandwidth float64, ra
 	m.HW.IntraNodeBandwidth, m.HW.InterNodeBandwidth = bw, bw
 	m.Cal.BusEfficiency = 1
 	m.Cal.AlphaIntra, m.Cal.AlphaInter = f.Launch.Seconds(), f.Launch.Seconds()
+	m.Cal.AlphaOnly = true
 	m.Cal.IssueKernel = f.Issue.Seconds() * float64(max(ranks, 1))
 	m.Cal.IssueOther = m.Cal.IssueKernel
 	if standIn == SpinStandIn {
