@@ -16,6 +16,8 @@ const (
 	KeyMemoryEfficiency  = "memory_efficiency"
 	KeyNICEfficiency     = "nic_efficiency"
 	KeyOverlap           = "overlap"
+	KeyRingLatencyInter  = "ring_latency_inter"
+	KeyRingLatencyIntra  = "ring_latency_intra"
 )
 
 // ProfileKey is a constant a hardware profile may set: what `fsdpc
@@ -56,10 +58,13 @@ type FitRange struct {
 func (f FitRange) Fitted() bool { return f != FitRange{} }
 
 // efficiency is a fraction of a peak that something reaches: above 0, at
-// most all of it. overlap is a slowdown that cannot reach 100%.
+// most all of it. overlap is a slowdown that cannot reach 100%. A ring
+// step's latency is above 0 and at most a millisecond, 70 times NCCL's
+// network figure (14 µs) and beyond any fabric NCCL runs a ring over.
 var (
 	efficiency = Range{Lo: 0, Hi: 1, LoOpen: true}
 	slowdown   = Range{Lo: 0, Hi: 1, HiOpen: true}
+	stepTime   = Range{Lo: 0, Hi: 1e-3, LoOpen: true}
 )
 
 // profileKeys, in name order (a plan's profile is kept in it).
@@ -74,7 +79,11 @@ var (
 // delivers at most its line rate less protocol overhead, and nccl-tests
 // measure 80–92% of it across nodes on InfiniBand and RoCE: 0.5–0.95.
 // clock_ratio is set by [cluster] sm_clock_mhz or power_limit_w, not
-// fitted.
+// fitted. ring_latency_intra and ring_latency_inter are one step of
+// NCCL's Simple-protocol ring inside a node and across nodes, in seconds
+// (NCCL 2.30.7 src/graph/tuning.cc, hwLatencies: NVLink 3.4 µs, NET 14
+// µs; hardware/nccl.go): a profile may give its fabric's own, nothing
+// fits them.
 var profileKeys = []ProfileKey{
 	{KeyAttentionBackward, func(c *Calibration) *float64 { return &c.AttentionBackward }, efficiency, FitRange{0.75, 1.35, true}},
 	{KeyAttentionForward, func(c *Calibration) *float64 { return &c.AttentionForward }, efficiency, FitRange{0.75, 1.35, true}},
@@ -83,6 +92,8 @@ var profileKeys = []ProfileKey{
 	{KeyMemoryEfficiency, func(c *Calibration) *float64 { return &c.MemoryEfficiency }, efficiency, FitRange{0.3, 0.95, false}},
 	{KeyNICEfficiency, func(c *Calibration) *float64 { return &c.NICEfficiency }, efficiency, FitRange{0.5, 0.95, false}},
 	{KeyOverlap, func(c *Calibration) *float64 { return &c.Overlap }, slowdown, FitRange{0, 0.5, false}},
+	{KeyRingLatencyInter, func(c *Calibration) *float64 { return &c.AlphaInter }, stepTime, FitRange{}},
+	{KeyRingLatencyIntra, func(c *Calibration) *float64 { return &c.AlphaIntra }, stepTime, FitRange{}},
 }
 
 // ProfileKeys returns the profile keys in name order.

@@ -24,7 +24,11 @@ func TestProfileKeysSetOneFieldEach(t *testing.T) {
 			continue
 		}
 		var c Calibration
-		if err := c.Set(k.Name, 0.5); err != nil {
+		val := 0.5
+		if !k.Range.Contains(val) {
+			val = k.Range.Hi // a latency in seconds
+		}
+		if err := c.Set(k.Name, val); err != nil {
 			t.Errorf("%s: %v", k.Name, err)
 			continue
 		}
@@ -65,6 +69,7 @@ func TestProfileKeyRanges(t *testing.T) {
 		{KeyMaxEfficiency, 0, false}, {KeyMaxEfficiency, 1e-9, true}, {KeyMaxEfficiency, 1, true}, {KeyMaxEfficiency, 1.01, false},
 		{KeyOverlap, 0, true}, {KeyOverlap, 0.99, true}, {KeyOverlap, 1, false}, {KeyOverlap, -0.01, false},
 		{KeyClockRatio, 0.8, true}, {KeyClockRatio, 0, false},
+		{KeyRingLatencyInter, 14e-6, true}, {KeyRingLatencyInter, 0, false}, {KeyRingLatencyIntra, 0.5, false},
 	} {
 		k, _ := LookupProfileKey(c.key)
 		if got := k.Range.Contains(c.v); got != c.ok {

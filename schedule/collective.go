@@ -117,18 +117,16 @@ func (m *Model) collective(kind OpKind, bytes int64, n, stride int) (t, latency 
 		lat := float64(steps) * alpha
 		return lat + moved/g.bw, lat
 	}
+	// The calibration's Simple steps are NCCL's by default; a profile
+	// that gives its fabric's own moves every protocol's step by as much,
+	// as NCCL adds a network's own latency to each protocol's.
+	simple := hardware.NCCLProtocols[len(hardware.NCCLProtocols)-1]
+	dIntra, dNet := m.Cal.AlphaIntra-simple.Ring.NVLink, m.Cal.AlphaInter-simple.Ring.Net
 	t = math.Inf(1)
 	for _, p := range hardware.NCCLProtocols {
-		intra, net := p.Ring.NVLink, p.Ring.Net
+		intra, net := math.Max(p.Ring.NVLink+dIntra, 0), math.Max(p.Ring.Net+dNet, 0)
 		if g.pci {
 			intra = p.Ring.PCI
-		}
-		if p.Name == "Simple" {
-			// The calibration's: NCCL's Simple figures by default.
-			net = m.Cal.AlphaInter
-			if !g.pci {
-				intra = m.Cal.AlphaIntra
-			}
 		}
 		if g.nodes > 1 {
 			intra = math.Max(intra, p.NetOverhead)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fsdpc/fsdpc/hardware"
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 // h100Nodes is a cluster of 8-GPU H100 nodes, one 400 Gb/s NIC per GPU.
@@ -79,5 +80,21 @@ func TestGroupPlacement(t *testing.T) {
 		if g.nodes != c.nodes || g.perNode != c.perNode || math.Abs(g.bw-c.bw) > 1 {
 			t.Errorf("group(%d, %d) = %d nodes × %d at %.1f GB/s, want %d × %d at %.1f", c.n, c.stride, g.nodes, g.perNode, g.bw/1e9, c.nodes, c.perNode, c.bw/1e9)
 		}
+	}
+}
+
+// TestRingLatencyFromProfile: a profile's ring_latency_inter (a slower
+// fabric's network step) reaches the cost model and moves every
+// protocol's network step, so a small all-gather across nodes, which
+// runs LL, slows by the difference on each of its inter-node steps.
+func TestRingLatencyFromProfile(t *testing.T) {
+	m := h100Nodes()
+	before := m.AllGather(1<<10, 128, 1)
+	if err := ApplyProfile(&m.Cal, []ir.ProfileValue{{Name: hardware.KeyRingLatencyInter, Value: 114e-6}}); err != nil {
+		t.Fatal(err)
+	}
+	after := m.AllGather(1<<10, 128, 1)
+	if d := after - before; math.Abs(d-15*100e-6) > 1e-9 {
+		t.Errorf("1 KiB all-gather over 16 nodes: %.1f µs → %.1f µs, want 15 inter-node steps × 100 µs more", before*1e6, after*1e6)
 	}
 }
