@@ -78,18 +78,22 @@ func memoryTimeline(p *Plan, sim *Simulation) []MemoryPoint {
 // simulate is Simulate with the tolerance and the bound on the rounds of
 // link sharing as arguments; it also says how many rounds it ran.
 func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation, int, error) {
+	// The collectives that use a link, and for each (by its place in
+	// shared, not its op's index: a plan of millions of operations has
+	// far fewer collectives) the link, the part of its time that does not
+	// share it and the next round's duration.
 	base := make([]float64, len(p.Ops))
-	latency := make([]float64, len(p.Ops)) // the part of a collective that does not share links
-	link := make([]int, len(p.Ops))        // 0 none, 1 intra-node, 2 inter-node
-	var shared []int                       // the collectives that use a link
+	var shared []int
+	var latency []float64 // the part of a collective that does not share links
+	var link []uint8      // 0 none, 1 intra-node, 2 inter-node
 	for i := range p.Ops {
 		o := &p.Ops[i]
 		base[i] = m.duration(p, o)
 		switch o.Kind {
 		case OpAllGather, OpReduceScatter, OpAllReduce:
 			if o.PGSize > 1 {
-				link[i], latency[i] = m.linkClass(o, stride(p, o.PG))
-				shared = append(shared, i)
+				l, lat := m.linkClass(o, stride(p, o.PG))
+				shared, link, latency = append(shared, i), append(link, uint8(l)), append(latency, lat)
 			}
 		}
 	}
@@ -102,7 +106,7 @@ func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation,
 	r := newRunner(p, m)
 	durations := append([]float64(nil), base...)
 	sim := r.run(durations)
-	next := make([]float64, len(p.Ops))
+	next := make([]float64, len(shared))
 	rounds := 0
 	step, lastChange := 1.0, math.Inf(1)
 	var byLink [3][]interval // reused by every round
@@ -110,9 +114,9 @@ func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation,
 		for l := range byLink {
 			byLink[l] = byLink[l][:0]
 		}
-		for _, i := range shared {
+		for j, i := range shared {
 			if t := sim.Ops[i]; t.End > t.Start {
-				byLink[link[i]] = append(byLink[link[i]], interval{t.Start, t.End})
+				byLink[link[j]] = append(byLink[link[j]], interval{t.Start, t.End})
 			}
 		}
 		var longest [3]float64
@@ -123,18 +127,18 @@ func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation,
 			}
 		}
 		change := 0.0 // the largest relative change a round would make
-		for _, i := range shared {
-			next[i] = durations[i]
+		for j, i := range shared {
+			next[j] = durations[i]
 			t := sim.Ops[i]
 			d := t.End - t.Start
 			if d <= 0 {
 				continue
 			}
-			share := sumOverlap(byLink[link[i]], longest[link[i]], t.Start, t.End) / d
+			share := sumOverlap(byLink[link[j]], longest[link[j]], t.Start, t.End) / d
 			share = max(share, 1)
-			next[i] = latency[i] + (base[i]-latency[i])*share
-			if next[i] != durations[i] {
-				change = max(change, math.Abs(next[i]-durations[i])/durations[i])
+			next[j] = latency[j] + (base[i]-latency[j])*share
+			if next[j] != durations[i] {
+				change = max(change, math.Abs(next[j]-durations[i])/durations[i])
 			}
 		}
 		if math.IsNaN(change) || math.IsInf(change, 0) {
@@ -153,26 +157,27 @@ func simulate(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simulation,
 			step /= 2
 		}
 		lastChange = change
-		for _, i := range shared {
-			durations[i] += step * (next[i] - durations[i])
+		for j, i := range shared {
+			durations[i] += step * (next[j] - durations[i])
 		}
 		sim = r.run(durations)
 	}
 	// Slow compute by the share of its interval that overlaps collectives.
+	// (durations, no longer needed, takes the adjusted ones.)
 	comm := sim.collectiveIntervals(p)
-	adjusted := append([]float64(nil), durations...)
 	slowed := false
 	for i := range p.Ops {
 		if k := p.Ops[i].Kind; k == OpForward || k == OpBackward {
 			t := sim.Ops[i]
 			if d := t.End - t.Start; d > 0 {
-				adjusted[i] = base[i] * (1 + m.Cal.Overlap*overlap(comm, t.Start, t.End)/d)
-				slowed = slowed || adjusted[i] != durations[i]
+				a := base[i] * (1 + m.Cal.Overlap*overlap(comm, t.Start, t.End)/d)
+				slowed = slowed || a != durations[i]
+				durations[i] = a
 			}
 		}
 	}
 	if slowed {
-		sim = r.run(adjusted)
+		sim = r.run(durations)
 	}
 	for i := range p.Ops {
 		if k := p.Ops[i].Kind; k == OpForward || k == OpBackward || k == OpOptimizer && p.Ops[i].Stream == StreamCompute {
@@ -297,12 +302,12 @@ func (m *Model) issueCost(o *Op) float64 {
 
 // simOp is what run reads of an operation: the rounds of link sharing
 // replay the program many times (15 on llama3.1-405b at 16,384 GPUs), and
-// streaming 32 bytes per operation instead of a whole Op keeps the replay
+// streaming 24 bytes per operation instead of a whole Op keeps the replay
 // in cache.
 type simOp struct {
 	issue      float64 // the CPU's cost of issuing it
-	event      int
-	group      int
+	event      int32   // 32 bits hold any plan's indices (planner.MaxOpsPerRank is 2²²)
+	group      int32
 	kind       OpKind
 	stream     Stream
 	pg         ProcessGroup
@@ -328,7 +333,7 @@ func newRunner(p *Plan, m *Model) *runner {
 	}
 	for i := range p.Ops {
 		o := &p.Ops[i]
-		r.ops[i] = simOp{issue: m.issueCost(o), event: o.Event, group: o.Group, kind: o.Kind, stream: o.Stream, pg: o.PG,
+		r.ops[i] = simOp{issue: m.issueCost(o), event: int32(o.Event), group: int32(o.Group), kind: o.Kind, stream: o.Stream, pg: o.PG,
 			collective: (o.Kind == OpAllGather || o.Kind == OpReduceScatter || o.Kind == OpAllReduce) && o.PGSize > 1}
 	}
 	return r
@@ -406,7 +411,7 @@ func (r *runner) run(dur []float64) *Simulation {
 		}
 		ready[s] = end
 		if o.group >= 0 {
-			lastGroup[s] = o.group
+			lastGroup[s] = int(o.group)
 		}
 		if s == StreamHost {
 			cpu = max(cpu, end) // the CPU itself runs it
