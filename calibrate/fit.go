@@ -58,6 +58,7 @@ var Parameters = []Parameter{
 	fitted(hardware.KeyAttentionBackward),
 	fitted(hardware.KeyNICEfficiency),
 	fitted(hardware.KeyMemoryEfficiency),
+	fitted(hardware.KeyElementwise),
 	fitted(hardware.KeyOverlap),
 }
 

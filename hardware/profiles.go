@@ -16,20 +16,52 @@ var profiles = map[string]func(*Calibration){
 	"H100 PCIe": h100PCIeProfile,
 }
 
+// Element-wise kernels: eager PyTorch runs a Llama RMSNorm as seven
+// kernels (the fp32 upcast, pow, mean, rsqrt, multiply, the bf16 cast,
+// the weight), 36 bytes of HBM traffic per element in forward by fsdpc's
+// count (ir/elementwise.go) and twice that in backward. Liger-Kernel
+// times exactly that module (Hugging Face's LlamaRMSNorm, provider
+// "huggingface") forward and backward together ("full") in bf16 at
+// 2,048 rows × 16,384, 33.6 M elements, the size of a 7–13B block's
+// activations at 8,192 tokens (linkedin/Liger-Kernel,
+// benchmark/data/{a100,h100}_all_benchmark_data.csv, liger 0.5.2,
+// 2025-01-25): 3.609 ms on an A100 80GB PCIe and 2.214 ms on an H100
+// NVL, for 3.62 GB by that count: 1.00 TB/s, 0.519 of the A100 PCIe's
+// 1,935 GB/s, and 1.64 TB/s, 0.420 of the H100 NVL's 3.9 TB/s. Forward
+// alone reaches 0.629 and 0.508, backward 0.476 and 0.392; at 8,192
+// columns 0.597 and 0.475 forward. The figure is the share of each
+// chip's own bandwidth and carries over to the SXM parts of the same
+// memory generation (HBM2e, HBM3). Hopper's element-wise kernels reach a
+// smaller share of a faster memory, so they gain 1.6× over A100 where
+// the datasheets' bandwidths give 2.0× and the tensor cores 3.2×: what
+// made eager Hopper runs lean fast at one copy efficiency for both.
+
 // ga100Profile: FlashAttention-2 reaches 50–73% of the A100's peak in
 // forward and about two thirds of that in backward (Dao 2023, arXiv
-// 2307.08691, figures 4–7). Sustained GEMM efficiency fitted to 15
-// measured A100 runs (torchtitan, fms-fsdp).
+// 2307.08691, figures 4–7). Element-wise kernels at 0.519 of HBM
+// (above). GEMMs at 0.869 of peak, the best shape measured on an A100
+// SXM (stas00/ml-engineering, "Maximum Achievable Matmul FLOPS"): the
+// fit over the 16 measured A100 runs (torchtitan, fms-fsdp; `fsdpc
+// calibrate -fit max_efficiency`) puts it at 0.874, just above what any
+// A100 GEMM was measured to reach, so the profile holds the measurement.
 func ga100Profile(c *Calibration) {
 	c.AttentionForward, c.AttentionBackward = 0.6, 0.45
-	c.MaxEfficiency = 0.803
+	c.ElementwiseEfficiency = 0.519
+	c.MaxEfficiency = 0.869
 }
 
 // gh100Profile: H100 and H200 SXM share the GH100 die and its 700 W
-// limit. Sustained GEMM efficiency fitted to 11 measured runs on both
-// (fms-fsdp on H100, KempnerForge on H200); attention keeps the default,
-// FlashAttention-2's 35% of peak on H100.
+// limit. Element-wise kernels at 0.420 of HBM (above; measured on the
+// H100 NVL's HBM3). GEMMs at 0.690 of peak, what the Llama 3 8B and 70B
+// layer shapes timed on an H200 at 700 W give
+// (calibrate/testdata/kernels-h200.csv: the model's median error over its
+// 34 GEMMs is -0.7%, MAPE 5.8% over the 31 of at least 1e11 FLOPs;
+// TestKernelShapesH200); the fit over the 12 measured H100 and H200 runs
+// would put it at 0.775, pulled up by KempnerForge's H200 runs, which
+// report more FLOP/s than those kernels reach (docs/cost-model.md).
+// Attention keeps the default, FlashAttention-2's 35% of peak on H100.
 func gh100Profile(c *Calibration) {
+	c.ElementwiseEfficiency = 0.420
 	c.MaxEfficiency = 0.690
 }
 

@@ -26,21 +26,21 @@ func TestProfilesNamePresets(t *testing.T) {
 // the defaults.
 func TestCalibrationFor(t *testing.T) {
 	for _, c := range []struct {
-		gpu            string
-		emax, fwd, bwd float64
+		gpu                  string
+		emax, fwd, bwd, elem float64
 	}{
-		{"NVIDIA A100 SXM4 80GB", 0.803, 0.6, 0.45},
-		{"NVIDIA H100 SXM5 80GB", 0.690, 0.35, 0.30},
-		{"NVIDIA H200 SXM 141GB", 0.690, 0.35, 0.30},
-		{"NVIDIA B200 180GB", 0.776, 0.167, 0.137},
-		{"AMD Instinct MI300X 192GB", 0.511, 0.35, 0.30},
-		{"NVIDIA L40S 48GB", 0.743, 0.35, 0.30},
-		{"NVIDIA H100 PCIe 80GB", 0.656, 0.35, 0.30},
-		{"my accelerator", 0.75, 0.35, 0.30},
+		{"NVIDIA A100 SXM4 80GB", 0.869, 0.6, 0.45, 0.519},
+		{"NVIDIA H100 SXM5 80GB", 0.690, 0.35, 0.30, 0.420},
+		{"NVIDIA H200 SXM 141GB", 0.690, 0.35, 0.30, 0.420},
+		{"NVIDIA B200 180GB", 0.776, 0.167, 0.137, 0.8},
+		{"AMD Instinct MI300X 192GB", 0.511, 0.35, 0.30, 0.8},
+		{"NVIDIA L40S 48GB", 0.743, 0.35, 0.30, 0.8},
+		{"NVIDIA H100 PCIe 80GB", 0.656, 0.35, 0.30, 0.8},
+		{"my accelerator", 0.75, 0.35, 0.30, 0.8},
 	} {
 		cal := CalibrationFor(c.gpu)
-		if cal.MaxEfficiency != c.emax || cal.AttentionForward != c.fwd || cal.AttentionBackward != c.bwd {
-			t.Errorf("%s: E_max %g, attention %g/%g; want %g, %g/%g", c.gpu, cal.MaxEfficiency, cal.AttentionForward, cal.AttentionBackward, c.emax, c.fwd, c.bwd)
+		if cal.MaxEfficiency != c.emax || cal.AttentionForward != c.fwd || cal.AttentionBackward != c.bwd || cal.ElementwiseEfficiency != c.elem {
+			t.Errorf("%s: E_max %g, attention %g/%g, element-wise %g; want %g, %g/%g, %g", c.gpu, cal.MaxEfficiency, cal.AttentionForward, cal.AttentionBackward, cal.ElementwiseEfficiency, c.emax, c.fwd, c.bwd, c.elem)
 		}
 	}
 }

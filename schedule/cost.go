@@ -65,7 +65,8 @@ func ApplyProfile(c *hardware.Calibration, vals []ir.ProfileValue) error {
 // (GEMMs) and any matmul FLOPs without a shape at an efficiency that
 // grows with size, or its weight and activation traffic if slower; its
 // attention core at FlashAttention's efficiency; and its element-wise
-// kernels at HBM speed, one after the other.
+// kernels at the share of HBM bandwidth such kernels reach
+// (ElementwiseEfficiency), one after the other.
 func (m *Model) Kernel(o *Op) float64 {
 	var t float64
 	if len(o.GEMMs) == 0 {
@@ -92,7 +93,7 @@ func (m *Model) Kernel(o *Op) float64 {
 		}
 	}
 	if o.ElemBytes > 0 {
-		t += float64(o.ElemBytes) / (m.HW.HBMBandwidth * m.Cal.MemoryEfficiency)
+		t += float64(o.ElemBytes) / (m.HW.HBMBandwidth * m.Cal.ElementwiseEfficiency)
 	}
 	return t
 }

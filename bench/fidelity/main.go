@@ -4,7 +4,9 @@
 // is the committed copy) into a model file, plans it, and prints predicted
 // against measured tokens/s per GPU and peak memory per row, with the
 // mean absolute percentage error overall, per GPU type and for single-
-// and multi-node runs. Without a file it prints two sets: the calibration
+// and multi-node runs, then the mean signed error per GPU for eager and
+// compiled runs, and the predicted against the measured gain of
+// torch.compile on the pairs of rows that differ only in it. Without a file it prints two sets: the calibration
 // set, and calibrate/memory-runs.csv, published peak-memory measurements
 // kept apart to check the memory model (each row cites its source). For
 // the calibration set it also prints, per source, the error with the
@@ -104,6 +106,12 @@ func report(path string, verbose io.Writer) error {
 	calibrate.WriteTable(os.Stdout, results, set.Skipped)
 	fmt.Printf("\nScaling: runs that differ only in their GPU count, each against the series' smallest (tokens/s per GPU):\n\n")
 	calibrate.WriteScaling(os.Stdout, calibrate.Scaling(results))
+	fmt.Printf("\nSigned throughput error by GPU, eager and compiled (a GPU that leans one way shows here, not in the MAPE):\n\n")
+	calibrate.WriteBias(os.Stdout, results)
+	if pairs := calibrate.CompilePairs(results); len(pairs) > 0 {
+		fmt.Printf("\nRuns that differ only in torch.compile: tokens/s gain of the compiled run, measured and predicted:\n\n")
+		calibrate.WriteCompilePairs(os.Stdout, pairs)
+	}
 	if filepath.Clean(path) != fitted {
 		return nil
 	}
