@@ -163,7 +163,11 @@ func modelFile(r run) string {
 	fmt.Fprintf(&b, "[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = %d\nupcast = %t\ncompiled = %t\n\n", r.vocab, r.lossUpcast, r.compileLoss)
 	fmt.Fprintf(&b, "[block.decoder]\n\n")
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
-	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention\"\nkind = \"attention\"\ndim = %d\nheads = %d\nkv_heads = %d\n\n", r.hidden, r.heads, r.kvHeads)
+	rope := ""
+	if r.ropeComplex {
+		rope = "rope = \"complex\"\n"
+	}
+	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention\"\nkind = \"attention\"\ndim = %d\nheads = %d\nkv_heads = %d\n%s\n", r.hidden, r.heads, r.kvHeads, rope)
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"ffn_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"feed_forward\"\nkind = \"mlp\"\ndim = %d\nhidden = %d\nactivation = %q\n", r.hidden, r.ffn, r.activation)
 	return b.String()

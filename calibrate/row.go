@@ -199,6 +199,11 @@ func (r csvRow) training(x *run) (string, error) {
 	// PYTORCH_ALLOC_CONF="expandable_segments:True"; the others run
 	// PyTorch's default.
 	x.expandable = titan
+	// torchtitan's Llama RoPE multiplies complex numbers (apply_rotary_emb:
+	// view_as_complex of the float upcast, models/llama/model.py at 9dec370
+	// and models/llama3/model/model.py at 6fc499f); fms-fsdp's and the
+	// others' are real arithmetic, as far as their sources show.
+	x.ropeComplex = titan
 	x.activation = mlpActivation(r.get("model"), r.get("arch_note"))
 	// The 2024 sources ran FlashAttention-2 (cuDNN SDPA was not PyTorch's
 	// default then: pytorch/pytorch#128539 reverted it). torchtitan asks

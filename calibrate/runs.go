@@ -37,6 +37,7 @@ type run struct {
 	bf16Master          bool // parameters, gradients and AdamW's state are bf16 (no fp32 master copy)
 	accumulateUnsharded bool // micro-batches before the last skip the reduce-scatter (set_requires_gradient_sync(False))
 	attentionKernel     string
+	ropeComplex         bool   // RoPE as complex multiplies (torchtitan's view_as_complex), which Inductor does not fuse
 	activation          string // the MLP's: "swiglu" (Llama family) or "gelu" (GPT family)
 	expandable          bool   // PYTORCH_ALLOC_CONF=expandable_segments:True
 	microBatch, accum   int

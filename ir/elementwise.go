@@ -33,12 +33,19 @@ func activationPasses(act string, b int64, compile bool) int64 {
 	return 2 * b
 }
 
-// ropePasses is rotary embedding on q and k as torchtitan writes it:
-// view_as_complex of the float upcast (read b, write 4), the complex
+// ropePasses is rotary embedding on q and k: eager, as torchtitan writes
+// it, view_as_complex of the float upcast (read b, write 4), the complex
 // multiply (read 4 and the table, write 4), view_as_real and type_as (read
-// 4, write b). Compiled: read b, write b.
-func ropePasses(b int64, compile bool) int64 {
-	if compile {
+// 4, write b); Hugging Face's rotate_half moves as much in bf16 over more
+// kernels. Fused by torch.compile: read b, write b. Inductor fuses real
+// arithmetic only: it generates no code for complex operators
+// ("Torchinductor does not support code generation for complex
+// operators", torch/_inductor/lowering.py, unsupported_input_tensor) and
+// runs aten's kernel for the complex multiply, whose fp32 input and output
+// must then be in memory, so torchtitan's complex form (the attention's
+// rope = "complex") moves the eager bytes compiled too.
+func ropePasses(b int64, fused bool) int64 {
+	if fused {
 		return 2 * b
 	}
 	return 2*b + 16

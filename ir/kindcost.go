@@ -388,7 +388,7 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	}
 	// Element-wise: RoPE on q and k, and the layout copy of the core's
 	// output back to (tokens, heads·head_dim).
-	w.elemFwd = z.add(z.mul(T, d.qOut+d.kvOut, ropePasses(b, c.compile)), z.mul(T, d.qOut, 2*b))
+	w.elemFwd = z.add(z.mul(T, d.qOut+d.kvOut, ropePasses(b, c.compile && a.str("rope", "real") != "complex")), z.mul(T, d.qOut, 2*b))
 	// Selective checkpointing recomputes the core from q, k, v.
 	w.savedSelective = z.add(w.inputBytes, src, q, kv, kv)
 	w.recomputeSelective = core.flops

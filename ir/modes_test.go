@@ -109,6 +109,34 @@ func TestCompileFusesElementwise(t *testing.T) {
 	}
 }
 
+// TestCompileKeepsComplexRoPE: torchtitan's RoPE multiplies complex
+// numbers, which Inductor runs as aten's kernel, so compiled it moves the
+// eager bytes (T·16·(2b+16) per layer, q and k of width 8) where a real
+// RoPE moves T·16·2b; nothing else changes, and eager is the same either
+// way.
+func TestCompileKeepsComplexRoPE(t *testing.T) {
+	complexBody := strings.Replace(modesBody, "heads = 2\n", "heads = 2\nrope = \"complex\"\n", 1)
+	load := func(train, body string) Cost {
+		t.Helper()
+		m, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Modules[mustID(t, m, "layers.0")].Cost
+	}
+	const T, b = 16, 4
+	real, cplx := load("compile = true", modesBody), load("compile = true", complexBody)
+	if d := cplx.ElemBytesFwd - real.ElemBytesFwd; d != T*16*16 {
+		t.Errorf("compiled complex RoPE moves %d bytes more than real, want %d", d, T*16*16)
+	}
+	if cplx.FlopsFwd != real.FlopsFwd || cplx.ActivationBytes != real.ActivationBytes {
+		t.Errorf("rope changed more than the element-wise bytes: %+v vs %+v", cplx, real)
+	}
+	if e, ec := load("", modesBody), load("", complexBody); e.ElemBytesFwd != ec.ElemBytesFwd {
+		t.Errorf("eager element-wise bytes %d (real) vs %d (complex), want equal", e.ElemBytesFwd, ec.ElemBytesFwd)
+	}
+}
+
 // TestLossKind: the loss keeps torchtitan's fp32 log-probabilities for
 // backward and holds the logits' fp32 gradient and its cast while its
 // backward runs; without the upcast everything stays in the activation
