@@ -270,6 +270,18 @@ func TestImportTorchConformanceArchitectures(t *testing.T) {
 			if _, err := planner.Plan(m, planner.Options{}); err != nil {
 				t.Errorf("plan: %v", err)
 			}
+			if a.name == "vit" {
+				// The patch embedding, nn.Conv2d(3, 64, kernel 8, stride 8)
+				// over 32×32 images, is the conv kind: 2·B·(4·4)·64·3·8·8.
+				id, err := m.ModuleByName("vit.embeddings.patch_embeddings.projection")
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := m.Modules[id]
+				if want := float64(2 * m.Train.MicroBatch * 16 * 64 * 3 * 8 * 8); c.Kind != ir.KindConv || c.Cost.FlopsFwd != want {
+					t.Errorf("the patch embedding is %s with %v forward FLOPs, want conv with %v", c.Kind, c.Cost.FlopsFwd, want)
+				}
+			}
 			t.Logf("%s: %s parameters (PyTorch: %s), %d tensors, %d measured modules, %d problems", a.name,
 				ir.FormatCount(m.Stats().Params), ir.FormatCount(res.Numel), len(m.Params), len(res.Measured), len(res.Problems))
 		})

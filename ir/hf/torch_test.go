@@ -231,3 +231,41 @@ func TestConvertTorchMasks(t *testing.T) {
 		})
 	}
 }
+
+// TestConvertTorchConv: a conv kind as the importer proposes it (lists
+// for kernel, stride, padding, input_size) is written and costed by the
+// conv formula, 2·B·Π(out_size)·out·(in/groups)·Π(kernel): here the
+// grouped conv of python/tests/test_conv.py, whose FlopCounterMode count
+// that test checks against the same formula.
+func TestConvertTorchConv(t *testing.T) {
+	d := &TorchDescription{Format: TorchFormat, Source: map[string]any{"factory": "m:build", "class": "Net"}, MicroBatch: 2, SeqLen: 32,
+		Modules: []TorchModule{
+			{Name: "", Type: "Net", Children: []string{"grouped"}, Forward: []string{"grouped"}, Calls: 1},
+			{Name: "grouped", Type: "Conv2d", Calls: 1, Params: []TorchParam{
+				{Name: "weight", Shape: []int64{32, 4, 3, 5}, DType: "fp32", RequiresGrad: true},
+				{Name: "bias", Shape: []int64{32}, DType: "fp32", RequiresGrad: true}},
+				Kind: map[string]any{"kind": "conv", "in": 16.0, "out": 32.0, "kernel": []any{3.0, 5.0}, "stride": []any{1.0, 1.0},
+					"padding": []any{1.0, 2.0}, "groups": 4.0, "bias": true, "input_size": []any{16.0, 16.0}}},
+		},
+		Numel: 32*4*3*5 + 32}
+	res, err := ConvertTorch(d, Options{WorldSize: 2, GPUsPerNode: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Measured) != 0 || len(res.Dropped) != 0 {
+		t.Fatalf("measured %v, dropped %v:\n%s", res.Measured, res.Dropped, res.Text)
+	}
+	for _, s := range []string{"kernel = [3, 5]", "input_size = [16, 16]", "padding = [1, 2]", "groups = 4"} {
+		if !strings.Contains(string(res.Text), s) {
+			t.Errorf("the file lacks %q:\n%s", s, res.Text)
+		}
+	}
+	m, err := ir.Load("net.toml", res.Text)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res.Text)
+	}
+	id, _ := m.ModuleByName("grouped")
+	if got, want := m.Modules[id].Cost.FlopsFwd, float64(2*2*16*16*32*(16/4)*3*5); got != want {
+		t.Errorf("forward FLOPs %v, want %v", got, want)
+	}
+}

@@ -291,7 +291,7 @@ func childOf(p, e *tnode) *tnode {
 // kindKeys is the order a kind's keys are written in.
 var kindKeys = []string{"in", "out", "num", "dim", "hidden", "heads", "kv_heads", "head_dim", "q_lora_rank", "kv_lora_rank",
 	"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "norm", "activation", "bias", "qkv_bias", "out_bias", "causal", "qk_norm", "sinks",
-	"window", "chunk"}
+	"window", "chunk", "kernel", "input_size", "stride", "padding", "groups"}
 
 var roleOrder = []string{"q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "q_norm", "k_norm",
 	"router", "experts", "shared", "gate", "up", "down", "gate_up"}
@@ -397,8 +397,18 @@ func tomlScalar(v any) (any, error) {
 			return nil, fmt.Errorf("%v is not an integer", x)
 		}
 		return int64(x), nil
+	case []any: // conv's kernel, stride, padding, input_size: one integer per dimension
+		out := make([]int64, len(x))
+		for i, e := range x {
+			f, ok := e.(float64)
+			if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+				return nil, fmt.Errorf("%v is not a list of integers", v)
+			}
+			out[i] = int64(f)
+		}
+		return out, nil
 	}
-	return nil, fmt.Errorf("%T is not a number, string or boolean", v)
+	return nil, fmt.Errorf("%T is not a number, string, boolean or list of integers", v)
 }
 
 // count turns a measured figure into the integer the format takes.

@@ -6,9 +6,10 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
 from fsdpc.importer import masks
-from fsdpc.importer.kinds import recognise
+from fsdpc.importer.kinds import conv_input_size, recognise
 from fsdpc.importer.trace import Trace, run_trace
 
 DTYPES = {
@@ -81,10 +82,22 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
     # The pass runs in bf16, the plan's compute dtype (and what grouped
     # expert matmuls require); the description keeps the parameters' own.
     model.to(torch.bfloat16)
+    # Floating-point inputs (images, embeddings) join the pass in bf16 too,
+    # as autocast would give them to the model's first layer.
+    args, kwargs = tree_map(_bf16, (args, kwargs))
     with masks.watch(model) as seen:
         tr = run_trace(model, args, kwargs)
     _merge(modules, tr, problems)
     masks.apply(model, modules, seen, problems)
+    for m in modules:
+        kind = m.get("kind")
+        if kind is not None and kind.get("kind") == "conv":
+            size, why = conv_input_size(kind, m.get("input_shape", []), micro_batch)
+            if size is None:
+                m["measured_because"] = why
+                del m["kind"]
+            else:
+                kind["input_size"] = size
     # Modules whose parameters forward read directly (an nn.ParameterList
     # indexed by its parent) run though they are never called.
     used = {n for n, mod in model.named_modules()
@@ -108,6 +121,12 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
         "numel": sum(int(p.numel()) for p in model.parameters()),
         "problems": problems + tr.problems,
     }
+
+
+def _bf16(x: Any) -> Any:
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.to(torch.bfloat16)
+    return x
 
 
 def _called_parent(modules: list[dict[str, Any]], m: dict[str, Any]) -> bool:

@@ -284,6 +284,43 @@ def _moe(m: nn.Module) -> Kind | None:
     return kind
 
 
+def _conv(m: nn.Module) -> Kind | None:
+    """nn.Conv1d, Conv2d and Conv3d. The kind's input_size is the
+    spatial size of what forward gives it, which only the trace knows:
+    describe adds it (conv_input_size) or drops the kind."""
+    if not isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) or isinstance(m, nn.modules.conv._ConvTransposeNd):
+        return None
+    if _param_children(m) or set(_params(m)) - {"weight", "bias"}:
+        return None
+    kernel = [int(k) for k in m.kernel_size]
+    if any(int(d) != 1 for d in m.dilation):
+        return None  # the kind has no dilation
+    if isinstance(m.padding, str):
+        if m.padding == "valid":
+            padding = [0] * len(kernel)
+        elif m.padding == "same" and all(k % 2 == 1 for k in kernel):
+            padding = [(k - 1) // 2 for k in kernel]  # what padding="same" pads on each side
+        else:
+            return None  # even kernels pad one side more, which the kind cannot say
+    else:
+        padding = [int(p) for p in m.padding]
+    return {"kind": "conv", "in": int(m.in_channels), "out": int(m.out_channels), "kernel": kernel,
+            "stride": [int(x) for x in m.stride], "padding": padding, "groups": int(m.groups), "bias": m.bias is not None}
+
+
+def conv_input_size(kind: Kind, input_shape: list[int], micro_batch: int) -> tuple[list[int] | None, str]:
+    """The conv kind's input_size from the shape forward gave the module:
+    [B, C, spatial…] with B the micro-batch (the kind's cost counts
+    micro_batch images), or why not."""
+    n = len(kind["kernel"])
+    if len(input_shape) != n + 2:
+        return None, "its input has shape %s, not [batch, channels] and %d spatial dimensions" % (input_shape, n)
+    if input_shape[0] != micro_batch:
+        return None, "its input's batch is %d, not the micro-batch %d (the conv kind counts micro_batch inputs)" % (
+            input_shape[0], micro_batch)
+    return input_shape[2:], ""
+
+
 def recognise(m: nn.Module) -> Kind | None:
     """The kind and keys that would make m's parameters, or None."""
     if isinstance(m, nn.Linear):
@@ -294,7 +331,7 @@ def recognise(m: nn.Module) -> Kind | None:
         if _param_children(m) or set(_params(m)) != {"weight"}:
             return None
         return {"kind": "embedding", "num": int(m.num_embeddings), "dim": int(m.embedding_dim)}
-    for f in (_norm, _mla, _attention, _mlp, _moe):
+    for f in (_conv, _norm, _mla, _attention, _mlp, _moe):
         k = f(m)
         if k is not None:
             return k
