@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from fsdpc.importer.build import BuildError, factory_inputs, from_factory, from_hf, hf_inputs, parse_args
+from fsdpc.importer.build import (BuildError, factory_inputs, from_factory, from_hf, hf_inputs, hf_workarounds, parse_args,
+                                  unpacked_sequences)
 from fsdpc.importer.describe import describe
 from fsdpc.importer.trace import TraceError
 
@@ -88,7 +89,13 @@ def main(argv: list[str]) -> int:
             source = {"factory": a.factory, "args": a.arg, "class": type(model).__name__}
         model.train()
         source["accelerate"] = accelerate_view(model)
-        out = describe(model, args, kwargs, a.micro_batch, seq_len, source)
+        if a.hf is not None:
+            notes = hf_workarounds(model)
+            with unpacked_sequences():
+                out = describe(model, args, kwargs, a.micro_batch, seq_len, source)
+            out["problems"] = notes + out["problems"]
+        else:
+            out = describe(model, args, kwargs, a.micro_batch, seq_len, source)
     except (BuildError, TraceError) as e:
         print("fsdpc import torch: %s" % e, file=sys.stderr)
         return 1

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -150,3 +151,61 @@ def factory_inputs(model: nn.Module, example: Callable[..., Any] | None, micro_b
     raise BuildError("%s.forward takes %d arguments (%s): define example_inputs(model, micro_batch, seq_len) "
                      "beside the factory, returning them" % (type(model).__name__, len(required),
                                                              ", ".join(p.name for p in required)))
+
+
+def hf_workarounds(model: nn.Module) -> list[dict[str, str]]:
+    """Mends what transformers' own classes need to run forward and lack,
+    where the missing value is fixed by the module's parameters; each
+    mend is reported by module name.
+
+    DeepseekV2Moe (transformers 5.12) reads self.num_experts under
+    topk_method "group_limited_greedy" (DeepSeek-V2's) to split the
+    router's logits into groups, and __init__ never sets it: the only
+    value that view accepts is the router's number of experts, the rows
+    of gate.weight."""
+    mended: list[str] = []
+    for name, m in model.named_modules():
+        if type(m).__name__ != "DeepseekV2Moe" or hasattr(m, "num_experts"):
+            continue
+        gate = getattr(m, "gate", None)
+        w = getattr(gate, "weight", None)
+        if isinstance(w, torch.Tensor) and w.dim() == 2:
+            setattr(m, "num_experts", int(w.shape[0]))
+            mended.append(name)
+    if not mended:
+        return []
+    which = mended[0] if len(mended) == 1 else "%s … %s (%d modules)" % (mended[0], mended[-1], len(mended))
+    return [{"module": mended[0], "what": "DeepseekV2Moe has no num_experts, which transformers' group_limited_greedy routing "
+             "reads: set to the router's experts (gate.weight's rows) for the traced pass, on %s" % which}]
+
+
+@contextmanager
+def unpacked_sequences() -> Iterator[None]:
+    """transformers' mask builders look for packed sequences in
+    position_ids' values (masking_utils.find_packed_sequence_indices,
+    when a forward gets no attention_mask and no cache, as SmolLM3's
+    does), which meta tensors do not have. The inputs --hf makes are one
+    sequence per row, whose positions transformers builds as arange: not
+    packed, the function's own answer (None) for them."""
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        yield
+        return
+    found = getattr(masking_utils, "find_packed_sequence_indices", None)
+    if found is None:
+        yield
+        return
+    find: Callable[..., Any] = found
+
+    def not_packed(position_ids: torch.Tensor) -> torch.Tensor | None:
+        if position_ids.device.type != "meta":
+            result: torch.Tensor | None = find(position_ids)
+            return result
+        return None
+
+    setattr(masking_utils, "find_packed_sequence_indices", not_packed)
+    try:
+        yield
+    finally:
+        setattr(masking_utils, "find_packed_sequence_indices", find)
