@@ -1,6 +1,11 @@
 package schedule
 
-import "github.com/fsdpc/fsdpc/ir"
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/fsdpc/fsdpc/ir"
+)
 
 // Hooks for wire_test.go, which is an external test package because it
 // plans the zoo with the planner (which imports this package).
@@ -40,4 +45,37 @@ func SimulateRounds(p *Plan, m *Model, tolerance float64, maxRounds int) (*Simul
 }
 
 // WireDTypes is plan.bin's table of element types (wireDTypes).
-func WireDTypes() []ir.DType { return wireDTypes[:] }
+func WireDTypes() []ir.DType { return wireDTypes.values }
+
+// WireTable is one of plan.bin's enum tables (wire.go), for the tests:
+// its values' Go values and names in code order, and the enum's type.
+type WireTable struct {
+	Type   reflect.Type
+	Values []int
+	Names  []string
+}
+
+func wireOf[T interface {
+	~uint8
+	fmt.Stringer
+}](tab *wireTable[T]) WireTable {
+	w := WireTable{Type: reflect.TypeFor[T]()}
+	for _, v := range tab.values {
+		w.Values = append(w.Values, int(v))
+		w.Names = append(w.Names, v.String())
+	}
+	return w
+}
+
+// WireTables are plan.bin's enum tables by what they hold.
+var WireTables = map[string]WireTable{
+	"op kind":       wireOf(wireOpKinds),
+	"stream":        wireOf(wireStreams),
+	"pool":          wireOf(wirePools),
+	"buffer kind":   wireOf(wireBufferKinds),
+	"process group": wireOf(wireProcessGroups),
+	"phase":         wireOf(wirePhases),
+	"reshard":       wireOf(wireReshardKinds),
+	"reduce op":     wireOf(wireReduceOps),
+	"dtype":         wireOf(wireDTypes),
+}

@@ -23,9 +23,9 @@
 //	float    float64: the uvarint of its IEEE-754 bits byte-reversed, so
 //	         0 is one byte and round numbers are short
 //	bool     one byte, 0 or 1
-//	enum     one byte: the Go constant's value for schedule's own enums;
-//	         for an element type (dtype), its code in wireDTypes, the
-//	         format's own table, not ir.DType's value
+//	enum     one byte: the value's code, its position in the format's own
+//	         table of that enum (wireOpKinds, wireStreams, …, wireDTypes),
+//	         not the Go constant's value
 //	count    a non-negative int as a uvarint
 //	list     a uvarint count, then that many elements
 //
@@ -452,41 +452,66 @@ func looksTOML(b []byte) bool {
 	return seen > 0
 }
 
-// wireDTypes is plan.bin's table of element types: an element type is
-// written as its position here, and PeakFLOPS lists its figures in this
-// order. It is the format's own, not ir.DType's values, so reordering or
-// inserting ir's constants cannot change what a plan.bin says
-// (TestWireDTypesFrozen pins it by name); a new type is appended, and
-// that bumps FormatVersion. Every ir.DType must be here exactly once
-// (TestWireDTypesCoverIR).
-var wireDTypes = [...]ir.DType{
-	ir.DTypeInvalid, ir.FP64, ir.FP32, ir.BF16, ir.FP16, ir.FP8E4M3, ir.FP8E5M2,
-	ir.INT64, ir.INT32, ir.INT8, ir.UINT8, ir.BOOL,
+// wireTable is plan.bin's table of one of its enums: a value is written
+// as its position in values, not as its Go constant's value, so
+// reordering or inserting the Go constants (schedule's or ir's) cannot
+// change what a plan.bin says (TestWireCodesPinned pins every table by
+// name). A new value is appended, and that bumps FormatVersion; every
+// value of the type must be in its table exactly once
+// (TestWireTablesCoverEnums).
+type wireTable[T ~uint8] struct {
+	values []T
+	code   [256]uint8 // code[v] is v's position in values, if known[v]
+	known  [256]bool
 }
 
-// dtypeWire is wireDTypes inverted: each ir.DType's code.
-var dtypeWire = func() map[ir.DType]uint8 {
-	m := make(map[ir.DType]uint8, len(wireDTypes))
-	for code, t := range wireDTypes {
-		m[t] = uint8(code)
+func newWireTable[T ~uint8](values ...T) *wireTable[T] {
+	t := &wireTable[T]{values: values}
+	for code, v := range values {
+		t.code[v], t.known[v] = uint8(code), true
 	}
-	return m
-}()
+	return t
+}
 
-// dtype reads or writes an element type as its wireDTypes code. An
-// ir.DType the table lacks (only an unchecked encoding of a forged plan
-// has one) keeps its value, which lies outside the table's range too, so
-// a reader refuses it.
-func (c *codec) dtype(v *ir.DType, field string) {
-	code, ok := dtypeWire[*v]
-	if !ok {
-		code = uint8(*v)
+// The format's enum tables, each in the order its codes were first
+// given (the Go constants' order when the format froze them).
+var (
+	wireOpKinds = newWireTable(OpAlloc, OpFree, OpRecord, OpWait, OpCopyIn, OpH2D, OpAllGather,
+		OpCopyOut, OpReshard, OpForward, OpBackward, OpReduceCopyIn, OpDivide, OpReduceScatter,
+		OpAllReduce, OpCastGrad, OpAccumulate, OpD2H, OpSync, OpOptimizer)
+	wireStreams = newWireTable(StreamCompute, StreamCopyIn, StreamAllGather, StreamReduceScatter,
+		StreamAllReduce, StreamHost)
+	wirePools       = newWireTable(PoolCompute, PoolCopyIn, PoolReduceScatter, PoolAllReduce, PoolHost)
+	wireBufferKinds = newWireTable(BufShardedParams, BufShardedGrads, BufOptimizerState, BufCastTemp,
+		BufH2DTemp, BufAllGatherOut, BufUnsharded, BufPostForwardSlice, BufUnshardedGrads,
+		BufAccumGrads, BufReduceScatterIn, BufReduceScatterOut, BufActivations, BufRecompute)
+	wireProcessGroups = newWireTable(PGNone, PGShard, PGReplicate, PGPostForward)
+	wirePhases        = newWireTable(PhaseForward, PhaseBackward, PhaseOptimizer)
+	wireReshardKinds  = newWireTable(ReshardTrue, ReshardFalse, ReshardTo)
+	wireReduceOps     = newWireTable(ReduceNone, ReduceAvg, ReduceSum, ReducePremulSum)
+	// wireDTypes is the table of element types; PeakFLOPS also lists its
+	// figures in this order.
+	wireDTypes = newWireTable(ir.DTypeInvalid, ir.FP64, ir.FP32, ir.BF16, ir.FP16, ir.FP8E4M3,
+		ir.FP8E5M2, ir.INT64, ir.INT32, ir.INT8, ir.UINT8, ir.BOOL)
+)
+
+// wireEnum reads or writes an enum as its code in tab. A value the table
+// lacks (only an unchecked encoding of a forged plan has one) keeps its
+// value, which lies outside the table's range too (the table holds every
+// value the type names), so a reader refuses it.
+func wireEnum[T ~uint8](c *codec, v *T, tab *wireTable[T], field string) {
+	code := uint8(*v)
+	if tab.known[*v] {
+		code = tab.code[*v]
 	}
-	enum(c, &code, len(wireDTypes), field)
+	enum(c, &code, len(tab.values), field)
 	if !c.enc && c.err == nil {
-		*v = wireDTypes[code]
+		*v = tab.values[code]
 	}
 }
+
+// dtype reads or writes an element type as its wireDTypes code.
+func (c *codec) dtype(v *ir.DType, field string) { wireEnum(c, v, wireDTypes, field) }
 
 // peakFLOPS reads or writes the cluster's dense peaks, which the plan
 // indexes by ir.DType, as a list in wireDTypes order. A list shorter
@@ -494,11 +519,11 @@ func (c *codec) dtype(v *ir.DType, field string) {
 // has one encoding and decoding it gives the same slice back.
 func (c *codec) peakFLOPS(peak *[]float64) {
 	permute := func(p []float64, toWire bool) []float64 {
-		if len(p) < len(wireDTypes) {
+		if len(p) < len(wireDTypes.values) {
 			return p
 		}
 		out := slices.Clone(p)
-		for code, t := range wireDTypes {
+		for code, t := range wireDTypes.values {
 			if toWire {
 				out[code] = p[t]
 			} else {
@@ -982,7 +1007,7 @@ func (c *codec) group(g *Group) {
 
 	c.push("Policy")
 	pol := &g.Policy
-	enum(c, &pol.Reshard, len(reshardNames), "Reshard")
+	wireEnum(c, &pol.Reshard, wireReshardKinds, "Reshard")
 	sint(c, &pol.ReshardTo, "ReshardTo")
 	sint(c, &pol.PrefetchForward, "PrefetchForward")
 	sint(c, &pol.PrefetchBackward, "PrefetchBackward")
@@ -992,8 +1017,8 @@ func (c *codec) group(g *Group) {
 	c.dtype(&pol.Output, "Output")
 	c.bool(&pol.CastForwardInputs, "CastForwardInputs")
 	c.bool(&pol.Offload, "Offload")
-	enum(c, &pol.ReduceScatterOp, len(reduceNames), "ReduceScatterOp")
-	enum(c, &pol.AllReduceOp, len(reduceNames), "AllReduceOp")
+	wireEnum(c, &pol.ReduceScatterOp, wireReduceOps, "ReduceScatterOp")
+	wireEnum(c, &pol.AllReduceOp, wireReduceOps, "AllReduceOp")
 	c.float(&pol.PremulFactor, "PremulFactor")
 	c.float(&pol.PreDivide, "PreDivide")
 	c.float(&pol.PostDivide, "PostDivide")
@@ -1023,8 +1048,8 @@ func (c *codec) param(gp *GroupParam) {
 
 func (c *codec) buffer(b *Buffer, groups int) {
 	c.str(&b.Name, "Name")
-	enum(c, &b.Kind, int(numBufferKinds), "Kind")
-	enum(c, &b.Pool, int(numPools), "Pool")
+	wireEnum(c, &b.Kind, wireBufferKinds, "Kind")
+	wireEnum(c, &b.Pool, wirePools, "Pool")
 	c.index(&b.Group, groups, "Group", "groups")
 	sint(c, &b.Bytes, "Bytes")
 	c.bool(&b.Persistent, "Persistent")
@@ -1034,19 +1059,19 @@ func (c *codec) op(o *Op, p *Plan) {
 	if !c.enc {
 		c.opAt = append(c.opAt, c.off)
 	}
-	enum(c, &o.Kind, int(numOpKinds), "Kind")
-	enum(c, &o.Stream, int(numStreams), "Stream")
-	enum(c, &o.Phase, len(phaseNames), "Phase")
+	wireEnum(c, &o.Kind, wireOpKinds, "Kind")
+	wireEnum(c, &o.Stream, wireStreams, "Stream")
+	wireEnum(c, &o.Phase, wirePhases, "Phase")
 	sint(c, &o.Micro, "Micro")
 	c.index(&o.Group, len(p.Groups), "Group", "groups")
 	c.index(&o.Module, len(p.Modules), "Module", "modules")
 	c.index(&o.Buffer, len(p.Buffers), "Buffer", "buffers")
 	c.index(&o.Source, len(p.Buffers), "Source", "buffers")
 	c.index(&o.Event, p.Events, "Event", "events")
-	enum(c, &o.PG, len(pgNames), "PG")
+	wireEnum(c, &o.PG, wireProcessGroups, "PG")
 	sint(c, &o.PGSize, "PGSize")
 	c.dtype(&o.DType, "DType")
-	enum(c, &o.Reduce, len(reduceNames), "Reduce")
+	wireEnum(c, &o.Reduce, wireReduceOps, "Reduce")
 	c.float(&o.Factor, "Factor")
 	sint(c, &o.Bytes, "Bytes")
 	c.float(&o.FLOPs, "FLOPs")

@@ -398,37 +398,56 @@ func parseRecords(block string) map[string][]string {
 	return records
 }
 
-// The wire codes of schedule's enums are their Go values, and an element
-// type's its position in wire.go's own table: renumbering one is a format
-// change. This pins them.
+// The wire codes of plan.bin's enums are their positions in wire.go's
+// own tables, whatever the Go constants' values: renumbering a code is a
+// format change. This pins each table by name, code i the i-th word.
 func TestWireCodesPinned(t *testing.T) {
-	pin := func(what string, n int, name func(int) string, want string) {
-		t.Helper()
-		var got []string
-		for i := range n {
-			got = append(got, name(i))
+	for what, want := range map[string]string{
+		"op kind":       "alloc free record wait copy-in h2d all-gather copy-out reshard forward backward reduce-copy-in divide reduce-scatter all-reduce cast-grad accumulate d2h sync optimizer",
+		"stream":        "compute copy-in all-gather reduce-scatter all-reduce host",
+		"pool":          "compute copy-in reduce-scatter all-reduce host",
+		"buffer kind":   "sharded-params sharded-grads optimizer-state cast-temp h2d-temp all-gather-out unsharded post-forward-slice unsharded-grads accum-grads reduce-scatter-in reduce-scatter-out activations recompute",
+		"process group": "none shard replicate post-forward",
+		"phase":         "forward backward optimizer",
+		"reshard":       "true false to",
+		"reduce op":     "none avg sum premul-sum",
+		"dtype":         wireDTypeNames,
+	} {
+		tab, ok := WireTables[what]
+		if !ok {
+			t.Errorf("no wire table of %s", what)
+			continue
 		}
-		if g := strings.Join(got, " "); g != want {
-			t.Errorf("%s codes:\n got %s\nwant %s\nrenumbering an enum changes plan.bin: bump FormatVersion and update this test", what, g, want)
+		if g := strings.Join(tab.Names, " "); g != want {
+			t.Errorf("%s codes:\n got %s\nwant %s\nrenumbering an enum's wire codes changes plan.bin: bump FormatVersion and update this test", what, g, want)
 		}
 	}
-	pin("op kind", 20, func(i int) string { return OpKind(i).String() },
-		"alloc free record wait copy-in h2d all-gather copy-out reshard forward backward reduce-copy-in divide reduce-scatter all-reduce cast-grad accumulate d2h sync optimizer")
-	pin("stream", 6, func(i int) string { return Stream(i).String() }, "compute copy-in all-gather reduce-scatter all-reduce host")
-	pin("pool", 5, func(i int) string { return Pool(i).String() }, "compute copy-in reduce-scatter all-reduce host")
-	pin("buffer kind", 14, func(i int) string { return BufferKind(i).String() },
-		"sharded-params sharded-grads optimizer-state cast-temp h2d-temp all-gather-out unsharded post-forward-slice unsharded-grads accum-grads reduce-scatter-in reduce-scatter-out activations recompute")
-	pin("process group", 4, func(i int) string { return ProcessGroup(i).String() }, "none shard replicate post-forward")
-	pin("phase", 3, func(i int) string { return Phase(i).String() }, "forward backward optimizer")
-	pin("reshard", 3, func(i int) string { return ReshardKind(i).String() }, "true false to")
-	pin("reduce op", 4, func(i int) string { return ReduceOp(i).String() }, "none avg sum premul-sum")
-	pin("dtype", len(WireDTypes()), func(i int) string { return WireDTypes()[i].String() }, wireDTypeNames)
-	// One past the end is out of range on the wire.
-	for _, typ := range []reflect.Type{reflect.TypeFor[OpKind](), reflect.TypeFor[Stream](), reflect.TypeFor[Pool](),
-		reflect.TypeFor[BufferKind](), reflect.TypeFor[ProcessGroup](), reflect.TypeFor[Phase](),
-		reflect.TypeFor[ReshardKind](), reflect.TypeFor[ReduceOp](), reflect.TypeFor[ir.DType]()} {
-		if n := enumCount(t, typ); n > 32 {
-			t.Errorf("%s has %d values?", typ, n)
+	if len(WireTables) != 9 {
+		t.Errorf("%d wire tables, 9 pinned: pin the new one here", len(WireTables))
+	}
+}
+
+// TestWireTablesCoverEnums: every value of each enum plan.bin holds has a
+// wire code, once; a value added to a Go enum (schedule's or ir.DType)
+// without one fails here rather than at the first plan that uses it.
+func TestWireTablesCoverEnums(t *testing.T) {
+	for _, tab := range WireTables {
+		n := enumCount(t, tab.Type)
+		if n > 32 {
+			t.Errorf("%s has %d values?", tab.Type, n)
+		}
+		seen := map[int]int{}
+		for code, v := range tab.Values {
+			if v >= n {
+				t.Errorf("%s: wire code %d is %s, not one of its values", tab.Type, code, tab.Names[code])
+			}
+			if c, dup := seen[v]; dup {
+				t.Errorf("%s: %s has wire codes %d and %d", tab.Type, tab.Names[code], c, code)
+			}
+			seen[v] = code
+		}
+		if len(seen) != n {
+			t.Errorf("%d %ss, %d with a wire code: add the new ones at the end of its table in wire.go and bump FormatVersion", n, tab.Type, len(seen))
 		}
 	}
 }
@@ -436,26 +455,6 @@ func TestWireCodesPinned(t *testing.T) {
 // wireDTypeNames are the element types' plan.bin codes, frozen: code i is
 // the i-th name.
 const wireDTypeNames = "invalid fp64 fp32 bf16 fp16 fp8_e4m3 fp8_e5m2 int64 int32 int8 uint8 bool"
-
-// TestWireDTypesCoverIR: every ir.DType has a wire code, once; a type
-// added to ir without one fails here rather than at the first plan that
-// uses it.
-func TestWireDTypesCoverIR(t *testing.T) {
-	n := enumCount(t, reflect.TypeFor[ir.DType]())
-	seen := map[ir.DType]int{}
-	for code, dt := range WireDTypes() {
-		if int(dt) >= n {
-			t.Errorf("wire code %d is %s, not an ir.DType", code, dt)
-		}
-		if c, dup := seen[dt]; dup {
-			t.Errorf("%s has wire codes %d and %d", dt, c, code)
-		}
-		seen[dt] = code
-	}
-	if len(seen) != n {
-		t.Errorf("%d ir.DTypes, %d with a wire code: add the new ones at the end of wireDTypes and bump FormatVersion", n, len(seen))
-	}
-}
 
 // TestWireDTypesByName: what plan.bin holds for an element type is its
 // code in the frozen table, found by its name, whatever ir.DType's value
