@@ -94,6 +94,9 @@ func summary(tu *Tuning) string {
 // dimension from the file's own plan and from a plan with every block
 // unsharded after forward.
 func TestCanonicalKnobsPlanAlike(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans every knob of every zoo model twice; .ci/run's go test runs it")
+	}
 	differ := 0
 	for _, name := range plans.Names() {
 		m := loadZoo(t, name)

@@ -69,6 +69,9 @@ func runWorker(t *testing.T, plat platform, env map[string]string, args ...strin
 }
 
 func TestWorkerRehearsal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a whole worker rehearsal of gpt2-124m with a trace; .ci/run's go test runs it")
+	}
 	bin := planFile(t, "gpt2-124m")
 	trace := filepath.Join(t.TempDir(), "trace.json")
 	// With a sampler, as on a GPU with NVML (memory_test.go).
@@ -217,6 +220,9 @@ func runRanks(t *testing.T, plat platform, world int, args ...string) (codes []i
 // over TCP, make their communicators from rank 0's id and split HSDP's
 // groups from it, and run a 2×2 mesh plan with the data check.
 func TestWorkerNCCLMesh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four whole worker rehearsals; .ci/run's go test runs it")
+	}
 	bin := meshPlanFile(t, 2, 2)
 	// --timeout: the collective watchdog's default minute once fired when
 	// the four ranks crawled on an oversubscribed machine (CPU issue 51 s
