@@ -250,7 +250,8 @@ def _moe(m: nn.Module) -> Kind | None:
         return None
     ep = _params(experts)
     rp = _params(router)
-    if _param_children(experts) or list(ep) != ["gate_up_proj", "down_proj"] or _param_children(router):
+    biased = list(ep) == ["gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"]  # gpt-oss
+    if _param_children(experts) or (list(ep) != ["gate_up_proj", "down_proj"] and not biased) or _param_children(router):
         return None
     if set(rp) - {"weight", "bias"} or "weight" not in rp or rp["weight"].dim() != 2:
         return None
@@ -258,9 +259,23 @@ def _moe(m: nn.Module) -> Kind | None:
     if gu.dim() != 3 or dn.dim() != 3:
         return None
     e, dim = int(rp["weight"].shape[0]), int(rp["weight"].shape[1])
-    transposed = tuple(gu.shape) == (e, dim, int(gu.shape[2])) and int(gu.shape[2]) % 2 == 0 and int(gu.shape[1]) != int(gu.shape[2]) // 2
-    hidden = int(gu.shape[2] if transposed else gu.shape[1]) // 2
+    # [E, 2·I, H] and [E, H, I], or transposed (Llama 4, gpt-oss) [E, H, 2·I]
+    # and [E, I, H]: down_proj's shape tells them apart where H = I
+    # (gpt-oss-20b's 2880 and 2880).
+    g1, g2 = int(gu.shape[1]), int(gu.shape[2])
+    if g2 == dim and g1 % 2 == 0 and tuple(dn.shape) == (e, dim, g1 // 2):
+        transposed, hidden = False, g1 // 2
+    elif g1 == dim and g2 % 2 == 0 and tuple(dn.shape) == (e, g2 // 2, dim):
+        transposed, hidden = True, g2 // 2
+    else:
+        return None
+    if int(gu.shape[0]) != e:
+        return None
     act = _act(experts, gated=True) or _act(m, gated=True)
+    if act is None and isinstance(getattr(experts, "alpha", None), float) and isinstance(getattr(experts, "limit", None), float):
+        # GptOssExperts: a clamped SwiGLU, gate·σ(alpha·gate)·(up + 1), with
+        # no act_fn; its matmuls are a SwiGLU's.
+        act = "swiglu"
     cfg = getattr(m, "config", None)
     top_k = getattr(m, "top_k", None) or getattr(router, "top_k", None) or getattr(cfg, "num_experts_per_tok", None)
     if act is None or not isinstance(top_k, int):
@@ -270,6 +285,10 @@ def _moe(m: nn.Module) -> Kind | None:
                   "names": {"router": router_name, "experts": "experts", "gate_up": "gate_up_proj", "down": "down_proj"}}
     if transposed:
         kind["transposed"] = True
+    if biased:
+        if tuple(ep["gate_up_proj_bias"].shape) != (e, 2 * hidden) or tuple(ep["down_proj_bias"].shape) != (e, dim):
+            return None
+        kind["bias"] = True
     if "bias" in rp:
         kind["router_bias"] = True
     order = list(ch)
