@@ -5,21 +5,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fsdpc/fsdpc/internal/zootest"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
-	"github.com/fsdpc/fsdpc/plans"
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
-func zooFullPlan(t *testing.T, name string, edits ...edit) *schedule.Plan {
+func zooFullPlan(t *testing.T, name string, edits ...zootest.Edit) *schedule.Plan {
 	t.Helper()
-	src, file, ok := plans.Source(name)
-	if !ok {
-		t.Fatalf("%s is not a zoo model", name)
-	}
-	text, err := scaleZoo(string(src), edits)
+	file, text, err := zooText(name, edits...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	m, err := ir.Load(file, []byte(text))
 	if err != nil {
@@ -48,16 +44,18 @@ func TestTorchtitanUnits(t *testing.T) {
 		"torchtitan's unit norm+output (norm.weight, output.weight) is no unit of the plan",
 		"the plan's unit (root) (tok_embeddings.weight, norm.weight, output.weight) is no unit of torchtitan",
 	}
-	titanUnits := edit{"units", `"blocks"`, `["tok_embeddings", "layers.*"]`}
+	titanUnits := zootest.Policy("units", `["tok_embeddings", "layers.*"]`)
 	// torchtitan's own grouping, written out: norm and output one unit
 	// (a listed group, fully_shard([norm, output])), the root empty.
-	titanGroups := edit{"units", `"blocks"`, `["tok_embeddings", "layers.*", ["norm", "output"]]`}
+	titanGroups := zootest.Policy("units", `["tok_embeddings", "layers.*", ["norm", "output"]]`)
 	// and, as torchtitan's "default" policy, norm+output kept gathered
 	// after forward (backward needs it at once).
-	titanLast := edit{"reduce_dtype", `"fp32"`, "\"fp32\"\n\n[[policy.override]]\nmatch = \"norm\"\nreshard_after_forward = false"}
+	titanLast := func(src string) string {
+		return src + "\n[[policy.override]]\nmatch = \"norm\"\nreshard_after_forward = false\n"
+	}
 	for _, c := range []struct {
 		model string
-		edits []edit
+		edits []zootest.Edit
 		want  []string
 	}{
 		{"llama3-8b", nil, endsInRoot},
@@ -67,10 +65,10 @@ func TestTorchtitanUnits(t *testing.T) {
 			"the plan's unit (root) (norm.weight) is no unit of torchtitan",
 			"the plan's unit output (output.weight) is no unit of torchtitan",
 		}},
-		{"llama3-8b", []edit{titanUnits}, []string{"unit norm+output is the root in the plan only"}},
-		{"llama3-8b", []edit{titanGroups, titanLast}, nil},
-		{"llama3-70b", []edit{titanGroups, titanLast}, nil},
-		{"llama3-70b", []edit{titanUnits}, []string{"unit norm+output is the root in the plan only"}},
+		{"llama3-8b", []zootest.Edit{titanUnits}, []string{"unit norm+output is the root in the plan only"}},
+		{"llama3-8b", []zootest.Edit{titanGroups, titanLast}, nil},
+		{"llama3-70b", []zootest.Edit{titanGroups, titanLast}, nil},
+		{"llama3-70b", []zootest.Edit{titanUnits}, []string{"unit norm+output is the root in the plan only"}},
 	} {
 		p := zooFullPlan(t, c.model, c.edits...)
 		units, err := TorchtitanUnits(p, "default")

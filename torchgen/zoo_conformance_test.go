@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fsdpc/fsdpc/internal/zootest"
 	"github.com/fsdpc/fsdpc/ir"
 	"github.com/fsdpc/fsdpc/planner"
 	"github.com/fsdpc/fsdpc/plans"
@@ -18,12 +19,18 @@ import (
 // LoRA base, experts, the encoder-decoder dataflow, explicit units, HSDP,
 // accumulation, mixed precision.
 
-// edit replaces the value of key on every line that sets key = from.
-type edit struct{ key, from, to string }
+// scale replaces the value of key on every line that sets key = from: a
+// module's width, a vocabulary, a head count, wherever it is set.
+func scale(key, from, to string) zootest.Edit {
+	re := regexp.MustCompile(`(?m)^(\s*` + regexp.QuoteMeta(key) + `\s*=\s*)` + regexp.QuoteMeta(from) + `(\s|#|$)`)
+	return func(src string) string {
+		return re.ReplaceAllString(src, "${1}"+strings.ReplaceAll(to, "$", "$$")+"${2}")
+	}
+}
 
 type zooCase struct {
 	model string
-	edits []edit
+	edits []zootest.Edit
 	// mismatch, when set, is a deliberate difference listed in
 	// docs/semantics.md: the run must report it.
 	mismatch string
@@ -31,71 +38,70 @@ type zooCase struct {
 
 // Shared by the Llama-shaped models: 2 layers of width 16, 4 query and 2
 // key/value heads (GQA kept), a 37-token vocabulary, 4-token sequences.
-func llamaEdits(dim, heads, kv, hidden, vocab, layers, seq string) []edit {
-	return []edit{
-		{"dim", dim, "16"}, {"in", dim, "16"}, {"heads", heads, "4"}, {"kv_heads", kv, "2"},
-		{"hidden", hidden, "24"}, {"num", vocab, "37"}, {"out", vocab, "37"},
-		{"repeat", layers, "2"}, {"seq_len", seq, "4"},
-	}
+func llamaEdits(dim, heads, kv, hidden, vocab string, more ...zootest.Edit) []zootest.Edit {
+	return append([]zootest.Edit{
+		scale("dim", dim, "16"), scale("in", dim, "16"), scale("heads", heads, "4"), scale("kv_heads", kv, "2"),
+		scale("hidden", hidden, "24"), scale("num", vocab, "37"), scale("out", vocab, "37"),
+		zootest.Layers(2), zootest.Train("seq_len", "4"),
+	}, more...)
 }
 
 var zooCases = []zooCase{
-	{model: "gpt2-124m", edits: []edit{ // tied lm_head, wte + wpe read by the first block, accumulation
-		{"num", "50257", "37"}, {"out", "50257", "37"}, {"num", "1024", "6"}, {"dim", "768", "8"}, {"in", "768", "8"},
-		{"hidden", "3072", "12"}, {"heads", "12", "2"}, {"repeat", "12", "2"}, {"seq_len", "1024", "4"},
-		{"micro_batch", "32", "1"}, {"world_size", "8", "2"},
+	{model: "gpt2-124m", edits: []zootest.Edit{ // tied lm_head, wte + wpe read by the first block, accumulation
+		scale("num", "50257", "37"), scale("out", "50257", "37"), scale("num", "1024", "6"), scale("dim", "768", "8"), scale("in", "768", "8"),
+		scale("hidden", "3072", "12"), scale("heads", "12", "2"), zootest.Layers(2), zootest.Train("seq_len", "4"),
+		zootest.Train("micro_batch", "1"), zootest.Cluster("world_size", "2"),
 	}},
-	{model: "llama3-8b", edits: append(llamaEdits("4096", "32", "8", "14336", "128256", "32", "8192"),
-		edit{"world_size", "8", "2"})},
-	{model: "llama3-8b-torchtitan", edits: append(llamaEdits("4096", "32", "8", "14336", "128256", "32", "8192"), // per-op selective checkpointing, micro-batch 2
-		edit{"world_size", "8", "2"})},
-	{model: "llama3-8b-lora", edits: append(llamaEdits("4096", "32", "8", "14336", "128256", "32", "8192"), // frozen bf16 base, fp32-reduced adapters
-		edit{"lora_rank", "16", "2"}, edit{"grad_accum", "4", "2"}, edit{"world_size", "8", "3"})},
-	{model: "llama3-70b", edits: append(llamaEdits("8192", "64", "8", "28672", "128256", "80", "8192"), // two nodes
-		edit{"nodes", "8", "2"}, edit{"gpus_per_node", "8", "2"}, edit{"grad_accum", "8", "2"})},
-	{model: "llama3.1-405b", edits: append(llamaEdits("16384", "128", "8", "53248", "128256", "126", "4096"), // HSDP, explicit units, bf16 reduce
-		edit{"world_size", "512", "4"}, edit{"mesh", "{ replicate = 2, shard = 256 }", "{ replicate = 2, shard = 2 }"},
-		edit{"gpus_per_node", "8", "2"})},
-	{model: "mixtral-8x7b", edits: append(llamaEdits("4096", "32", "8", "14336", "32000", "32", "8192"), // experts
-		edit{"experts", "8", "3"}, edit{"nodes", "8", "1"}, edit{"gpus_per_node", "8", "2"}, edit{"grad_accum", "4", "2"})},
-	{model: "t5-base", edits: []edit{ // encoder-decoder, cross-attention, three-way tie
-		{"num", "32128", "37"}, {"out", "32128", "37"}, {"dim", "768", "8"}, {"in", "768", "8"}, {"kv_dim", "768", "8"},
-		{"heads", "12", "2"}, {"head_dim", "64", "4"}, {"dim", "12", "2"}, {"hidden", "3072", "12"},
-		{"repeat", "12", "2"}, {"seq_len", "512", "4"}, {"kv_seq_len", "512", "4"}, {"micro_batch", "16", "1"},
-		{"world_size", "8", "2"},
+	{model: "llama3-8b", edits: llamaEdits("4096", "32", "8", "14336", "128256", zootest.Cluster("world_size", "2"))},
+	{model: "llama3-8b-torchtitan", edits: llamaEdits("4096", "32", "8", "14336", "128256", // per-op selective checkpointing, micro-batch 2
+		zootest.Cluster("world_size", "2"))},
+	{model: "llama3-8b-lora", edits: llamaEdits("4096", "32", "8", "14336", "128256", // frozen bf16 base, fp32-reduced adapters
+		scale("lora_rank", "16", "2"), zootest.Train("grad_accum", "2"), zootest.Cluster("world_size", "3"))},
+	{model: "llama3-70b", edits: llamaEdits("8192", "64", "8", "28672", "128256", // two nodes
+		zootest.Cluster("nodes", "2"), zootest.Cluster("gpus_per_node", "2"), zootest.Train("grad_accum", "2"))},
+	{model: "llama3.1-405b", edits: llamaEdits("16384", "128", "8", "53248", "128256", // HSDP, explicit units, bf16 reduce
+		zootest.Cluster("world_size", "4"), zootest.Cluster("mesh", "{ replicate = 2, shard = 2 }"), zootest.Cluster("gpus_per_node", "2"))},
+	{model: "mixtral-8x7b", edits: llamaEdits("4096", "32", "8", "14336", "32000", // experts
+		scale("experts", "8", "3"), zootest.Cluster("nodes", "1"), zootest.Cluster("gpus_per_node", "2"), zootest.Train("grad_accum", "2"))},
+	{model: "t5-base", edits: []zootest.Edit{ // encoder-decoder, cross-attention, three-way tie
+		scale("num", "32128", "37"), scale("out", "32128", "37"), scale("dim", "768", "8"), scale("in", "768", "8"), scale("kv_dim", "768", "8"),
+		scale("heads", "12", "2"), scale("head_dim", "64", "4"), scale("dim", "12", "2"), scale("hidden", "3072", "12"),
+		zootest.Layers(2), zootest.Train("seq_len", "4"), scale("kv_seq_len", "512", "4"), zootest.Train("micro_batch", "1"),
+		zootest.Cluster("world_size", "2"),
 	}},
-	{model: "vit-b16", edits: []edit{ // root-level parameters, a conv patch embedding
-		{"shape", "[1, 1, 768]", "[1, 1, 8]"}, {"shape", "[1, 197, 768]", "[1, 5, 8]"}, {"seq_len", "197", "5"},
-		{"out", "768", "8"}, {"kernel", "[16, 16]", "[2, 2]"}, {"stride", "[16, 16]", "[2, 2]"}, {"input_size", "[224, 224]", "[4, 4]"},
-		{"dim", "768", "8"}, {"in", "768", "8"}, {"heads", "12", "2"}, {"hidden", "3072", "12"}, {"out", "1000", "7"},
-		{"repeat", "12", "2"}, {"micro_batch", "128", "1"}, {"world_size", "8", "3"},
+	{model: "vit-b16", edits: []zootest.Edit{ // root-level parameters, a conv patch embedding
+		scale("shape", "[1, 1, 768]", "[1, 1, 8]"), scale("shape", "[1, 197, 768]", "[1, 5, 8]"), zootest.Train("seq_len", "5"),
+		scale("out", "768", "8"), scale("kernel", "[16, 16]", "[2, 2]"), scale("stride", "[16, 16]", "[2, 2]"), scale("input_size", "[224, 224]", "[4, 4]"),
+		scale("dim", "768", "8"), scale("in", "768", "8"), scale("heads", "12", "2"), scale("hidden", "3072", "12"), scale("out", "1000", "7"),
+		zootest.Layers(2), zootest.Train("micro_batch", "1"), zootest.Cluster("world_size", "3"),
 	}},
 }
 
-// scaleZoo applies the edits to a zoo model's text; an edit that matches
-// no line fails, so a changed zoo file cannot silently stop being scaled.
-func scaleZoo(src string, edits []edit) (string, error) {
-	for _, e := range edits {
-		re := regexp.MustCompile(`(?m)^(\s*` + regexp.QuoteMeta(e.key) + `\s*=\s*)` + regexp.QuoteMeta(e.from) + `(\s|#|$)`)
-		if !re.MatchString(src) {
-			return "", fmt.Errorf("no line sets %s = %s", e.key, e.from)
-		}
-		src = re.ReplaceAllString(src, "${1}"+strings.ReplaceAll(e.to, "$", "$$")+"${2}")
+// zooText is the zoo model's file name and its text after the edits;
+// an edit that changes nothing fails, so a changed zoo file cannot
+// silently stop being scaled.
+func zooText(name string, edits ...zootest.Edit) (file, text string, err error) {
+	file, text, err = zootest.Text(name)
+	if err != nil {
+		return "", "", err
 	}
-	return src, nil
+	for i, e := range edits {
+		next := e(text)
+		if next == text {
+			return "", "", fmt.Errorf("edit %d changes nothing: the zoo file no longer has what it edits", i)
+		}
+		text = next
+	}
+	return file, text, nil
 }
 
 // zooPlan scales, loads, plans and builds one case.
 func zooPlan(c zooCase) (*ir.Model, *schedule.Plan, *Spec, error) {
-	src, file, ok := plans.Source(c.model)
-	if !ok {
-		return nil, nil, nil, fmt.Errorf("%s is not a zoo model", c.model)
-	}
-	scaled, err := scaleZoo(string(src), c.edits)
+	file, text, err := zooText(c.model, c.edits...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	m, err := ir.Load(file, []byte(scaled))
+	m, err := ir.Load(file, []byte(text))
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -67,9 +67,10 @@ func Drop(section, key string) Edit {
 	}
 }
 
-// Policy and Train set a key of [policy] and [train].
-func Policy(key, value string) Edit { return Set("policy", key, value) }
-func Train(key, value string) Edit  { return Set("train", key, value) }
+// Policy, Train and Cluster set a key of [policy], [train] and [cluster].
+func Policy(key, value string) Edit  { return Set("policy", key, value) }
+func Train(key, value string) Edit   { return Set("train", key, value) }
+func Cluster(key, value string) Edit { return Set("cluster", key, value) }
 
 // World sets an FSDP world of n ranks, on GPUs with memory enough that
 // the planner's budget check passes whatever the world size.
