@@ -81,6 +81,14 @@ func (r csvRow) shape(x *run) (string, error) {
 			return "tensor, pipeline or context parallelism (fsdpc plans data parallelism only)", nil
 		}
 	}
+	// A run that applies no FSDP at all (KempnerForge's single-GPU
+	// baseline: no device mesh, so no fully_shard) pays none of FSDP2's
+	// copy-in, copy-out and casts, which fsdpc plans at every world size
+	// (148 ms of S6-1's predicted 3.9 s step): predicting it as FSDP2
+	// would charge it for work it never did.
+	if s := strings.ToLower(strings.TrimSpace(r.opt("sharding_strategy"))); strings.HasPrefix(s, "n/a") || s == "none" || s == "no fsdp" {
+		return fmt.Sprintf("the run applies no FSDP (sharding_strategy %q; fsdpc plans FSDP2 only)", strings.TrimSpace(r.opt("sharding_strategy"))), nil
+	}
 	unstated := ""
 	for _, f := range []struct {
 		c   string

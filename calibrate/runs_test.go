@@ -21,8 +21,8 @@ func TestReadCalibrationSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs)+len(skipped) != 35 || len(skipped) != 5 {
-		t.Errorf("%d runs and %d skipped, want 30 and 5", len(runs), len(skipped))
+	if len(runs)+len(skipped) != 35 || len(skipped) != 6 {
+		t.Errorf("%d runs and %d skipped, want 29 and 6", len(runs), len(skipped))
 	}
 	oom := 0
 	for _, r := range runs {
@@ -384,6 +384,34 @@ func TestIncompleteRows(t *testing.T) {
 	}
 	if r := runs[0]; r.kvHeads != r.heads || r.shard != r.world/r.replicate {
 		t.Errorf("blank n_kv_heads and dp_shard read as %d kv heads of %d, dp_shard %d of %d GPUs", r.kvHeads, r.heads, r.shard, r.world)
+	}
+}
+
+// TestUnshardedRunListed: a run that applies no FSDP (KempnerForge's
+// single-GPU baseline) is listed as one fsdpc cannot express, not
+// predicted as FSDP2 with copies and casts the run never did; a run that
+// states a sharding strategy, or none, is read.
+func TestUnshardedRunListed(t *testing.T) {
+	runs, skipped := readEdited(t, "published-runs.csv",
+		rowEdit{1, map[string]string{"row_id": "single", "sharding_strategy": "n/a (single GPU)"}},
+		rowEdit{2, map[string]string{"row_id": "nofsdp", "sharding_strategy": " None "}},
+		rowEdit{3, map[string]string{"row_id": "fsdp2", "sharding_strategy": "FSDP2 default"}},
+		rowEdit{4, map[string]string{"row_id": "blank", "sharding_strategy": ""}})
+	why := map[string]string{}
+	for _, s := range skipped {
+		why[s.ID] = s.Why
+	}
+	for _, id := range []string{"single", "nofsdp"} {
+		if !strings.Contains(why[id], "applies no FSDP") {
+			t.Errorf("%s: %q, want it listed as applying no FSDP", id, why[id])
+		}
+	}
+	var read []string
+	for _, r := range runs {
+		read = append(read, r.id)
+	}
+	if !slices.Equal(read, []string{"fsdp2", "blank"}) {
+		t.Errorf("read %v, want [fsdp2 blank]", read)
 	}
 }
 
