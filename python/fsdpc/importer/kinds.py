@@ -56,7 +56,8 @@ def _norm(m: nn.Module) -> Kind | None:
 
 
 def _act(m: nn.Module, gated: bool) -> str | None:
-    fn = getattr(m, "act_fn", None) or getattr(m, "act", None) or getattr(m, "activation", None)
+    fn = (getattr(m, "act_fn", None) or getattr(m, "act", None) or getattr(m, "activation", None)
+          or getattr(m, "activation_fn", None))  # Llama 4's MLP
     if fn is None:
         return None
     name = type(fn).__name__.lower()
