@@ -203,6 +203,9 @@ func (l *lowerer) moduleCost(mod *Module, md *moduleDecl, w work, trainable func
 		return c
 	}
 	c.ElemBytesBwd = satMul2(w.elemFwd)
+	if w.elemBwd > 0 {
+		c.ElemBytesBwd = w.elemBwd
+	}
 	for _, mm := range w.mms {
 		c.FlopsFwd += mm.flops
 		dx, dw := mm.gemm.backward()

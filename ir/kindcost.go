@@ -52,8 +52,9 @@ type work struct {
 	// checkpoint region keeps of its first module.
 	inputBytes int64
 	// elemFwd is the HBM traffic of the module's memory-bound forward
-	// kernels (see elementwise.go); backward moves twice as much.
-	elemFwd int64
+	// kernels (see elementwise.go); backward moves twice as much, or
+	// elemBwd where a kind counts its backward's kernels itself.
+	elemFwd, elemBwd int64
 	// scratchBwd is memory the module's backward holds only while it runs
 	// (the loss's logit gradients).
 	scratchBwd int64
@@ -236,11 +237,26 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		// _log_softmax_backward_data(grad, output) writes the logits'
 		// gradient (u) while both are live; the cast back to the
 		// activation dtype follows once the first is freed (u + b < 2u).
+		// Without the upcast (cross_entropy on the bf16 logits: fms-fsdp,
+		// KempnerForge) u is b and there is no cast either way.
 		w.saved = z.mul(T, vocab, u)
 		w.savedSelective = w.saved
-		// Upcast (read b, write u), log_softmax's max, sum and output passes
-		// (read u three times, write u).
-		w.elemFwd = z.mul(T, vocab, b+5*u)
+		// A vocabulary-wide row does not fit in shared memory, so
+		// log_softmax reads its input three times (max, sum of
+		// exponentials, output) and writes once: 4u. The upcast reads b
+		// and writes u before it.
+		cast := int64(0)
+		if u != b {
+			cast = b + u
+		}
+		w.elemFwd = z.mul(T, vocab, cast+4*u)
+		// Backward: nll_loss_backward's zero fill (write u), then
+		// _log_softmax_backward_data, grad − exp(output)·Σgrad, reads the
+		// gradient twice (the sum, then the result) and the output once
+		// and writes once (4u), then the cast back (read u, write b): the
+		// kernels themselves, not twice the forward, which would count
+		// the upcast and the max and sum passes again.
+		w.elemBwd = z.mul(T, vocab, 5*u+cast)
 		w.scratchBwd = z.mul(T, vocab, max(2*u, u+b))
 
 	case KindConv:

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -253,6 +254,34 @@ func TestEagerSavedActivations(t *testing.T) {
 		c := compiled.Modules[mustID(t, compiled, name)].Cost.ActivationBytes
 		if e-c != extra {
 			t.Errorf("%s: eager saves %d, compiled %d; want %d more eager", name, e, c, extra)
+		}
+	}
+}
+
+// TestEagerLossBytes: the eager loss moves what its kernels move. Forward:
+// the upcast (read b, write 4) when there is one, then log_softmax's
+// three reads of a vocabulary-wide row and one write. Backward:
+// nll_loss_backward's zero fill, _log_softmax_backward_data's two reads
+// of the gradient, one of the output and a write, then the cast back; not
+// twice the forward. T = 16 tokens, vocabulary 32, bf16 logits (b = 2).
+func TestEagerLossBytes(t *testing.T) {
+	const T, V, b = 16, 32, 2
+	for _, c := range []struct {
+		upcast   bool
+		fwd, bwd int64
+	}{
+		{true, T * V * (b + 4 + 4*4), T * V * (5*4 + 4 + b)},
+		{false, T * V * 4 * b, T * V * 5 * b},
+	} {
+		src := fmt.Sprintf("[model]\ndtype = \"bf16\"\n[train]\nmicro_batch = 2\nseq_len = 8\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+
+			"[[module]]\nname = \"out\"\nkind = \"linear\"\nin = 8\nout = %d\n[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = %d\nupcast = %t\n", V, V, c.upcast)
+		m, err := Load("loss.toml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := m.Modules[mustID(t, m, "loss")].Cost
+		if got.ElemBytesFwd != c.fwd || got.ElemBytesBwd != c.bwd {
+			t.Errorf("upcast %t: loss element-wise bytes %d/%d, want %d/%d", c.upcast, got.ElemBytesFwd, got.ElemBytesBwd, c.fwd, c.bwd)
 		}
 	}
 }
