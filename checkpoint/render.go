@@ -255,73 +255,138 @@ func (rs *Reshard) copyLine(st Storage, t Transfer) string {
 }
 
 // readLine prints one read.
-func (rs *Reshard) readLine(rd Read) string {
-	return fmt.Sprintf("%s <- rank %d (%s) offsets %v lengths %v, %s",
-		rs.New.Tensors[rd.Tensor].FQN, rd.OldRank, FileName(rd.OldRank), rd.Offsets, rd.Lengths, ir.FormatBytes(rd.Bytes))
+func (rs *Reshard) readLine(rd Read) string { return string(rs.appendRead(nil, rd)) }
+
+// appendRead appends readLine's text to b: a 2²⁰-rank report prints
+// tens of millions of reads, so without fmt.
+func (rs *Reshard) appendRead(b []byte, rd Read) []byte {
+	ints := func(b []byte, xs []int64) []byte {
+		b = append(b, '[')
+		for i, x := range xs {
+			if i > 0 {
+				b = append(b, ' ')
+			}
+			b = strconv.AppendInt(b, x, 10)
+		}
+		return append(b, ']')
+	}
+	b = append(b, rs.New.Tensors[rd.Tensor].FQN...)
+	b = append(b, " <- rank "...)
+	b = strconv.AppendInt(b, int64(rd.OldRank), 10)
+	b = append(b, " (__"...)
+	b = strconv.AppendInt(b, int64(rd.OldRank), 10)
+	b = append(b, "_0.distcp) offsets "...)
+	b = ints(b, rd.Offsets)
+	b = append(b, " lengths "...)
+	b = ints(b, rd.Lengths)
+	b = append(b, ", "...)
+	return append(b, ir.FormatBytes(rd.Bytes)...)
 }
 
 // WriteText prints fsdpc reshard's report; with reads, every read.
-func (rs *Reshard) WriteText(w io.Writer, st Storage, reads bool) {
+// Consecutive ranks that read the same boxes of the same files print
+// their reads once ("ranks 37-524287 read"), and the text is written
+// through one buffer as it is made: a 2²⁰-rank plan's report streams.
+func (rs *Reshard) WriteText(w io.Writer, st Storage, reads bool) error {
+	bw := bufio.NewWriter(w)
 	t := rs.Transfer(st)
 	read, remote := rs.totals(t)
 	m, o := rs.Old.Totals()
-	fmt.Fprintf(w, "reshard %s\n", rs.header())
-	fmt.Fprintf(w, "  compatible: the same %d state entries; the checkpoint holds %s\n", len(rs.New.Tensors), ir.FormatBytes(m+o))
-	fmt.Fprintf(w, "  reads     %s in all, %s of it from files another node wrote\n", ir.FormatBytes(read), ir.FormatBytes(remote))
-	fmt.Fprintf(w, "  load      %s at %s (each node reads at %s)\n", secs(t.Time), st.Name, gbps(t.Rate))
+	fmt.Fprintf(bw, "reshard %s\n", rs.header())
+	fmt.Fprintf(bw, "  compatible: the same %d state entries; the checkpoint holds %s\n", len(rs.New.Tensors), ir.FormatBytes(m+o))
+	fmt.Fprintf(bw, "  reads     %s in all, %s of it from files another node wrote\n", ir.FormatBytes(read), ir.FormatBytes(remote))
+	fmt.Fprintf(bw, "  load      %s at %s (each node reads at %s)\n", secs(t.Time), st.Name, gbps(t.Rate))
 	if line := rs.copyLine(st, t); line != "" {
-		fmt.Fprintf(w, "  copy      %s\n", line)
+		fmt.Fprintf(bw, "  copy      %s\n", line)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "  rank     reads  from ranks   model        optimizer    total        remote       load")
+	fmt.Fprintln(bw)
+	fmt.Fprintln(bw, "  rank     reads  from ranks   model        optimizer    total        remote       load")
+	for _, row := range rs.summaryRows(t) {
+		c := row.cells
+		fmt.Fprintf(bw, "  %-8s %-6s %-12s %-12s %-12s %-12s %-12s %s\n", row.label(), c[0], c[6], c[1], c[2], c[3], c[4], c[5])
+	}
+	if reads {
+		var line []byte
+		for _, run := range rs.readRuns() {
+			if run.from == run.to {
+				fmt.Fprintf(bw, "\nrank %d reads\n", run.from)
+			} else {
+				fmt.Fprintf(bw, "\nranks %d-%d read, each\n", run.from, run.to)
+			}
+			for _, rd := range rs.Reads(run.from) {
+				line = append(rs.appendRead(append(line[:0], "  "...), rd), '\n')
+				bw.Write(line)
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// summaryRows are the per-rank table's rows, runs of equal rows folded.
+func (rs *Reshard) summaryRows(t Transfer) []rankRow {
 	sums := rs.summaries(t)
-	for _, row := range rankRows(len(sums), func(r int) []string {
+	return rankRows(len(sums), func(r int) []string {
 		s := sums[r]
 		// The sources differ from rank to rank; the run shows the first's.
 		return []string{strconv.Itoa(s.Reads), ir.FormatBytes(s.ModelBytes), ir.FormatBytes(s.OptimizerBytes),
 			ir.FormatBytes(s.Bytes), ir.FormatBytes(s.RemoteBytes), secs(s.LoadSeconds), s.FromRanks}
-	}) {
-		c := row.cells
-		fmt.Fprintf(w, "  %-8s %-6s %-12s %-12s %-12s %-12s %-12s %s\n", row.label(), c[0], c[6], c[1], c[2], c[3], c[4], c[5])
-	}
-	if reads {
-		for r := range rs.New.World() {
-			fmt.Fprintf(w, "\nrank %d reads\n", r)
-			for _, rd := range rs.Reads(r) {
-				fmt.Fprintln(w, "  "+rs.readLine(rd))
-			}
-		}
-	}
+	})
 }
 
-// WriteMarkdown prints the report for a pull-request comment.
-func (rs *Reshard) WriteMarkdown(w io.Writer, st Storage, reads bool) {
+// readRuns folds the new ranks into runs of consecutive ranks that read
+// the same boxes of the same files (equal readsPrint): -reads lists each
+// run's reads once.
+func (rs *Reshard) readRuns() []rankRow {
+	var runs []rankRow
+	var last uint64
+	for r := range rs.New.World() {
+		p := rs.readsPrint(r)
+		if len(runs) > 0 && p == last {
+			runs[len(runs)-1].to = r
+			continue
+		}
+		runs, last = append(runs, rankRow{from: r, to: r}), p
+	}
+	return runs
+}
+
+// WriteMarkdown prints the report for a pull-request comment, folded and
+// streamed as WriteText.
+func (rs *Reshard) WriteMarkdown(w io.Writer, st Storage, reads bool) error {
+	bw := bufio.NewWriter(w)
 	t := rs.Transfer(st)
 	read, remote := rs.totals(t)
 	// The models' names and the storage's come from files and flags:
 	// literal text, so the comment gains no heading, link or image.
-	fmt.Fprintf(w, "### Reshard %s\n\n", safetext.Markdown(rs.header()))
-	fmt.Fprintf(w, "Compatible: the same %d state entries. Reads **%s** in all (%s from other nodes); load **%s** at %s.\n\n",
+	fmt.Fprintf(bw, "### Reshard %s\n\n", safetext.Markdown(rs.header()))
+	fmt.Fprintf(bw, "Compatible: the same %d state entries. Reads **%s** in all (%s from other nodes); load **%s** at %s.\n\n",
 		len(rs.New.Tensors), ir.FormatBytes(read), ir.FormatBytes(remote), secs(t.Time), safetext.Markdown(st.Name))
 	if line := rs.copyLine(st, t); line != "" {
-		fmt.Fprintf(w, "Copy between nodes: %s.\n\n", safetext.Markdown(line))
+		fmt.Fprintf(bw, "Copy between nodes: %s.\n\n", safetext.Markdown(line))
 	}
-	fmt.Fprintln(w, "| rank | reads | from ranks | model | optimizer | total | remote | load |")
-	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-	for _, s := range rs.summaries(t) {
-		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", s.Rank, s.Reads, s.FromRanks, ir.FormatBytes(s.ModelBytes),
-			ir.FormatBytes(s.OptimizerBytes), ir.FormatBytes(s.Bytes), ir.FormatBytes(s.RemoteBytes), secs(s.LoadSeconds))
+	fmt.Fprintln(bw, "| rank | reads | from ranks | model | optimizer | total | remote | load |")
+	fmt.Fprintln(bw, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, row := range rs.summaryRows(t) {
+		c := row.cells
+		fmt.Fprintf(bw, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", row.label(), c[0], c[6], c[1], c[2], c[3], c[4], c[5])
 	}
 	if reads {
-		for r := range rs.New.World() {
-			reads := rs.Reads(r)
-			fmt.Fprintf(w, "\n<details><summary>rank %d: %d reads</summary>\n\n```\n", r, len(reads))
-			for _, rd := range reads {
-				fmt.Fprintln(w, rs.readLine(rd))
+		var line []byte
+		for _, run := range rs.readRuns() {
+			reads := rs.Reads(run.from)
+			if run.from == run.to {
+				fmt.Fprintf(bw, "\n<details><summary>rank %d: %d reads</summary>\n\n```\n", run.from, len(reads))
+			} else {
+				fmt.Fprintf(bw, "\n<details><summary>ranks %d-%d: %d reads each</summary>\n\n```\n", run.from, run.to, len(reads))
 			}
-			fmt.Fprintln(w, "```\n</details>")
+			for _, rd := range reads {
+				line = append(rs.appendRead(line[:0], rd), '\n')
+				bw.Write(line)
+			}
+			fmt.Fprintln(bw, "```\n</details>")
 		}
 	}
+	return bw.Flush()
 }
 
 // JSONRead is one read in fsdpc reshard -format json.

@@ -101,13 +101,12 @@ func makeReshard(a reshardArgs) (*checkpoint.Reshard, error) {
 func renderReshard(w io.Writer, a reshardArgs, rs *checkpoint.Reshard) error {
 	switch a.format {
 	case "markdown":
-		rs.WriteMarkdown(w, a.storage, a.reads)
+		return rs.WriteMarkdown(w, a.storage, a.reads)
 	case "json":
 		return rs.WriteJSON(w, a.storage, a.reads)
 	default:
-		rs.WriteText(w, a.storage, a.reads)
+		return rs.WriteText(w, a.storage, a.reads)
 	}
-	return nil
 }
 
 // renderIncompatible prints what NEW cannot load: the error's text, or
