@@ -49,9 +49,6 @@ var simulations atomic.Int64
 func (s *state) simulate() (*schedule.Simulation, error) {
 	simulations.Add(1)
 	p := s.plan
-	if s.opts.scoreOnly {
-		return schedule.SimulateScore(p, schedule.NewModel(p))
-	}
 	return schedule.Simulate(p, schedule.NewModel(p))
 }
 

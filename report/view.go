@@ -213,12 +213,12 @@ func build(in Input, id string) (planView, error) {
 	folds.finish(v.Rects)
 
 	// Memory over GPU time, stacked by buffer kind.
-	peak := clk.Memory[clk.Peak].Total
+	peak := clk.PeakPoint.Total
 	top, memTicks, memLabels := byteAxis(float64(max(peak, p.Cluster.MemoryBudget, sim.PeakReserved, 1)))
 	y := func(b float64) float64 { return memHeight - b/top*memHeight }
 	v.BudgetY = y(float64(p.Cluster.MemoryBudget))
 	present := make([]bool, schedule.NumBufferKinds)
-	for _, pt := range clk.Memory {
+	for _, pt := range clk.MemoryPoints() {
 		for k, b := range pt.Bytes {
 			if b != 0 {
 				present[k] = true
@@ -232,7 +232,7 @@ func build(in Input, id string) (planView, error) {
 		}
 		var lower, upper outline
 		prevTop, prevBase := 0.0, 0.0
-		for i, pt := range clk.Memory {
+		for i, pt := range clk.MemoryPoints() {
 			t := x(pt.Time) - leftMargin
 			newTop := base[i] + float64(pt.Bytes[k])
 			if i > 0 {
@@ -256,7 +256,7 @@ func build(in Input, id string) (planView, error) {
 		v.Areas = append(v.Areas, area{name, color, pointsString(append(upper.points(), low...))})
 		v.Legend = append(v.Legend, kv{name, color})
 	}
-	pk := clk.Memory[clk.Peak]
+	pk := clk.PeakPoint
 	v.PeakX, v.PeakY = x(pk.Time)-leftMargin, y(float64(pk.Total))
 	v.MemTicks = v.Ticks
 	for i, b := range memTicks {
@@ -347,7 +347,7 @@ func build(in Input, id string) (planView, error) {
 // peakText says where the GPU-clock peak is and what the allocator's peak,
 // which bounds reservation, is made of.
 func peakText(p *schedule.Plan, sim *schedule.Simulation, clk *schedule.Clocks) string {
-	pk := clk.Memory[clk.Peak]
+	pk := clk.PeakPoint
 	where := "before the step"
 	if clk.PeakOp >= 0 {
 		o := &p.Ops[clk.PeakOp]

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"iter"
 	"math"
 	"sort"
 )
@@ -17,12 +18,26 @@ type Clocks struct {
 	// (later than Issue[i] + its launch cost for a blocking sync or a
 	// host-stream op the CPU runs itself).
 	Issue, IssueEnd []float64
-	// Memory is device memory on the GPU clock, one sample per allocation
-	// or free in time order, with the live bytes of every buffer kind.
-	Memory []KindMemoryPoint
-	// Peak is the index in Memory of the largest total; PeakOp the
-	// allocation that reached it.
+	// Memory is device memory on the GPU clock as changes in time order:
+	// Memory[0] is the start of the step (Op -1, no change; Start holds
+	// the persistent buffers), then one per allocation or free.
+	// MemoryPoints adds them up into the live bytes of every buffer kind.
+	// A change is 24 bytes where a point is 136: a plan of millions of
+	// operations keeps its changes, not its points.
+	Memory []MemoryChange
+	Start  [numBufferKinds]int64
+	// Peak is the index in Memory of the largest total, PeakOp the
+	// allocation that reached it, and PeakPoint the live bytes then.
 	Peak, PeakOp int
+	PeakPoint    KindMemoryPoint
+}
+
+// MemoryChange is one allocation or free taking effect on the GPU clock.
+type MemoryChange struct {
+	Time  float64
+	Bytes int64 // negative for a free
+	Op    int32 // -1 for the start of the step
+	Kind  BufferKind
 }
 
 // KindMemoryPoint is device memory at one instant by what it holds.
@@ -31,6 +46,25 @@ type KindMemoryPoint struct {
 	Op    int
 	Bytes [numBufferKinds]int64
 	Total int64
+}
+
+// MemoryPoints yields the live device memory after each of Memory's
+// changes, with its index in Memory.
+func (c *Clocks) MemoryPoints() iter.Seq2[int, KindMemoryPoint] {
+	return func(yield func(int, KindMemoryPoint) bool) {
+		pt := KindMemoryPoint{Bytes: c.Start}
+		for _, b := range c.Start {
+			pt.Total += b
+		}
+		for j, ch := range c.Memory {
+			pt.Time, pt.Op = ch.Time, int(ch.Op)
+			pt.Bytes[ch.Kind] += ch.Bytes
+			pt.Total += ch.Bytes
+			if !yield(j, pt) {
+				return
+			}
+		}
+	}
 }
 
 // NumBufferKinds is how many buffer kinds there are, for tables indexed by
@@ -42,17 +76,17 @@ const NumBufferKinds = int(numBufferKinds)
 func GPUClocks(p *Plan, m *Model, sim *Simulation) *Clocks {
 	c := &Clocks{Issue: make([]float64, len(p.Ops)), IssueEnd: make([]float64, len(p.Ops)), PeakOp: -1}
 	var ready [numStreams]float64
-	type change struct {
-		t     float64
-		op    int
-		kind  BufferKind
-		bytes int64
+	n := 1
+	for i := range p.Ops {
+		if o := &p.Ops[i]; (o.Kind == OpAlloc || o.Kind == OpFree) && p.Buffers[o.Buffer].Pool != PoolHost {
+			n++
+		}
 	}
-	var changes []change
-	var live [numBufferKinds]int64
+	changes := make([]MemoryChange, 1, n)
+	changes[0] = MemoryChange{Op: -1}
 	for _, b := range p.Buffers {
 		if b.Persistent && b.Pool != PoolHost {
-			live[b.Kind] += b.Bytes
+			c.Start[b.Kind] += b.Bytes
 		}
 	}
 	cpu := 0.0
@@ -60,7 +94,7 @@ func GPUClocks(p *Plan, m *Model, sim *Simulation) *Clocks {
 		o := &p.Ops[i]
 		tm := sim.Ops[i]
 		c.Issue[i] = cpu
-		cpu += m.issueCost(o)
+		cpu += m.issueCost(o.Kind)
 		s := o.Stream
 		switch o.Kind {
 		case OpAlloc, OpFree:
@@ -70,7 +104,8 @@ func GPUClocks(p *Plan, m *Model, sim *Simulation) *Clocks {
 				if o.Kind == OpFree {
 					d = -d
 				}
-				changes = append(changes, change{math.Max(ready[s], c.Issue[i]), i, b.Kind, d})
+				// int32 holds any op index: planner.MaxOpsPerRank is 2²².
+				changes = append(changes, MemoryChange{math.Max(ready[s], c.Issue[i]), d, int32(i), b.Kind})
 			}
 		case OpSync:
 			cpu = math.Max(cpu, tm.End)
@@ -83,19 +118,14 @@ func GPUClocks(p *Plan, m *Model, sim *Simulation) *Clocks {
 		}
 		c.IssueEnd[i] = cpu
 	}
-	sort.SliceStable(changes, func(a, b int) bool { return changes[a].t < changes[b].t })
-	total := int64(0)
-	for _, b := range live {
-		total += b
-	}
-	c.Memory = append(c.Memory, KindMemoryPoint{Time: 0, Op: -1, Bytes: live, Total: total})
-	for _, ch := range changes {
-		live[ch.kind] += ch.bytes
-		total += ch.bytes
-		c.Memory = append(c.Memory, KindMemoryPoint{Time: ch.t, Op: ch.op, Bytes: live, Total: total})
-		if total > c.Memory[c.Peak].Total {
-			c.Peak, c.PeakOp = len(c.Memory)-1, ch.op
+	rest := changes[1:]
+	sort.SliceStable(rest, func(a, b int) bool { return rest[a].Time < rest[b].Time })
+	c.Memory = changes
+	for j, pt := range c.MemoryPoints() {
+		if j == 0 || pt.Total > c.PeakPoint.Total {
+			c.Peak, c.PeakPoint = j, pt
 		}
 	}
+	c.PeakOp = c.PeakPoint.Op
 	return c
 }

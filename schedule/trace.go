@@ -272,7 +272,7 @@ func (tw *traceWriter) rank(p *Plan, sim *Simulation, clk *Clocks, rank int, fol
 	foldedAt := func(j int) bool {
 		return j < len(clk.Memory) && clk.Memory[j].Op >= 0 && fold.folds(p.Ops[clk.Memory[j].Op].Micro)
 	}
-	for j, pt := range clk.Memory {
+	for j, pt := range clk.MemoryPoints() {
 		if foldedAt(j) && foldedAt(j+1) {
 			continue // only the last sample of a folded stretch: where the curve resumes
 		}
