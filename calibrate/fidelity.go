@@ -140,6 +140,9 @@ func modelFile(r run) string {
 		if r.hbmBandwidth != "" {
 			gpu += fmt.Sprintf(", hbm_bandwidth = %q", r.hbmBandwidth)
 		}
+		if r.hbmMemory != "" {
+			gpu += fmt.Sprintf(", memory = %q", r.hbmMemory)
+		}
 		gpu += " }"
 	}
 	fmt.Fprintf(&b, "[cluster]\ngpu = %s\ngpus_per_node = %d\nworld_size = %d\n", gpu, r.gpusPerNode, r.world)

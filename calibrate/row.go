@@ -146,9 +146,10 @@ func (r csvRow) hardware(x *run) (string, error) {
 	// benchmarks/llama3_h100_202412_torchtitan.md, Hardware). torchtitan
 	// logs that card as 95 GiB, which is how torchao's runs on the same
 	// fleet name it, and a stated "96GB" reads as 95.04 GiB (statedHBM);
-	// no other H100 has it.
+	// no other H100 has it. Its element-wise kernels stream from HBM2e,
+	// not the preset's HBM3 (hardware/elementwise.go).
 	if x.gpu == "h100-sxm" && (strings.Contains(strings.ToUpper(x.gpuLabel), "GRAND TETON") || strings.HasPrefix(x.hbm, "95")) {
-		x.hbmBandwidth, x.powerLimitW = "2.4TB/s", 500
+		x.hbmBandwidth, x.hbmMemory, x.powerLimitW = "2.4TB/s", "HBM2e", 500
 	}
 	x.nodeNetwork, x.networkPerGPU = parseNetwork(r.get("interconnect"))
 	return "", nil

@@ -24,6 +24,7 @@ type run struct {
 	gpuLabel            string
 	hbm                 string // the card's memory when the source states one other than the preset's ("95GiB"), else ""
 	hbmBandwidth        string // the card's memory bandwidth when it is not the preset's ("2.4TB/s"), else ""
+	hbmMemory           string // the card's memory generation when it is not the preset's ("HBM2e"), else ""
 	powerLimitW         int    // the GPUs' power limit when the source states one below the TDP, else 0
 	world, gpusPerNode  int
 	shard, replicate    int

@@ -154,7 +154,7 @@ func TestReadMemorySet(t *testing.T) {
 		t.Errorf("%d OOM rows, want 1", oom)
 	}
 	// Grand Teton's card: 95 GiB of HBM2e at 2.4 TB/s, capped at 500 W.
-	if m := modelFile(runs[0]); !strings.Contains(m, `gpu = { preset = "h100-sxm", hbm = "95GiB", hbm_bandwidth = "2.4TB/s" }`) || !strings.Contains(m, "\npower_limit_w = 500\n") {
+	if m := modelFile(runs[0]); !strings.Contains(m, `gpu = { preset = "h100-sxm", hbm = "95GiB", hbm_bandwidth = "2.4TB/s", memory = "HBM2e" }`) || !strings.Contains(m, "\npower_limit_w = 500\n") {
 		t.Errorf("M1's model file does not carry the 95 GiB, 2.4 TB/s, 500 W card:\n%s", m)
 	}
 	bad := strings.Replace(string(src), ",95GiB,", ",lots GiB,", 1)

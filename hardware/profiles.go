@@ -46,7 +46,7 @@ var profiles = map[string]func(*Calibration){
 // A100 GEMM was measured to reach, so the profile holds the measurement.
 func ga100Profile(c *Calibration) {
 	c.AttentionForward, c.AttentionBackward = 0.6, 0.45
-	c.ElementwiseEfficiency = 0.519
+	c.ElementwiseEfficiency = elementwiseHBM2e
 	c.MaxEfficiency = 0.869
 }
 
@@ -61,7 +61,7 @@ func ga100Profile(c *Calibration) {
 // report more FLOP/s than those kernels reach (docs/cost-model.md).
 // Attention keeps the default, FlashAttention-2's 35% of peak on H100.
 func gh100Profile(c *Calibration) {
-	c.ElementwiseEfficiency = 0.420
+	c.ElementwiseEfficiency = elementwiseHBM3
 	c.MaxEfficiency = 0.690
 }
 

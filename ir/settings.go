@@ -123,7 +123,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 		"intra_node", "inter_node", "intra_node_bandwidth", "inter_node_bandwidth", "nics_per_node", "memory_budget", "profile", "sm_clock_mhz", "power_limit_w",
 		"host_link", "host_link_bandwidth")
 
-	preset := ""
+	preset, memory := "", ""
 	switch g := t.m["gpu"].(type) {
 	case nil:
 		d.keyErrorf("cluster", "[cluster] needs gpu: a preset (%s) or a table of figures", strings.Join(hardware.PresetNames(), ", "))
@@ -135,7 +135,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 			preset, c.GPU = g, p
 		}
 	case map[string]any:
-		preset = d.gpuTable(t.at("gpu"), g, &c.GPU)
+		preset, memory = d.gpuTable(t.at("gpu"), g, &c.GPU)
 	default:
 		d.errorf(t.at("gpu"), "gpu must be a preset name (%s) or a table of figures, not %s", strings.Join(hardware.PresetNames(), ", "), tomlType(g))
 	}
@@ -196,6 +196,7 @@ func (d *decoder) clusterSection(root *tbl, m *Model) {
 	c.Profile = d.attentionKernelProfile(c.Profile, m.Train.AttentionKernel, preset)
 	c.Profile = d.clockProfile(t, c.Profile, preset)
 	c.Profile = d.powerProfile(t, c.Profile, preset)
+	c.Profile = memoryProfile(c.Profile, memory)
 	if c.Nodes() <= 1 && !t.has("inter_node") && !t.has("inter_node_bandwidth") {
 		c.InterNodeBandwidth = c.IntraNodeBandwidth
 	}
@@ -231,9 +232,8 @@ func (d *decoder) unknownPreset(path, what, name string, names []string) {
 }
 
 // gpuTable reads explicit GPU figures, optionally starting from a preset.
-func (d *decoder) gpuTable(path string, v any, g *GPU) string {
-	t := d.table(path, v, "[cluster.gpu]", "preset", "name", "hbm", "hbm_bandwidth", "flops")
-	preset := ""
+func (d *decoder) gpuTable(path string, v any, g *GPU) (preset, memory string) {
+	t := d.table(path, v, "[cluster.gpu]", "preset", "name", "hbm", "hbm_bandwidth", "memory", "flops")
 	if s, ok := t.str("preset"); ok {
 		if p, ok := presetGPU(s); ok {
 			preset, *g = s, p
@@ -246,6 +246,13 @@ func (d *decoder) gpuTable(path string, v any, g *GPU) string {
 			d.errorf(t.at("name"), "GPU %v", err)
 		}
 		g.Name = s
+	}
+	if s, ok := t.str("memory"); ok {
+		if _, known := hardware.ElementwiseShare(s); known {
+			memory = s
+		} else {
+			d.errorf(t.at("memory"), "memory %q: fsdpc knows the element-wise share of %s", s, strings.Join(hardware.MemoryNames(), ", "))
+		}
 	}
 	if b, ok := t.bytes("hbm"); ok {
 		d.inRange(t.at("hbm"), "hbm", float64(b), minHBM, maxHBM, "B")
@@ -291,7 +298,7 @@ func (d *decoder) gpuTable(path string, v any, g *GPU) string {
 	if preset == "" && g.Name == "" {
 		g.Name = "custom"
 	}
-	return preset
+	return preset, memory
 }
 
 func (d *decoder) mesh(path string, v any, world int) *Mesh {
