@@ -98,8 +98,8 @@ func firstDiff(a, b []string) string {
 // family import hf knows), import hf (Go, from the config's keys) and
 // import torch --hf (transformers' own class on the meta device) give the
 // same parameters, in the same order, with the same ties, plans with the
-// same FSDP decisions, and the same attention: kind, sliding window or
-// chunk per layer, and FLOPs.
+// same FSDP decisions, and the same attention, MLP and MoE modules: kind,
+// sliding window or chunk per layer, and FLOPs.
 func TestImportTorchConformanceHF(t *testing.T) {
 	needTorch(t)
 	fixtures, err := filepath.Glob("../../ir/hf/testdata/*.json")
@@ -160,24 +160,26 @@ func TestImportTorchConformanceHF(t *testing.T) {
 					}
 				}
 				if d := firstDiff(attentionLines(t, g), attentionLines(t, w)); d != "" {
-					t.Errorf("attention or MoE at seq_len %d differs (import torch, then import hf) %s", seq, d)
+					t.Errorf("attention, MLP or MoE at seq_len %d differs (import torch, then import hf) %s", seq, d)
 				}
 			}
 		})
 	}
 }
 
-// attentionLines lists a model's attention modules (attention and mla)
-// and MoE layers with their FLOPs: the core's (QKᵀ and PV, which a window
-// or chunk cuts) and the module's, forward and backward. (MLPs are not
-// listed: import torch still measures GPT-2's Conv1D and Phi-3's fused
-// gate_up MLPs, which import hf writes as the mlp kind.)
+// attentionLines lists a model's attention modules (attention and mla),
+// MLPs and MoE layers with their FLOPs: the core's (QKᵀ and PV, which a
+// window or chunk cuts) and the module's, forward and backward. An MLP
+// import torch measures or writes as linears, where import hf writes the
+// mlp kind, is missing here and fails the comparison.
 func attentionLines(t *testing.T, m *ir.Model) []string {
 	t.Helper()
 	var out []string
 	for i := range m.Modules {
 		mod := &m.Modules[i]
-		if mod.Kind != ir.KindAttention && mod.Kind != ir.KindMLA && mod.Kind != ir.KindMoE {
+		switch mod.Kind {
+		case ir.KindAttention, ir.KindMLA, ir.KindMoE, ir.KindMLP:
+		default:
 			continue
 		}
 		c := mod.Cost

@@ -240,22 +240,27 @@ func TestConvertTorchMasks(t *testing.T) {
 func TestConvertTorchConv(t *testing.T) {
 	d := &TorchDescription{Format: TorchFormat, Source: map[string]any{"factory": "m:build", "class": "Net"}, MicroBatch: 2, SeqLen: 32,
 		Modules: []TorchModule{
-			{Name: "", Type: "Net", Children: []string{"grouped"}, Forward: []string{"grouped"}, Calls: 1},
+			{Name: "", Type: "Net", Children: []string{"grouped", "dilated"}, Forward: []string{"grouped", "dilated"}, Calls: 1},
 			{Name: "grouped", Type: "Conv2d", Calls: 1, Params: []TorchParam{
 				{Name: "weight", Shape: []int64{32, 4, 3, 5}, DType: "fp32", RequiresGrad: true},
 				{Name: "bias", Shape: []int64{32}, DType: "fp32", RequiresGrad: true}},
 				Kind: map[string]any{"kind": "conv", "in": 16.0, "out": 32.0, "kernel": []any{3.0, 5.0}, "stride": []any{1.0, 1.0},
 					"padding": []any{1.0, 2.0}, "groups": 4.0, "bias": true, "input_size": []any{16.0, 16.0}}},
+			{Name: "dilated", Type: "Conv2d", Calls: 1, FlopsFwd: 1000, FlopsBwd: 2000, Reads: []string{"grouped"},
+				MeasuredBecause: "it has dilation [2, 2], which the conv kind does not describe",
+				Params:          []TorchParam{{Name: "weight", Shape: []int64{4, 32, 3, 3}, DType: "fp32", RequiresGrad: true}}},
 		},
-		Numel: 32*4*3*5 + 32}
+		Numel: 32*4*3*5 + 32 + 4*32*3*3}
 	res, err := ConvertTorch(d, Options{WorldSize: 2, GPUsPerNode: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Measured) != 0 || len(res.Dropped) != 0 {
+	if len(res.Measured) != 1 || len(res.Dropped) != 0 {
 		t.Fatalf("measured %v, dropped %v:\n%s", res.Measured, res.Dropped, res.Text)
 	}
-	for _, s := range []string{"kernel = [3, 5]", "input_size = [16, 16]", "padding = [1, 2]", "groups = 4"} {
+	for _, s := range []string{"kernel = [3, 5]", "input_size = [16, 16]", "padding = [1, 2]", "groups = 4",
+		"# Measured, not recognised (1): dilated.",
+		"#   - dilated: measured because it has dilation [2, 2], which the conv kind"} {
 		if !strings.Contains(string(res.Text), s) {
 			t.Errorf("the file lacks %q:\n%s", s, res.Text)
 		}

@@ -173,6 +173,28 @@ func (t *torchModel) measuredNames() []string {
 	return out
 }
 
+// measuredReasons says why the importer measured modules whose kind it
+// had proposed and then withdrew (a conv with dilation, a module called
+// twice): "name: reason", layers' numbers folded into '*' and counted.
+func (t *torchModel) measuredReasons() []string {
+	var lines []string
+	for _, name := range t.measuredNames() {
+		if why := t.byName[name].d.MeasuredBecause; why != "" {
+			lines = append(lines, fold(name)+"\x00"+why)
+		}
+	}
+	var out []string
+	for _, g := range countFolded(lines) {
+		name, why, _ := strings.Cut(g.key, "\x00")
+		s := clean(name)
+		if g.n > 1 {
+			s += fmt.Sprintf(" (%d)", g.n)
+		}
+		out = append(out, s+": measured because "+cleanN(why, 300)+".")
+	}
+	return out
+}
+
 func (t *torchModel) modelName() string {
 	s := func(k string) string { v, _ := t.d.Source[k].(string); return v }
 	if h := s("hf"); h != "" {
@@ -202,6 +224,9 @@ func (t *torchModel) file() ([]byte, error) {
 	if ms := t.measuredNames(); len(ms) > 0 {
 		w.comment("")
 		w.wrap("", fmt.Sprintf("Measured, not recognised (%d): %s.", len(ms), summarize(ms)))
+		for _, r := range t.measuredReasons() {
+			w.wrap("  - ", r)
+		}
 	}
 	if len(t.dropped) > 0 {
 		w.comment("")
@@ -279,29 +304,51 @@ func displayName(s string) string {
 
 // summarize lists names, folding repeated layers' numbers into '*'.
 func summarize(names []string) string {
-	var out []string
-	seen := map[string]int{}
-	for _, n := range names {
-		parts := strings.Split(n, ".")
-		for i, p := range parts {
-			if p != "" && strings.Trim(p, "0123456789") == "" {
-				parts[i] = "*"
-			}
-		}
-		g := strings.Join(parts, ".")
-		if _, ok := seen[g]; !ok {
-			out = append(out, g)
-		}
-		seen[g]++
+	folded := make([]string, len(names))
+	for i, n := range names {
+		folded[i] = fold(n)
 	}
-	for i, g := range out {
-		if seen[g] > 1 {
-			out[i] = fmt.Sprintf("%s (%d)", clean(g), seen[g])
+	var out []string
+	for _, g := range countFolded(folded) {
+		if g.n > 1 {
+			out = append(out, fmt.Sprintf("%s (%d)", clean(g.key), g.n))
 		} else {
-			out[i] = clean(g)
+			out = append(out, clean(g.key))
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// fold writes a module name's layer numbers as '*'.
+func fold(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		if p != "" && strings.Trim(p, "0123456789") == "" {
+			parts[i] = "*"
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+type foldedCount struct {
+	key string
+	n   int
+}
+
+// countFolded counts equal keys, in the order each first appears.
+func countFolded(keys []string) []foldedCount {
+	var out []foldedCount
+	at := map[string]int{}
+	for _, k := range keys {
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, foldedCount{key: k})
+		}
+		out[i].n++
+	}
+	return out
 }
 
 // unattributed is the forward FLOPs measured in containers but in none of

@@ -25,6 +25,8 @@ class Net(nn.Module):
         self.vol = nn.Conv3d(1, 4, kernel_size=2, stride=2)
         self.dilated = nn.Conv2d(3, 4, kernel_size=3, dilation=2)
         self.folded = nn.Conv2d(3, 4, kernel_size=1)
+        self.even = nn.Conv1d(32, 8, kernel_size=4, padding="same")
+        self.up = nn.ConvTranspose2d(3, 4, kernel_size=2, stride=2)
         self.head = nn.Linear(8, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -33,7 +35,9 @@ class Net(nn.Module):
         v = self.vol(x[:, :2].unsqueeze(1))  # a one-channel volume [B, 1, 2, 32, 32]
         d = self.dilated(x)
         f = self.folded(x.repeat(2, 1, 1, 1))  # twice the micro-batch: not what the kind counts
-        return self.head(s.mean(-1)).sum() + v.sum() + d.sum() + f.sum()
+        e = self.even(h.flatten(2))
+        u = self.up(x)
+        return self.head(s.mean(-1)).sum() + v.sum() + d.sum() + f.sum() + e.sum() + u.sum()
 
 
 class TestConv(unittest.TestCase):
@@ -57,7 +61,10 @@ class TestConv(unittest.TestCase):
         }
         for name, kind in want.items():
             self.assertEqual(self.mods[name].get("kind"), kind, name)
-        self.assertNotIn("kind", self.mods["dilated"])  # the kind has no dilation
+        # Measured, and the file's header says why (measured_because).
+        for name, why in (("dilated", "dilation [2, 2]"), ("even", "pads one side more"), ("up", "transposed convolution")):
+            self.assertNotIn("kind", self.mods[name])
+            self.assertIn(why, self.mods[name].get("measured_because", ""), name)
         self.assertNotIn("kind", self.mods["folded"])
         self.assertIn("not the micro-batch 2", self.mods["folded"]["measured_because"])
 

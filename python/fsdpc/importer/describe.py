@@ -9,7 +9,7 @@ from torch import nn
 from torch.utils._pytree import tree_map
 
 from fsdpc.importer import masks
-from fsdpc.importer.kinds import conv_input_size, recognise
+from fsdpc.importer.kinds import conv_input_size, recognise, unrecognised_because
 from fsdpc.importer.trace import Trace, run_trace
 
 DTYPES = {
@@ -67,6 +67,8 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
             kind = recognise(m)
             if kind is not None:
                 entry["kind"] = kind
+            elif why := unrecognised_because(m):
+                entry["measured_because"] = why
         modules.append(entry)
         for n, c in kids:
             walk(c, name + "." + n if name else n)

@@ -55,9 +55,21 @@ def _norm(m: nn.Module) -> Kind | None:
     return None
 
 
+def _act_of(m: nn.Module) -> object:
+    """The activation an MLP applies: an attribute most model code names
+    act_fn, act or activation(_fn) (Llama 4), or BERT's
+    intermediate_act_fn; else its one parameter-free child that is not
+    dropout (BLOOM's gelu_impl)."""
+    for attr in ("act_fn", "act", "activation", "activation_fn", "intermediate_act_fn"):
+        fn = getattr(m, attr, None)
+        if fn is not None:
+            return fn
+    free = [c for c in m.children() if not any(True for _ in c.parameters()) and "dropout" not in type(c).__name__.lower()]
+    return free[0] if len(free) == 1 else None
+
+
 def _act(m: nn.Module, gated: bool) -> str | None:
-    fn = (getattr(m, "act_fn", None) or getattr(m, "act", None) or getattr(m, "activation", None)
-          or getattr(m, "activation_fn", None))  # Llama 4's MLP
+    fn = _act_of(m)
     if fn is None:
         return None
     name = type(fn).__name__.lower()
@@ -68,6 +80,20 @@ def _act(m: nn.Module, gated: bool) -> str | None:
     if "relu" in name and not gated:
         return "relu"
     return None
+
+
+# Up and down projections of ungated MLPs, by the names model code gives
+# them: Llama-style, GPT-2's and StarCoder 2's c_fc/c_proj (Conv1D in
+# GPT-2), GPT-J's fc_in/fc_out, GPT-NeoX's, BLOOM's and Falcon's
+# dense_h_to_4h/dense_4h_to_h, DistilBERT's lin1/lin2.
+_MLP_NAMES = (
+    ("fc1", "fc2"),
+    ("up_proj", "down_proj"),
+    ("c_fc", "c_proj"),
+    ("fc_in", "fc_out"),
+    ("dense_h_to_4h", "dense_4h_to_h"),
+    ("lin1", "lin2"),
+)
 
 
 def _mlp(m: nn.Module) -> Kind | None:
@@ -88,17 +114,33 @@ def _mlp(m: nn.Module) -> Kind | None:
             return None
         return {"kind": "mlp", "dim": dim, "hidden": hidden, "activation": act, "bias": bias,
                 "names": {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}}
-    for up_name, down_name in (("fc1", "fc2"), ("up_proj", "down_proj")):
-        if set(ch) == {up_name, down_name} and all(_is_linear(c) for c in ch.values()):
-            u, d = ch[up_name], ch[down_name]
-            act = _act(m, gated=False)
-            if act is None:
-                return None
-            bias = u.bias is not None
-            if (d.bias is not None) != bias or (d.in_features, d.out_features) != (u.out_features, u.in_features):
-                return None
-            return {"kind": "mlp", "dim": int(u.in_features), "hidden": int(u.out_features), "activation": act,
-                    "bias": bias, "names": {"up": up_name, "down": down_name}}
+    if set(ch) == {"gate_up_proj", "down_proj"}:
+        # Phi-3: one projection [2·hidden, dim] whose output is chunked
+        # into gate and up.
+        gu, dn = _proj(ch["gate_up_proj"]), _proj(ch["down_proj"])
+        act = _act(m, gated=True)
+        if gu is None or dn is None or act is None or gu[2:] != dn[2:] or gu[1] % 2:
+            return None
+        dim, hidden = gu[0], gu[1] // 2
+        if dn[:2] != (hidden, dim):
+            return None
+        kind: Kind = {"kind": "mlp", "dim": dim, "hidden": hidden, "activation": act, "bias": gu[2], "fused_gate_up": True,
+                      "names": {"gate_up": "gate_up_proj", "down": "down_proj"}}
+        if gu[3]:
+            kind["transposed"] = True
+        return kind
+    for up_name, down_name in _MLP_NAMES:
+        if set(ch) != {up_name, down_name}:
+            continue
+        u, d = _proj(ch[up_name]), _proj(ch[down_name])
+        act = _act(m, gated=False)
+        if u is None or d is None or act is None or u[2:] != d[2:] or d[:2] != (u[1], u[0]):
+            return None
+        kind = {"kind": "mlp", "dim": u[0], "hidden": u[1], "activation": act, "bias": u[2],
+                "names": {"up": up_name, "down": down_name}}
+        if u[3]:
+            kind["transposed"] = True  # GPT-2's Conv1D: weights [in, out]
+        return kind
     return None
 
 
@@ -106,6 +148,7 @@ _ATTENTION_NAMES = (
     ("q_proj", "k_proj", "v_proj", "o_proj"),
     ("q_proj", "k_proj", "v_proj", "out_proj"),
     ("q", "k", "v", "o"),
+    ("q_lin", "k_lin", "v_lin", "out_lin"),  # DistilBERT
 )
 
 
@@ -157,7 +200,7 @@ def _attention(m: nn.Module) -> Kind | None:
     own = _params(m)
     if set(own) - {"sinks"}:
         return None
-    hd = getattr(m, "head_dim", None)
+    hd = getattr(m, "head_dim", None) or getattr(m, "attention_head_size", None)  # BERT's and DistilBERT's
     if not isinstance(hd, int) or hd <= 0:
         return None
     if not own:
@@ -304,28 +347,50 @@ def _moe(m: nn.Module) -> Kind | None:
     return kind
 
 
+_CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+_CONV_TRANSPOSED = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+
+
+def _conv_padding(m: nn.Module) -> tuple[list[int] | None, str]:
+    """A convolution's padding on each side as the conv kind says it, or
+    why the kind cannot say it."""
+    if isinstance(m, _CONV_TRANSPOSED):
+        return None, "it is a transposed convolution, which the conv kind does not describe"
+    if not isinstance(m, _CONVS):
+        return None, ""
+    if _param_children(m) or set(_params(m)) - {"weight", "bias"}:
+        return None, ""
+    kernel = [int(k) for k in m.kernel_size]
+    if any(int(d) != 1 for d in m.dilation):
+        return None, "it has dilation %s, which the conv kind does not describe" % [int(d) for d in m.dilation]
+    if isinstance(m.padding, str):
+        if m.padding == "valid":
+            return [0] * len(kernel), ""
+        if m.padding == "same" and all(k % 2 == 1 for k in kernel):
+            return [(k - 1) // 2 for k in kernel], ""  # what padding="same" pads on each side
+        # Even kernels pad one side more, which the kind cannot say.
+        return None, "padding %r with kernel %s pads one side more than the other, which the conv kind does not describe" % (
+            m.padding, kernel)
+    return [int(p) for p in m.padding], ""
+
+
 def _conv(m: nn.Module) -> Kind | None:
     """nn.Conv1d, Conv2d and Conv3d. The kind's input_size is the
     spatial size of what forward gives it, which only the trace knows:
     describe adds it (conv_input_size) or drops the kind."""
-    if not isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) or isinstance(m, nn.modules.conv._ConvTransposeNd):
+    padding, _ = _conv_padding(m)
+    if padding is None:
         return None
-    if _param_children(m) or set(_params(m)) - {"weight", "bias"}:
-        return None
-    kernel = [int(k) for k in m.kernel_size]
-    if any(int(d) != 1 for d in m.dilation):
-        return None  # the kind has no dilation
-    if isinstance(m.padding, str):
-        if m.padding == "valid":
-            padding = [0] * len(kernel)
-        elif m.padding == "same" and all(k % 2 == 1 for k in kernel):
-            padding = [(k - 1) // 2 for k in kernel]  # what padding="same" pads on each side
-        else:
-            return None  # even kernels pad one side more, which the kind cannot say
-    else:
-        padding = [int(p) for p in m.padding]
-    return {"kind": "conv", "in": int(m.in_channels), "out": int(m.out_channels), "kernel": kernel,
+    assert isinstance(m, _CONVS)
+    return {"kind": "conv", "in": int(m.in_channels), "out": int(m.out_channels), "kernel": [int(k) for k in m.kernel_size],
             "stride": [int(x) for x in m.stride], "padding": padding, "groups": int(m.groups), "bias": m.bias is not None}
+
+
+def unrecognised_because(m: nn.Module) -> str:
+    """Why a module that looks like one of fsdpc's kinds is measured
+    instead ("" where nothing is to be said): a convolution the conv kind
+    cannot hold."""
+    return _conv_padding(m)[1]
 
 
 def conv_input_size(kind: Kind, input_shape: list[int], micro_batch: int) -> tuple[list[int] | None, str]:
