@@ -382,21 +382,31 @@ func (r *Result) program() {
 	a, b := pa.hashes, pb.hashes
 	matched := align(a, b)
 	// An edit's record is the new op's for a change or an addition, else
-	// the old op's.
+	// the old op's. A plan of millions of operations against a small one
+	// is millions of additions, so an edit is 16 bytes: op indices fit in
+	// 32 bits (a plan.bin is at most 1 GiB), and the changed fields are an
+	// index into fieldSets (-1 for none).
 	type edit struct {
-		change string
-		oi, ni int
-		fields []string
+		oi, ni int32
+		fields int32
+		change editChange
 		old    bool
+	}
+	var fieldSets [][]string
+	fieldsOf := func(e edit) []string {
+		if e.fields < 0 {
+			return nil
+		}
+		return fieldSets[e.fields]
 	}
 	recOf := func(e edit) opRec {
 		if e.old {
-			return pa.rec(e.oi)
+			return pa.rec(int(e.oi))
 		}
-		return pb.rec(e.ni)
+		return pb.rec(int(e.ni))
 	}
 	var edits []edit
-	var removed, added []int
+	var removed, added []int32
 	// The gaps between matched pairs: pair an old op with a new op of the
 	// same kind on the same stream in order ("changed"); the rest were
 	// removed or added.
@@ -416,18 +426,23 @@ func (r *Result) program() {
 							fields = append(fields, opFieldNames[k])
 						}
 					}
-					edits = append(edits, edit{change: "changed", oi: i, ni: j, fields: fields})
+					f := int32(-1)
+					if fields != nil {
+						f = int32(len(fieldSets))
+						fieldSets = append(fieldSets, fields)
+					}
+					edits = append(edits, edit{oi: int32(i), ni: int32(j), fields: f, change: editChanged})
 					used[j], next, paired = true, j+1, true
 					break
 				}
 			}
 			if !paired {
-				removed = append(removed, i)
+				removed = append(removed, int32(i))
 			}
 		}
 		for j := blo; j < bhi; j++ {
 			if !used[j] {
-				added = append(added, j)
+				added = append(added, int32(j))
 			}
 		}
 	}
@@ -441,38 +456,46 @@ func (r *Result) program() {
 	}
 	gap(ia, len(a), ib, len(b))
 	// An op removed in one place and added, the same, in another moved.
-	byLine := map[uint64][]int{}
-	for _, j := range added {
-		byLine[b[j]] = append(byLine[b[j]], j)
+	// Only the lines of removed ops are looked up, so only added ops with
+	// such a line are indexed.
+	byLine := map[uint64][]int32{}
+	for _, i := range removed {
+		byLine[a[i]] = nil
 	}
-	movedTo := map[int]bool{}
+	for _, j := range added {
+		if js, ok := byLine[b[j]]; ok {
+			byLine[b[j]] = append(js, j)
+		}
+	}
+	movedTo := map[int32]bool{}
 	for _, i := range removed {
 		js := byLine[a[i]]
 		at := -1
 		if len(js) > 0 {
-			key := pa.rec(i).key
+			key := pa.rec(int(i)).key
 			for x, j := range js {
-				if pb.rec(j).key == key {
+				if pb.rec(int(j)).key == key {
 					at = x
 					break
 				}
 			}
 		}
 		if at >= 0 {
-			edits = append(edits, edit{change: "moved", oi: i, ni: js[at], old: true})
+			edits = append(edits, edit{oi: i, ni: js[at], fields: -1, change: editMoved, old: true})
 			movedTo[js[at]] = true
 			byLine[a[i]] = slices.Delete(js, at, at+1)
 			continue
 		}
-		edits = append(edits, edit{change: "removed", oi: i, ni: -1, old: true})
+		edits = append(edits, edit{oi: i, ni: -1, fields: -1, change: editRemoved, old: true})
 	}
+	edits = slices.Grow(edits, len(added)-len(movedTo))
 	for _, j := range added {
 		if !movedTo[j] {
-			edits = append(edits, edit{change: "added", oi: -1, ni: j})
+			edits = append(edits, edit{oi: -1, ni: j, fields: -1, change: editAdded})
 		}
 	}
 	// Fold in program order (of the new plan where there is one).
-	at := func(e edit) int {
+	at := func(e edit) int32 {
 		if e.ni >= 0 {
 			return e.ni
 		}
@@ -483,22 +506,23 @@ func (r *Result) program() {
 	idx := map[key]int{}
 	for _, e := range edits {
 		rec := recOf(e)
-		k := key{e.change, rec.op.Phase.String(), rec.op.Kind.String(), strings.Join(e.fields, ", ")}
+		fields := fieldsOf(e)
+		k := key{e.change.String(), rec.op.Phase.String(), rec.op.Kind.String(), strings.Join(fields, ", ")}
 		g := rec.foldGroup
 		n, ok := idx[k]
 		if !ok {
 			n = len(r.Program)
 			idx[k] = n
-			ex := OpExample{OldOp: e.oi, NewOp: e.ni}
+			ex := OpExample{OldOp: int(e.oi), NewOp: int(e.ni)}
 			if e.oi >= 0 {
-				ra := pa.rec(e.oi)
-				ex.OldOpT = ra.brief(e.fields)
+				ra := pa.rec(int(e.oi))
+				ex.OldOpT = ra.brief(fields)
 			}
 			if e.ni >= 0 {
-				rb := pb.rec(e.ni)
-				ex.NewOpT = rb.brief(e.fields)
+				rb := pb.rec(int(e.ni))
+				ex.NewOpT = rb.brief(fields)
 			}
-			r.Program = append(r.Program, OpEdit{Change: e.change, Phase: k.phase, Kind: k.kind, Fields: e.fields, Example: ex})
+			r.Program = append(r.Program, OpEdit{Change: k.change, Phase: k.phase, Kind: k.kind, Fields: fields, Example: ex})
 		}
 		pe := &r.Program[n]
 		pe.Count++
@@ -515,6 +539,20 @@ func (r *Result) program() {
 		}
 		pe.Folded = Fold(pe.Groups)
 	}
+}
+
+// editChange is what happened to an op, as OpEdit.Change names it.
+type editChange uint8
+
+const (
+	editChanged editChange = iota
+	editMoved
+	editRemoved
+	editAdded
+)
+
+func (c editChange) String() string {
+	return [...]string{"changed", "moved", "removed", "added"}[c]
 }
 
 // Text of one fold: "backward: 12 waits changed (event) in layers.{3–14}".
