@@ -96,6 +96,7 @@ var kindSpecs = map[string]kindSpec{
 		{key: "qkv_bias", typ: attrBool},
 		{key: "out_bias", typ: attrBool},
 		{key: "fused_qkv", typ: attrBool},
+		{key: "out_proj", typ: attrBool},
 		{key: "transposed", typ: attrBool},
 		{key: "kv_dim", typ: attrInt},
 		{key: "kv_seq_len", typ: attrInt},

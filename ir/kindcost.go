@@ -376,7 +376,9 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 		core.dxFactor = 2
 	}
 	w.mms = append(w.mms, core)
-	w.mms = append(w.mms, linearMM(roleName(a, "o", "wo"), T, d.qOut, d.dim, r("o"), false)...)
+	if d.out {
+		w.mms = append(w.mms, linearMM(roleName(a, "o", "wo"), T, d.qOut, d.dim, r("o"), false)...)
+	}
 
 	// Saved: the input (and the key/value source for cross-attention),
 	// q, k, v, the core's output and its fp32 log-sum-exp; unfused attention

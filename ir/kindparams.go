@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/fsdpc/fsdpc/internal/checked"
 )
@@ -63,6 +64,10 @@ type attnDims struct {
 	dim, heads, kvHeads, headDim, kvDim int64
 	qOut, kvOut                         int64
 	fused                               bool
+	// out: the module holds the output projection (out_proj, default
+	// true); BERT's BertSelfAttention holds q, k and v only, and its
+	// sibling BertSelfOutput projects.
+	out bool
 }
 
 func attentionDims(a attrValues) (attnDims, error) {
@@ -87,6 +92,18 @@ func attentionDims(a attrValues) (attnDims, error) {
 		return d, fmt.Errorf("kv_heads × head_dim overflows")
 	}
 	d.fused = a.bool("fused_qkv", false)
+	d.out = a.bool("out_proj", true)
+	if !d.out {
+		_, named := a.names("names")["o"]
+		switch {
+		case a.bool("out_bias", false):
+			return d, fmt.Errorf("out_bias with out_proj = false: the attention has no output projection")
+		case named:
+			return d, fmt.Errorf("names gives \"o\" with out_proj = false: the attention has no output projection")
+		case slices.Contains(a.strs("lora_targets"), "o"):
+			return d, fmt.Errorf("lora_targets names \"o\" with out_proj = false: the attention has no output projection")
+		}
+	}
 	if d.fused && (a.has("kv_dim") || a.has("kv_seq_len")) {
 		return d, fmt.Errorf("fused_qkv cannot be combined with cross-attention (kv_dim, kv_seq_len)")
 	}
@@ -171,10 +188,13 @@ func (k Kind) shape(a attrValues) (kindShape, error) {
 				linearChild(roleName(a, "v", "wv"), d.kvDim, d.kvOut, qkvBias, tr, r("v")))
 		}
 		o := linearChild(roleName(a, "o", "wo"), d.qOut, d.dim, outBias, tr, r("o"))
-		if d.fused && s.children[0].name == "qkv_proj" {
+		switch {
+		case !d.out:
+			// No output projection of its own (BERT's self-attention).
+		case d.fused && s.children[0].name == "qkv_proj":
 			// Hugging Face's Phi3Attention registers o_proj before qkv_proj.
 			s.children = append([]childSpec{o}, s.children...)
-		} else {
+		default:
 			s.children = append(s.children, o)
 		}
 		// q/k norms register after the projections (Qwen3, OLMo-2, Gemma 3):

@@ -224,6 +224,14 @@ var architectures = []struct{ name, config string }{
 	{"vit", `"architectures":["ViTForImageClassification"],"image_size":32,"patch_size":8`},
 }
 
+// encoderAttention names one self-attention of each encoder in the table.
+var encoderAttention = map[string]string{
+	"bert":       "bert.encoder.layer.0.attention.self",
+	"roberta":    "roberta.encoder.layer.1.attention.self",
+	"distilbert": "distilbert.transformer.layer.0.attention",
+	"vit":        "vit.layers.1.attention",
+}
+
 // TestImportTorchConformanceArchitectures imports each architecture
 // through --hf: the file holds exactly the parameters PyTorch counts
 // (sum(p.numel() for p in model.parameters()), tied ones once; ConvertTorch
@@ -269,6 +277,20 @@ func TestImportTorchConformanceArchitectures(t *testing.T) {
 				c := m.Modules[id]
 				if want := float64(2 * m.Train.MicroBatch * 16 * 64 * 3 * 8 * 8); c.Kind != ir.KindConv || c.Cost.FlopsFwd != want {
 					t.Errorf("the patch embedding is %s with %v forward FLOPs, want conv with %v", c.Kind, c.Cost.FlopsFwd, want)
+				}
+			}
+			if attn, ok := encoderAttention[a.name]; ok {
+				// Encoders: per-layer kinds (non-causal self-attention)
+				// and the layers folded into one repeated block.
+				id, err := m.ModuleByName(attn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if k := m.Modules[id].Kind; k != ir.KindAttention {
+					t.Errorf("%s is %s, want attention", attn, k)
+				}
+				if !strings.Contains(string(res.Text), "\nrepeat = 2\n") {
+					t.Errorf("the layers are not folded into a repeat:\n%s", res.Text)
 				}
 			}
 			t.Logf("%s: %s parameters (PyTorch: %s), %d tensors, %d measured modules, %d problems", a.name,

@@ -149,6 +149,9 @@ _ATTENTION_NAMES = (
     ("q_proj", "k_proj", "v_proj", "out_proj"),
     ("q", "k", "v", "o"),
     ("q_lin", "k_lin", "v_lin", "out_lin"),  # DistilBERT
+    # BERT's and RoBERTa's self-attention: the output projection is
+    # BertSelfOutput.dense, a sibling (the kind's out_proj = false).
+    ("query", "key", "value"),
 )
 
 
@@ -213,21 +216,30 @@ def _attention(m: nn.Module) -> Kind | None:
         rest = set(ch) - set(names)
         if rest - {"q_norm", "k_norm"}:
             return None
-        q, k, v, o = (ch[n] for n in names)
-        if not all(_is_linear(x) for x in (q, k, v, o)):
+        projs = [ch[n] for n in names]
+        if not all(_is_linear(x) for x in projs):
             return None
+        q, k, v = projs[:3]
+        o = projs[3] if len(projs) == 4 else None
+        if o is None and ("cross" in type(m).__name__.lower() or getattr(m, "is_cross_attention", False)):
+            return None  # keys and values from another sequence
         dim = int(q.in_features)
         if q.out_features % hd or k.out_features % hd:
             return None
         heads, kv = q.out_features // hd, k.out_features // hd
-        if (k.in_features, v.in_features, v.out_features, o.in_features, o.out_features) != (dim, dim, kv * hd, heads * hd, dim):
+        if (k.in_features, v.in_features, v.out_features) != (dim, dim, kv * hd):
+            return None
+        if o is not None and (o.in_features, o.out_features) != (heads * hd, dim):
             return None
         qkv_bias = q.bias is not None
         if (k.bias is not None) != qkv_bias or (v.bias is not None) != qkv_bias:
             return None
-        kind: Kind = {"kind": "attention", "dim": dim, "heads": heads, "kv_heads": kv, "head_dim": hd,
-                      "qkv_bias": qkv_bias, "out_bias": o.bias is not None,
+        kind: Kind = {"kind": "attention", "dim": dim, "heads": heads, "kv_heads": kv, "head_dim": hd, "qkv_bias": qkv_bias,
                       "names": dict(zip(("q", "k", "v", "o"), names))}
+        if o is None:
+            kind["out_proj"] = False
+        else:
+            kind["out_bias"] = o.bias is not None
         if getattr(m, "is_causal", True) is False:
             kind["causal"] = False
         if "sinks" in own:
