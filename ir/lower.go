@@ -297,7 +297,10 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 		l.output(id, md.output, inh)
 	}
 	if md.tiedTo != "" {
-		l.tieWeight(id, md)
+		l.tieOwn(id, md, "weight", md.tiedTo, "tied_to")
+	}
+	if md.biasTiedTo != "" {
+		l.tieOwn(id, md, "bias", md.biasTiedTo, "bias_tied_to")
 	}
 }
 
@@ -377,10 +380,12 @@ func displayModule(name string) string {
 	return fmt.Sprintf("%q", name)
 }
 
-func (l *lowerer) tieWeight(id ModuleID, md *moduleDecl) {
+// tieOwn ties the kind module's own parameter local ("weight", "bias") to
+// target, as its key (tied_to, bias_tied_to) says.
+func (l *lowerer) tieOwn(id ModuleID, md *moduleDecl, local, target, key string) {
 	for _, pid := range l.m.Modules[id].Params {
-		if l.m.Params[pid].Local == "weight" {
-			l.ties = append(l.ties, pendingTie{param: pid, target: md.tiedTo, path: childPath(md.path, "tied_to"),
+		if l.m.Params[pid].Local == local {
+			l.ties = append(l.ties, pendingTie{param: pid, target: target, path: childPath(md.path, key),
 				explicitDType: md.dtype != DTypeInvalid, declaredDType: md.dtype,
 				explicitGrad: md.requiresGrad != nil, declaredRequireGrad: md.requiresGrad != nil && *md.requiresGrad})
 			return
@@ -389,7 +394,7 @@ func (l *lowerer) tieWeight(id ModuleID, md *moduleDecl) {
 	if l.tooLarge {
 		return // its weight was refused for the limit, already reported
 	}
-	l.d.keyErrorf(childPath(md.path, "tied_to"), "module %q has no weight to tie", l.m.Modules[id].Name)
+	l.d.keyErrorf(childPath(md.path, key), "module %q has no %s to tie", l.m.Modules[id].Name, local)
 }
 
 func (l *lowerer) addSpecChildren(parent ModuleID, children []childSpec, inh inherited) {

@@ -38,6 +38,7 @@ type moduleDecl struct {
 	requiresGrad *bool
 	dtype        DType
 	tiedTo       string
+	biasTiedTo   string // bias_tied_to: BERT's MLM decoder.bias is its head's bias
 	flopsFwd     *float64
 	flopsBwd     *float64
 	actBytes     *int64
@@ -139,7 +140,7 @@ const (
 )
 
 var moduleKeys = []string{"name", "kind", "repeat", "block", "blocks", "module", "param", "inputs",
-	"requires_grad", "dtype", "tied_to", "flops_fwd", "flops_bwd", "activation_bytes", "checkpoint", "register", "output"}
+	"requires_grad", "dtype", "tied_to", "bias_tied_to", "flops_fwd", "flops_bwd", "activation_bytes", "checkpoint", "register", "output"}
 
 var paramKeys = []string{"name", "shape", "dtype", "requires_grad", "tied_to"}
 
@@ -313,6 +314,9 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 	if s, ok := t.str("tied_to"); ok {
 		md.tiedTo = s
 	}
+	if s, ok := t.str("bias_tied_to"); ok {
+		md.biasTiedTo = s
+	}
 	for _, k := range []string{"flops_fwd", "flops_bwd"} {
 		f, ok := t.number(k, ParseFLOP)
 		switch {
@@ -350,6 +354,8 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 		d.keyErrorf(t.at("register"), "module %q of kind %s cannot set register: its kind registers its children in the order of the implementation it stands for", md.name, kindName)
 	case md.tiedTo != "" && md.spec == nil:
 		d.keyErrorf(t.at("tied_to"), "tied_to on a module ties its weight, and only modules of a kind have one; tie a [[param]] instead")
+	case md.biasTiedTo != "" && md.spec == nil:
+		d.keyErrorf(t.at("bias_tied_to"), "bias_tied_to on a module ties its bias, and only modules of a kind have one; tie a [[param]] instead")
 	}
 	if md.spec != nil {
 		d.kindAttrs(t, md)

@@ -280,14 +280,19 @@ func TestImportTorchConformanceArchitectures(t *testing.T) {
 				}
 			}
 			if attn, ok := encoderAttention[a.name]; ok {
-				// Encoders: per-layer kinds (non-causal self-attention)
-				// and the layers folded into one repeated block.
+				// Encoders: per-layer kinds (non-causal self-attention),
+				// nothing measured (BERT's MLM decoder.bias is tied to its
+				// head's bias: bias_tied_to), the layers folded into one
+				// repeated block.
 				id, err := m.ModuleByName(attn)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if k := m.Modules[id].Kind; k != ir.KindAttention {
 					t.Errorf("%s is %s, want attention", attn, k)
+				}
+				if len(res.Measured) > 0 {
+					t.Errorf("measured, not recognised: %v", res.Measured)
 				}
 				if !strings.Contains(string(res.Text), "\nrepeat = 2\n") {
 					t.Errorf("the layers are not folded into a repeat:\n%s", res.Text)

@@ -404,7 +404,7 @@ func (t *torchModel) checkKinds() {
 				w.line("[train]\nseq_len = 16\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 1\n[[module]]")
 				var keep []field
 				for _, f := range fs {
-					if f.key != "tied_to" {
+					if f.key != "tied_to" && f.key != "bias_tied_to" {
 						keep = append(keep, f)
 					}
 				}

@@ -337,10 +337,15 @@ func (t *torchModel) kindFields(n *tnode) ([]field, error) {
 		sort.SliceStable(ps, func(i, j int) bool { return roleIndex(ps[i].k) < roleIndex(ps[j].k) })
 		fs = append(fs, field{"names", ps, ""})
 	}
-	// A kind's weight tied to another parameter (tie_word_embeddings).
+	// A kind's weight tied to another parameter (tie_word_embeddings), or
+	// its bias (BERT's MLM head: decoder.bias is the head's bias).
 	for _, p := range n.d.Params {
-		if p.Name == "weight" && p.TiedTo != "" {
+		switch {
+		case p.TiedTo == "":
+		case p.Name == "weight":
 			fs = append(fs, field{"tied_to", p.TiedTo, "the same Parameter: counted once"})
+		case p.Name == "bias":
+			fs = append(fs, field{"bias_tied_to", p.TiedTo, "the same Parameter: counted once"})
 		}
 	}
 	rg, dt, uniform := t.subtreeParams(n)
