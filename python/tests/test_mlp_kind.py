@@ -82,6 +82,17 @@ class TestMLPKind(unittest.TestCase):
                    {"gpt_neox.layers.0.mlp": {"kind": "mlp", "dim": 32, "hidden": 48, "activation": "gelu",
                                               "names": {"up": "dense_h_to_4h", "down": "dense_4h_to_h"}}})
 
+    def test_t5(self) -> None:
+        t5 = dict(d_model=32, d_ff=48, num_layers=2, num_decoder_layers=2, num_heads=4, d_kv=8)
+        self.check(_model("t5", "T5ForConditionalGeneration", **t5),
+                   {"encoder.block.0.layer.1.DenseReluDense": {"kind": "mlp", "dim": 32, "hidden": 48, "activation": "relu",
+                                                               "bias": False, "names": {"up": "wi", "down": "wo"}},
+                    "decoder.block.1.layer.2.DenseReluDense": {"kind": "mlp", "activation": "relu"}})
+        # T5 v1.1 and Flan-T5: gelu(wi_0(h)) · wi_1(h), then wo.
+        self.check(_model("t5", "T5ForConditionalGeneration", feed_forward_proj="gated-gelu", **t5),
+                   {"encoder.block.1.layer.1.DenseReluDense": {"kind": "mlp", "dim": 32, "hidden": 48, "activation": "geglu",
+                                                               "names": {"gate": "wi_0", "up": "wi_1", "down": "wo"}}})
+
     def test_measured_elsewhere(self) -> None:
         # Two projections whose shapes do not chain (dim → hidden → dim) are
         # no MLP, whatever their names.

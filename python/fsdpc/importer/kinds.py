@@ -93,6 +93,14 @@ _MLP_NAMES = (
     ("fc_in", "fc_out"),
     ("dense_h_to_4h", "dense_4h_to_h"),
     ("lin1", "lin2"),
+    ("wi", "wo"),  # T5's DenseReluDense
+)
+
+# Gate, up and down of gated MLPs: Llama-style, and T5 v1.1's
+# DenseGatedActDense (act(wi_0(h)) · wi_1(h), then wo).
+_GATED_NAMES = (
+    ("gate_proj", "up_proj", "down_proj"),
+    ("wi_0", "wi_1", "wo"),
 )
 
 
@@ -100,9 +108,11 @@ def _mlp(m: nn.Module) -> Kind | None:
     ch = _param_children(m)
     if _params(m):
         return None
-    gated = {"gate_proj", "up_proj", "down_proj"}
-    if set(ch) == gated and all(_is_linear(c) for c in ch.values()):
-        g, u, d = ch["gate_proj"], ch["up_proj"], ch["down_proj"]
+    for names in _GATED_NAMES:
+        if set(ch) != set(names) or not all(_is_linear(c) for c in ch.values()):
+            continue
+        g, u, d = (ch[n] for n in names)
+        assert isinstance(g, nn.Linear) and isinstance(u, nn.Linear) and isinstance(d, nn.Linear)
         act = _act(m, gated=True)
         if act is None:
             return None
@@ -113,7 +123,7 @@ def _mlp(m: nn.Module) -> Kind | None:
         if (u.in_features, u.out_features, d.in_features, d.out_features) != (dim, hidden, hidden, dim):
             return None
         return {"kind": "mlp", "dim": dim, "hidden": hidden, "activation": act, "bias": bias,
-                "names": {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}}
+                "names": dict(zip(("gate", "up", "down"), names))}
     if set(ch) == {"gate_up_proj", "down_proj"}:
         # Phi-3: one projection [2·hidden, dim] whose output is chunked
         # into gate and up.
