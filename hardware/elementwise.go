@@ -4,8 +4,9 @@ import "sort"
 
 // The share of HBM bandwidth element-wise kernels reach belongs to the
 // memory they stream from (profiles.go gives the measurements: Liger-
-// Kernel's timings of an eager Llama RMSNorm on an A100 80GB PCIe, HBM2e,
-// and an H100 NVL, HBM3). A GPU of one chip can come with another
+// Kernel's timings of an eager Llama RMSNorm on A100s, HBM2e, and on an
+// H100 NVL carried to the H100 SXM's HBM3 by the two cards' timings of one
+// module). A GPU of one chip can come with another
 // memory: Meta's Grand Teton H100s are GH100s with 96 GB of HBM2e at
 // 2.4 TB/s, not the H100 SXM's 80 GB of HBM3 at 3.35 TB/s, and [cluster.gpu]
 // memory says so. A kernel holds a fixed number of bytes in flight per
@@ -13,7 +14,7 @@ import "sort"
 // HBM2e share is what such a card's kernels reach at the least.
 const (
 	elementwiseHBM2e = 0.519
-	elementwiseHBM3  = 0.420
+	elementwiseHBM3  = 0.539
 )
 
 var elementwiseByMemory = map[string]float64{

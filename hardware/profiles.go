@@ -29,12 +29,21 @@ var profiles = map[string]func(*Calibration){
 // NVL, for 3.62 GB by that count: 1.00 TB/s, 0.519 of the A100 PCIe's
 // 1,935 GB/s, and 1.64 TB/s, 0.420 of the H100 NVL's 3.9 TB/s. Forward
 // alone reaches 0.629 and 0.508, backward 0.476 and 0.392; at 8,192
-// columns 0.597 and 0.475 forward. The figure is the share of each
-// chip's own bandwidth and carries over to the SXM parts of the same
-// memory generation (HBM2e, HBM3). Hopper's element-wise kernels reach a
-// smaller share of a faster memory, so they gain 1.6× over A100 where
-// the datasheets' bandwidths give 2.0× and the tensor cores 3.2×: what
-// made eager Hopper runs lean fast at one copy efficiency for both.
+// columns 0.597 and 0.475 forward. On the SXM parts: the same module in
+// the same benchmark on an A100-SXM4-80GB (liger 0.2.1, 2024-09-03)
+// takes 3.544 ms, 0.501 of its 2,039 GB/s, as the PCIe card's 0.519. The
+// H100 NVL is a 350–400 W PCIe card, and the SXM H100 runs the same eager
+// kernels faster than its bandwidth says: Liger-Kernel's Hugging Face
+// add-and-RMSNorm (fused_add_rms_norm, provider "huggingface", fp32,
+// 2,048 × 16,384, forward and backward) takes 2.070 ms on an H100 NVL
+// (liger 0.6.0, 2025-07-16) and 1.874 ms on an H100 80GB HBM3 (liger
+// 0.7.0, 2026-04-07), 1.104× faster on a datasheet bandwidth 0.86× the
+// NVL's (ratios 1.04–1.22 over the sizes from 4,096 columns). The NVL's
+// RMSNorm at the SXM's speed, 2.214 / 1.104 = 2.005 ms, is 1.81 TB/s:
+// 0.539 of the H100 SXM's 3.35 TB/s, what elementwiseHBM3 holds. Hopper's
+// element-wise kernels gain 1.8× over A100 where the datasheets'
+// bandwidths give 1.6× and the tensor cores 3.2×: what made eager Hopper
+// runs lean fast at one copy efficiency for both.
 
 // ga100Profile: FlashAttention-2 reaches 50–73% of the A100's peak in
 // forward and about two thirds of that in backward (Dao 2023, arXiv
@@ -51,8 +60,8 @@ func ga100Profile(c *Calibration) {
 }
 
 // gh100Profile: H100 and H200 SXM share the GH100 die and its 700 W
-// limit. Element-wise kernels at 0.420 of HBM (above; measured on the
-// H100 NVL's HBM3). GEMMs at 0.690 of peak, what the Llama 3 8B and 70B
+// limit. Element-wise kernels at 0.539 of HBM (above: the H100 NVL's
+// timing at the SXM's measured speed). GEMMs at 0.690 of peak, what the Llama 3 8B and 70B
 // layer shapes timed on an H200 at 700 W give
 // (calibrate/testdata/kernels-h200.csv: the model's median error over its
 // 34 GEMMs is -0.7%, MAPE 5.8% over the 31 of at least 1e11 FLOPs;

@@ -20,7 +20,7 @@ func TestGPUMemory(t *testing.T) {
 		want float64 // 0: no profile value
 	}{
 		{`{ preset = "h100-sxm", hbm_bandwidth = "2.4TB/s", memory = "HBM2e" }`, 0.519},
-		{`{ preset = "h100-sxm", memory = "HBM3" }`, 0.420},
+		{`{ preset = "a100-80gb", memory = "HBM3" }`, 0.539},
 		{`{ preset = "h100-sxm", hbm_bandwidth = "2.4TB/s" }`, 0},
 		{`"h100-sxm"`, 0},
 	} {

@@ -27,11 +27,12 @@ func TestAdviceZoo(t *testing.T) {
 	}{
 		// Selective checkpointing instead of the file's full fits and is
 		// the largest gain the file leaves out (#31, #33: +14.5%); per
-		// layer and per op are within 0.3% of each other since eager
+		// layer and per op are within a point of each other since eager
 		// element-wise kernels run at their measured share of HBM (#27):
-		// per op recomputes every one of them.
-		{"llama3-8b", "checkpointing", `checkpointing = "selective-op"`, true, 0.10, 0.25, false},
-		{"llama3-8b", "checkpointing", `checkpointing = "selective-layer"`, true, 0.05, 0.20, true},
+		// per op recomputes every one of them, and is the faster at the
+		// H100 SXM's share (+13.2% against +12.4%).
+		{"llama3-8b", "checkpointing", `checkpointing = "selective-op"`, true, 0.10, 0.25, true},
+		{"llama3-8b", "checkpointing", `checkpointing = "selective-layer"`, true, 0.05, 0.20, false},
 		{"llama3-8b", "checkpointing", `checkpointing = "none"`, false, 0.10, 0.40, false},
 		// Memory mostly free and nothing to accumulate: a larger batch.
 		{"llama3-8b", "micro_batch, grad_accum", "micro_batch = 2, grad_accum = 1", true, 0.005, 0.10, true},

@@ -9,9 +9,9 @@ import (
 
 // TestPlanTuneNamesPins: plan -tune says what the file pins and what
 // changing each would give, in text and under tuning.pinned in JSON: on
-// llama3-8b selective-layer checkpointing instead of the file's full is
-// suggested (it fits, and is the fastest alternative: selective-op
-// recomputes every eager element-wise pass, within 0.2% of it), no
+// llama3-8b selective-op checkpointing instead of the file's full is
+// suggested (it fits, and is the fastest alternative that does:
+// selective-layer is within a point of it), no
 // checkpointing is named as not fitting, and a
 // larger micro-batch is suggested while memory is mostly free.
 func TestPlanTuneNamesPins(t *testing.T) {
@@ -24,7 +24,7 @@ func TestPlanTuneNamesPins(t *testing.T) {
 	for _, want := range []string{
 		"pinned by the file (the tuner keeps these)",
 		"  [train] checkpointing = \"full\"\n",
-		"  -> checkpointing = \"selective-layer\": +",
+		"  -> checkpointing = \"selective-op\": +",
 		"     checkpointing = \"none\": does not fit: peak ",
 		"  [train] micro_batch = 1, grad_accum = 1\n",
 		"  -> micro_batch = 2, grad_accum = 1 (2× the tokens per step: a larger global batch): +",
@@ -64,16 +64,16 @@ func TestPlanTuneNamesPins(t *testing.T) {
 			continue
 		}
 		for _, a := range p.Alternatives {
-			if strings.Join(a.Change, "") != `checkpointing = "selective-layer"` {
+			if strings.Join(a.Change, "") != `checkpointing = "selective-op"` {
 				continue
 			}
 			found = true
 			if !a.Planned || !a.Fits || !a.Suggested || a.ThroughputChange < 0.10 || a.Reserved > doc.Tuning.Usable || a.Reserved <= doc.Tuning.Best.Reserved {
-				t.Errorf("selective-layer: %+v (usable %d, tuned %d)", a, doc.Tuning.Usable, doc.Tuning.Best.Reserved)
+				t.Errorf("selective-op: %+v (usable %d, tuned %d)", a, doc.Tuning.Usable, doc.Tuning.Best.Reserved)
 			}
 		}
 	}
 	if !found {
-		t.Errorf("tuning.pinned has no selective-layer alternative to checkpointing: %+v", doc.Tuning.Pinned)
+		t.Errorf("tuning.pinned has no selective-op alternative to checkpointing: %+v", doc.Tuning.Pinned)
 	}
 }
