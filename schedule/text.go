@@ -214,22 +214,18 @@ func (t *textWriter) program() {
 	}
 	// Micro-batches repeat: a block whose operations read the same as the
 	// previous micro-batch's, up to the micro-batch number, prints as one
-	// line.
-	var blocks []opBlock
-	for i := range p.Ops {
-		o := &p.Ops[i]
-		if len(blocks) == 0 || blocks[len(blocks)-1].phase != o.Phase || blocks[len(blocks)-1].micro != o.Micro {
-			blocks = append(blocks, opBlock{phase: o.Phase, micro: o.Micro})
-		}
-		b := &blocks[len(blocks)-1]
-		b.lines = append(b.lines, fmt.Sprintf("  %-14s %s\n", o.Stream, safetext.Escape(t.opText(o))))
-	}
+	// line. Blocks are printed as they end, and only the last printed
+	// block of each phase is kept to compare with: a plan of millions of
+	// operations never holds all its lines.
 	previous := map[Phase]*opBlock{}
-	for i := range blocks {
-		b := &blocks[i]
+	var b *opBlock
+	flush := func() {
+		if b == nil {
+			return
+		}
 		if prev := previous[b.phase]; prev != nil && sameBlock(prev, b.micro, b.lines) {
 			t.f("%s mb%d: as mb%d\n", b.phase, b.micro, prev.micro)
-			continue
+			return
 		}
 		t.f("%s mb%d\n", b.phase, b.micro)
 		for _, l := range b.lines {
@@ -237,6 +233,15 @@ func (t *textWriter) program() {
 		}
 		previous[b.phase] = b
 	}
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		if b == nil || b.phase != o.Phase || b.micro != o.Micro {
+			flush()
+			b = &opBlock{phase: o.Phase, micro: o.Micro}
+		}
+		b.lines = append(b.lines, fmt.Sprintf("  %-14s %s\n", o.Stream, safetext.Escape(t.opText(o))))
+	}
+	flush()
 }
 
 // opBlock is the printed operations of one phase of one micro-batch.

@@ -134,6 +134,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+	defer limitReaderMemory(args[0])()
 	return cmd.run(args[1:], stdout, stderr)
 }
 
