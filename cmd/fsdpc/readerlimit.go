@@ -13,10 +13,11 @@ import (
 // (GOGC=100) lets the heap grow to twice that, 1.4–1.6 GB of RSS. With
 // this limit the collector runs before the runtime's memory (heap, stacks
 // and its own metadata, which is what GOMEMLIMIT counts) passes 900 MiB:
-// all four readers then peak at 931 MB of RSS on that plan for 10–25% more
-// CPU (docs/trace.md). It is soft: a plan whose live data alone passed it
-// would still be read, with the collector capped at half the CPU, and
-// small plans never reach it.
+// each reader then peaks at 932 MB of RSS on that plan, for up to 20% more
+// CPU (docs/trace.md). It is soft: a plan whose live data passes it is
+// still read, with the collector taking up to half the CPU (the 4.19 M
+// operations planner.MaxOpsPerRank allows: about 1.13 GB of RSS, 1.5–2.5
+// times the CPU), and small plans never reach it.
 const readerMemoryLimit = 900 << 20
 
 // readerCommands are the commands readerMemoryLimit applies to: those
