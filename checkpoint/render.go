@@ -306,18 +306,13 @@ func (rs *Reshard) WriteText(w io.Writer, st Storage, reads bool) error {
 		fmt.Fprintf(bw, "  %-8s %-6s %-12s %-12s %-12s %-12s %-12s %s\n", row.label(), c[0], c[6], c[1], c[2], c[3], c[4], c[5])
 	}
 	if reads {
-		var line []byte
-		for _, run := range rs.readRuns() {
+		rs.writeReadLists(bw, "  ", func(run rankRow, n int) {
 			if run.from == run.to {
 				fmt.Fprintf(bw, "\nrank %d reads\n", run.from)
 			} else {
 				fmt.Fprintf(bw, "\nranks %d-%d read, each\n", run.from, run.to)
 			}
-			for _, rd := range rs.Reads(run.from) {
-				line = append(rs.appendRead(append(line[:0], "  "...), rd), '\n')
-				bw.Write(line)
-			}
-		}
+		}, "")
 	}
 	return bw.Flush()
 }
@@ -350,6 +345,22 @@ func (rs *Reshard) readRuns() []rankRow {
 	return runs
 }
 
+// writeReadLists writes -reads' lists, one per run of ranks that read the
+// same (readRuns): head opens a run's list of n reads, each read is a line
+// after indent, and foot closes the list.
+func (rs *Reshard) writeReadLists(bw *bufio.Writer, indent string, head func(run rankRow, n int), foot string) {
+	var line []byte
+	for _, run := range rs.readRuns() {
+		reads := rs.Reads(run.from)
+		head(run, len(reads))
+		for _, rd := range reads {
+			line = append(rs.appendRead(append(line[:0], indent...), rd), '\n')
+			bw.Write(line)
+		}
+		bw.WriteString(foot)
+	}
+}
+
 // WriteMarkdown prints the report for a pull-request comment, folded and
 // streamed as WriteText.
 func (rs *Reshard) WriteMarkdown(w io.Writer, st Storage, reads bool) error {
@@ -371,20 +382,13 @@ func (rs *Reshard) WriteMarkdown(w io.Writer, st Storage, reads bool) error {
 		fmt.Fprintf(bw, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", row.label(), c[0], c[6], c[1], c[2], c[3], c[4], c[5])
 	}
 	if reads {
-		var line []byte
-		for _, run := range rs.readRuns() {
-			reads := rs.Reads(run.from)
+		rs.writeReadLists(bw, "", func(run rankRow, n int) {
 			if run.from == run.to {
-				fmt.Fprintf(bw, "\n<details><summary>rank %d: %d reads</summary>\n\n```\n", run.from, len(reads))
+				fmt.Fprintf(bw, "\n<details><summary>rank %d: %d reads</summary>\n\n```\n", run.from, n)
 			} else {
-				fmt.Fprintf(bw, "\n<details><summary>ranks %d-%d: %d reads each</summary>\n\n```\n", run.from, run.to, len(reads))
+				fmt.Fprintf(bw, "\n<details><summary>ranks %d-%d: %d reads each</summary>\n\n```\n", run.from, run.to, n)
 			}
-			for _, rd := range reads {
-				line = append(rs.appendRead(line[:0], rd), '\n')
-				bw.Write(line)
-			}
-			fmt.Fprintln(bw, "```\n</details>")
-		}
+		}, "```\n</details>\n")
 	}
 	return bw.Flush()
 }
