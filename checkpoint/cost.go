@@ -164,7 +164,7 @@ func (rs *Reshard) Transfer(st Storage) Transfer {
 		cl, node := rs.class(r), r/l.GPUsPerNode
 		own := &cl.own
 		ranks[r] = RankCost{Rank: r, ModelBytes: rs.common.model + own.model, OptimBytes: rs.common.optim + own.optim,
-			HostCopyBytes: rs.common.host + own.host, Files: cl.files, RemoteBytes: rs.common.remote(node) + own.remote(node)}
+			HostCopyBytes: rs.common.device + own.device, Files: cl.files, RemoteBytes: rs.common.remote(node) + own.remote(node)}
 	}
 	return l.transfer(ranks, st.ReadPerNode, st.ReadAggregate)
 }

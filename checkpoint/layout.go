@@ -268,6 +268,19 @@ type written struct {
 	model, optim, device int64
 }
 
+// add counts b bytes of t: as model or optimizer state, and as device
+// memory unless t is offloaded. A reshard class's reads sum the same way.
+func (w *written) add(t *Tensor, b int64) {
+	if t.State == "" {
+		w.model += b
+	} else {
+		w.optim += b
+	}
+	if !t.Offload {
+		w.device += b
+	}
+}
+
 // rankWrites is what every rank writes, in one pass over the chunks (a
 // pass per rank would visit world × chunks entries).
 func (l *Layout) rankWrites() []written {
@@ -278,16 +291,7 @@ func (l *Layout) rankWrites() []written {
 			if r < 0 {
 				continue
 			}
-			b := t.chunkNumel(k) * t.DType.Size()
-			w := &out[r]
-			if t.State == "" {
-				w.model += b
-			} else {
-				w.optim += b
-			}
-			if !t.Offload {
-				w.device += b
-			}
+			out[r].add(t, t.chunkNumel(k)*t.DType.Size())
 		}
 	}
 	return out

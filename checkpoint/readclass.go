@@ -28,12 +28,11 @@ type nodeBytes struct {
 
 // readSet sums a set of reads.
 type readSet struct {
-	reads        int
-	model, optim int64
-	host         int64 // bytes of tensors on the device: the host copy
-	byNode       []nodeBytes
-	total        int64 // model + optim
-	ranks        []int // the old ranks read, sorted
+	written // model, optimizer and device bytes (device: the host copy)
+	reads   int
+	byNode  []nodeBytes
+	total   int64 // model + optim
+	ranks   []int // the old ranks read, sorted
 }
 
 // at is the bytes the set reads from old node n's files.
@@ -75,14 +74,7 @@ func (rs *Reshard) buildClasses() {
 		t := &new.Tensors[ti]
 		b := numel * t.DType.Size()
 		s.reads++
-		if t.State == "" {
-			s.model += b
-		} else {
-			s.optim += b
-		}
-		if !t.Offload {
-			s.host += b
-		}
+		s.add(t, b)
 		s.total += b
 		o := rs.Old.Writer[oi][ok]
 		byNode[o/oldG] += b
