@@ -78,11 +78,11 @@ var mutations = []mutation{
 		removeOp(p, find(p, 1, isKind(schedule.OpReduceScatter, schedule.StreamReduceScatter)))
 	}},
 	{name: "wrong process group: an all-gather over too few ranks", dataCatches: true, mutate: func(t *testing.T, p *schedule.Plan) {
-		p.Ops[find(p, 1, isKind(schedule.OpAllGather, schedule.StreamAllGather))].PGSize = p.Cluster.Shard / 2
+		p.Ops[find(p, 1, isKind(schedule.OpAllGather, schedule.StreamAllGather))].PGSize = int32(p.Cluster.Shard / 2)
 	}},
 	{name: "wrong process group: HSDP all-reduce over the shard group", hsdp: true, dataCatches: true, mutate: func(t *testing.T, p *schedule.Plan) {
 		i := find(p, 5, isKind(schedule.OpAllReduce, schedule.StreamAllReduce))
-		p.Ops[i].PG, p.Ops[i].PGSize = schedule.PGShard, p.Cluster.Shard
+		p.Ops[i].PG, p.Ops[i].PGSize = schedule.PGShard, int32(p.Cluster.Shard)
 	}},
 	{name: "event recorded on the wrong stream: all-gather done marked on copy-in", mutate: func(t *testing.T, p *schedule.Plan) {
 		ag := find(p, 2, isKind(schedule.OpAllGather, schedule.StreamAllGather))

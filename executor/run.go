@@ -454,7 +454,7 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 		holder[i] = -1
 	}
 	ord := map[[2]int]int{}
-	inRange := func(b int) bool { return b >= 0 && b < nb }
+	inRange := func(b int32) bool { return b >= 0 && int(b) < nb }
 	d.phases = make([]schedule.Phase, len(q.Ops))
 	for i := range q.Ops {
 		o := &q.Ops[i]
@@ -465,7 +465,7 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 			return nil, fmt.Errorf("op %d: an enum is out of range", i)
 		}
 		d.phases[i] = o.Phase
-		in := instr{kind: o.Kind, stream: o.Stream, buf: o.Buffer, event: o.Event}
+		in := instr{kind: o.Kind, stream: o.Stream, buf: int(o.Buffer), event: int(o.Event)}
 		for j := range in.args {
 			in.args[j] = -1
 		}
@@ -486,14 +486,14 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 				written[o.Buffer], postFwd[o.Buffer] = false, false
 			}
 		case schedule.OpRecord, schedule.OpWait, schedule.OpSync:
-			if o.Event < 0 || o.Event >= q.Events {
+			if o.Event < 0 || int(o.Event) >= q.Events {
 				return nil, bad("event %d out of range", o.Event)
 			}
 			if o.Kind == schedule.OpRecord && d.recorder[o.Event] < 0 {
 				d.recorder[o.Event] = i
 			}
 		default:
-			if o.Group < 0 || o.Group >= len(layouts) {
+			if o.Group < 0 || int(o.Group) >= len(layouts) {
 				return nil, bad("group %d out of range", o.Group)
 			}
 			gl := layouts[o.Group]
@@ -503,7 +503,7 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 				return nil, bad("the executor has no kernel for it")
 			}
 			for _, x := range []struct {
-				buf  int
+				buf  int32
 				ks   kinds
 				opt  bool
 				role string
@@ -514,7 +514,7 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 					return nil, bad("its %s buffer %d is out of range", x.role, x.buf)
 				case !x.ks.has(q.Buffers[x.buf].Kind):
 					return nil, bad("its %s %s is a %s buffer; the executor expects %v", x.role, q.Buffers[x.buf].Name, q.Buffers[x.buf].Kind, x.ks)
-				case q.Buffers[x.buf].Group != o.Group:
+				case q.Buffers[x.buf].Group != int(o.Group):
 					return nil, bad("its %s %s belongs to another group", x.role, q.Buffers[x.buf].Name)
 				}
 			}
@@ -522,18 +522,18 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 			if o.Kind == schedule.OpOptimizer && len(uses) > 0 {
 				// The gradient the step reads.
 				g := uses[0]
-				if !inRange(g) || (q.Buffers[g].Kind != schedule.BufShardedGrads && q.Buffers[g].Kind != schedule.BufReduceScatterOut) || q.Buffers[g].Group != o.Group {
+				if !inRange(g) || (q.Buffers[g].Kind != schedule.BufShardedGrads && q.Buffers[g].Kind != schedule.BufReduceScatterOut) || q.Buffers[g].Group != int(o.Group) {
 					return nil, bad("reads buffer %d as its gradient, which is not a sharded gradient of its group", g)
 				}
-				in.args[ArgGrad] = g
+				in.args[ArgGrad] = int(g)
 				uses = uses[1:]
 			}
 			if len(uses) > 2 || len(uses) > 0 && o.Kind != schedule.OpBackward {
 				return nil, bad("uses %d further buffers; the executor supports a backward's activations and recompute, an optimizer's gradient", len(o.Uses))
 			}
-			k := &Kernel{Op: i, Kind: o.Kind, Phase: o.Phase, Micro: o.Micro, Group: gl, Module: o.Module,
-				Reduce: o.Reduce, Factor: o.Factor, PG: o.PG, PGSize: o.PGSize, Optimizer: opt}
-			in.args[ArgDst], in.args[ArgSrc] = o.Buffer, o.Source
+			k := &Kernel{Op: i, Kind: o.Kind, Phase: o.Phase, Micro: int(o.Micro), Group: gl, Module: int(o.Module),
+				Reduce: o.Reduce, Factor: o.Factor, PG: o.PG, PGSize: int(o.PGSize), Optimizer: opt}
+			in.args[ArgDst], in.args[ArgSrc] = int(o.Buffer), int(o.Source)
 			if o.Source == o.Buffer && (o.Kind == schedule.OpAllGather || o.Kind == schedule.OpAllReduce || o.Kind == schedule.OpDivide) {
 				in.args[ArgSrc] = -1 // in place: one operand
 			}
@@ -547,7 +547,7 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 				if !inRange(u) || (q.Buffers[u].Kind != schedule.BufActivations && q.Buffers[u].Kind != schedule.BufRecompute) {
 					return nil, bad("uses buffer %d, which is not an activation or recompute buffer", u)
 				}
-				in.args[ArgUse0+j] = u
+				in.args[ArgUse0+j] = int(u)
 				k.Acts[j] = q.Buffers[u].Kind == schedule.BufActivations
 			}
 			switch o.Kind {
@@ -569,7 +569,7 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 				}
 			case schedule.OpBackward:
 				if o.Buffer >= 0 {
-					key := [2]int{o.Group, o.Micro}
+					key := [2]int{int(o.Group), int(o.Micro)}
 					k.Ordinal = ord[key]
 					ord[key]++
 					k.Accumulate = written[o.Buffer]
@@ -584,7 +584,7 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 			if o.Buffer >= 0 {
 				written[o.Buffer] = true
 				if kd := q.Buffers[o.Buffer].Kind; kd == schedule.BufReduceScatterOut || kd == schedule.BufShardedGrads {
-					holder[o.Group] = o.Buffer
+					holder[o.Group] = int(o.Buffer)
 				}
 			}
 			in.kernel = k
@@ -615,14 +615,14 @@ func (d *driver) describe(op int) string {
 	o := &d.q.Ops[op]
 	what := o.Kind.String()
 	switch {
-	case (o.Kind == schedule.OpAlloc || o.Kind == schedule.OpFree) && o.Buffer >= 0 && o.Buffer < len(d.q.Buffers):
+	case (o.Kind == schedule.OpAlloc || o.Kind == schedule.OpFree) && o.Buffer >= 0 && int(o.Buffer) < len(d.q.Buffers):
 		what += " " + d.q.Buffers[o.Buffer].Name
 	case o.Kind == schedule.OpRecord || o.Kind == schedule.OpWait || o.Kind == schedule.OpSync:
-		what += " [" + d.eventName(o.Event) + "]"
-	case o.Group >= 0 && o.Group < len(d.layouts):
+		what += " [" + d.eventName(int(o.Event)) + "]"
+	case o.Group >= 0 && int(o.Group) < len(d.layouts):
 		what += " " + d.layouts[o.Group].Name
 	}
-	if o.Module >= 0 && o.Module < len(d.q.Modules) {
+	if o.Module >= 0 && int(o.Module) < len(d.q.Modules) {
 		what += " (" + d.q.Modules[o.Module] + ")"
 	}
 	return fmt.Sprintf("op %d [%s on %s, %s mb%d]", op, what, o.Stream, o.Phase, o.Micro)

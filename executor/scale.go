@@ -97,21 +97,21 @@ func Scale(p *schedule.Plan, k int) (q *schedule.Plan, diffs []string, err error
 	}
 	q.Ops = make([]schedule.Op, len(p.Ops))
 	for i, o := range p.Ops {
-		o.Uses = append([]int(nil), o.Uses...)
-		ref := o.Buffer
+		o.Uses = append([]int32(nil), o.Uses...)
+		ref := int(o.Buffer)
 		if ref < 0 || ref >= len(p.Buffers) {
-			ref = o.Source
+			ref = int(o.Source)
 		}
 		switch {
 		case o.Kind == schedule.OpAlloc || o.Kind == schedule.OpFree:
 			if ref >= 0 && ref < len(q.Buffers) {
 				o.Bytes = q.Buffers[ref].Bytes
 			}
-		case o.Group >= 0 && o.Group < len(scaled) && o.Kind == schedule.OpAllGather:
+		case o.Group >= 0 && int(o.Group) < len(scaled) && o.Kind == schedule.OpAllGather:
 			o.Bytes = W * scaled[o.Group].RowBytes
-		case o.Group >= 0 && o.Group < len(scaled) && o.Kind == schedule.OpReduceScatter:
+		case o.Group >= 0 && int(o.Group) < len(scaled) && o.Kind == schedule.OpReduceScatter:
 			o.Bytes = W * scaled[o.Group].GradShardNumel * scaled[o.Group].Reduce.Size()
-		case o.Group >= 0 && o.Group < len(scaled) && o.Kind == schedule.OpAllReduce:
+		case o.Group >= 0 && int(o.Group) < len(scaled) && o.Kind == schedule.OpAllReduce:
 			o.Bytes = scaled[o.Group].GradShardNumel * scaled[o.Group].Reduce.Size()
 		case ref >= 0 && ref < len(p.Buffers) && p.Buffers[ref].Bytes > 0:
 			o.Bytes = int64(float64(o.Bytes) * float64(q.Buffers[ref].Bytes) / float64(p.Buffers[ref].Bytes))

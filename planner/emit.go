@@ -317,7 +317,7 @@ func (e *emitter) op(o schedule.Op) {
 		e.tooLong = true // reported after the micro-batch; see emitSchedule
 		return
 	}
-	o.Phase, o.Micro = e.phase, e.micro
+	o.Phase, o.Micro = e.phase, int32(e.micro)
 	e.p.Ops = append(e.p.Ops, o)
 }
 
@@ -336,7 +336,7 @@ func (e *emitter) record(st schedule.Stream) int {
 	e.p.EventNames = append(e.p.EventNames, name)
 	e.eventStream = append(e.eventStream, st)
 	o := blank(schedule.OpRecord, st)
-	o.Event = ev
+	o.Event = int32(ev)
 	e.op(o)
 	return ev
 }
@@ -349,7 +349,7 @@ func (e *emitter) eventName(st schedule.Stream) string {
 	group, what := "", st.String()+" ready"
 	for i := len(e.p.Ops) - 1; i >= 0; i-- {
 		o := &e.p.Ops[i]
-		if o.Phase != e.phase || o.Micro != e.micro {
+		if o.Phase != e.phase || int(o.Micro) != e.micro {
 			break
 		}
 		if o.Stream != st || o.Kind == schedule.OpRecord || o.Kind == schedule.OpWait ||
@@ -385,7 +385,7 @@ func (e *emitter) wait(st schedule.Stream, ev int) {
 		return
 	}
 	o := blank(schedule.OpWait, st)
-	o.Event = ev
+	o.Event = int32(ev)
 	e.op(o)
 }
 
@@ -428,7 +428,7 @@ func (e *emitter) bufferNamed(name string) bool {
 func (e *emitter) alloc(st schedule.Stream, g int, kind schedule.BufferKind, bytes int64, what string) int {
 	b := e.newBuffer(g, kind, schedule.PoolOf(st), bytes, false, what)
 	o := blank(schedule.OpAlloc, st)
-	o.Group, o.Buffer, o.Bytes = g, b, bytes
+	o.Group, o.Buffer, o.Bytes = int32(g), int32(b), bytes
 	e.op(o)
 	return b
 }
@@ -448,7 +448,7 @@ func (e *emitter) free(buf int, after ...int) {
 		}
 	}
 	o := blank(schedule.OpFree, st)
-	o.Group, o.Buffer, o.Bytes = e.p.Buffers[buf].Group, buf, e.p.Buffers[buf].Bytes
+	o.Group, o.Buffer, o.Bytes = int32(e.p.Buffers[buf].Group), int32(buf), e.p.Buffers[buf].Bytes
 	e.op(o)
 }
 
@@ -562,8 +562,8 @@ func (e *emitter) forward() {
 		// activations backward will need; its traffic is the weights once
 		// and the saved activations.
 		o := blank(schedule.OpForward, schedule.StreamCompute)
-		o.Group, o.Module, o.FLOPs = seg.group, si, seg.fwd
-		o.Source, o.Buffer = e.groups[seg.group].unshardedParam, e.segAct[si]
+		o.Group, o.Module, o.FLOPs = int32(seg.group), int32(si), seg.fwd
+		o.Source, o.Buffer = int32(e.groups[seg.group].unshardedParam), int32(e.segAct[si])
 		o.DType = e.computeDType(seg.group)
 		o.Bytes = seg.paramNumel*o.DType.Size() + seg.act
 		o.AttnFLOPs, o.ElemBytes, o.GEMMs = seg.attnFwd, seg.elemFwd, seg.gemmFwd
@@ -723,7 +723,7 @@ func (pg *paramGroup) unshard() {
 	case pol.Offload:
 		h2d := e.alloc(CI, g, schedule.BufH2DTemp, e.shardedBytes(g), "h2d")
 		o := blank(schedule.OpH2D, CI)
-		o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, h2d, src, e.shardedBytes(g), pol.Orig
+		o.Group, o.Buffer, o.Source, o.Bytes, o.DType = int32(g), int32(h2d), int32(src), e.shardedBytes(g), pol.Orig
 		e.op(o)
 		src, temps = h2d, append(temps, h2d)
 		if e.casts(g) {
@@ -735,7 +735,7 @@ func (pg *paramGroup) unshard() {
 		temps = append(temps, cast)
 	}
 	o := blank(schedule.OpCopyIn, CI)
-	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, out, src, shardBytes, pol.Param
+	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = int32(g), int32(out), int32(src), shardBytes, pol.Param
 	e.op(o)
 	for _, t := range temps {
 		e.free(t)
@@ -748,8 +748,8 @@ func (pg *paramGroup) unshard() {
 	if size > 1 {
 		e.wait(AG, e.record(CI))
 		c := blank(schedule.OpAllGather, AG)
-		c.Group, c.Buffer, c.Source = g, out, out
-		c.PG, c.PGSize, c.DType, c.Bytes = pgroup, size, pol.Param, e.unshardedBytes(g)
+		c.Group, c.Buffer, c.Source = int32(g), int32(out), int32(out)
+		c.PG, c.PGSize, c.DType, c.Bytes = pgroup, int32(size), pol.Param, e.unshardedBytes(g)
 		e.op(c)
 		ev = e.record(AG)
 	} else {
@@ -775,7 +775,7 @@ func (pg *paramGroup) waitForUnshard(forward bool) {
 	e.wait(D, ag.event)
 	un := e.alloc(D, g, schedule.BufUnsharded, e.unshardedBytes(g), "unsharded")
 	o := blank(schedule.OpCopyOut, D)
-	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, un, ag.out, e.unshardedBytes(g), e.p.Groups[g].Policy.Param
+	o.Group, o.Buffer, o.Source, o.Bytes, o.DType = int32(g), int32(un), int32(ag.out), e.unshardedBytes(g), e.p.Groups[g].Policy.Param
 	e.op(o)
 	pg.toUnsharded(un)
 	co := e.record(D)
@@ -815,7 +815,7 @@ func (pg *paramGroup) reshard(forward bool) {
 			bytes := e.unshardedBytes(g) / int64(pol.ReshardTo)
 			sl := e.alloc(D, g, schedule.BufPostForwardSlice, bytes, "post-forward-slice")
 			o := blank(schedule.OpReshard, D)
-			o.Group, o.Buffer, o.Source, o.Bytes, o.DType = g, sl, pg.unshardedParam, bytes, pol.Param
+			o.Group, o.Buffer, o.Source, o.Bytes, o.DType = int32(g), int32(sl), int32(pg.unshardedParam), bytes, pol.Param
 			e.op(o)
 			// The new slice replaces one that post-backward left
 			// referenced: FSDP2 clones before it drops the old one.

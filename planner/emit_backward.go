@@ -41,11 +41,11 @@ func (e *emitter) backward(sync bool) {
 		// unsharded gradients: weights read, gradients written, activations
 		// read twice.
 		o := blank(schedule.OpBackward, D)
-		o.Group, o.Module, o.FLOPs = g, si, seg.bwd
-		o.Source, o.Buffer = e.groups[g].unshardedParam, e.groups[g].unshardedGrad
+		o.Group, o.Module, o.FLOPs = int32(g), int32(si), seg.bwd
+		o.Source, o.Buffer = int32(e.groups[g].unshardedParam), int32(e.groups[g].unshardedGrad)
 		for _, b := range []int{e.segAct[si], rc} {
 			if b >= 0 {
-				o.Uses = append(o.Uses, b)
+				o.Uses = append(o.Uses, int32(b))
 			}
 		}
 		o.DType = e.computeDType(g)
@@ -217,7 +217,7 @@ func (pg *paramGroup) accumulate() {
 	e, g := pg.e, pg.index
 	pol := &e.p.Groups[g].Policy
 	o := blank(schedule.OpAccumulate, schedule.StreamCompute)
-	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, pg.accumulatedGrad, pg.unshardedGrad, pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
+	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = int32(g), int32(pg.accumulatedGrad), int32(pg.unshardedGrad), pol.Reduce, e.gradNumel(g)*pol.Reduce.Size()
 	e.op(o)
 	e.free(pg.unshardedGrad)
 	pg.unshardedGrad = none
@@ -277,7 +277,7 @@ func (pg *paramGroup) postBackward(sync bool) {
 	rsInBytes := grp.GradShardNumel * W * pol.Reduce.Size()
 	rsIn := e.alloc(D, g, schedule.BufReduceScatterIn, rsInBytes, "reduce-scatter-in")
 	o := blank(schedule.OpReduceCopyIn, D)
-	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, rsIn, src, pol.Reduce, rsInBytes
+	o.Group, o.Buffer, o.Source, o.DType, o.Bytes = int32(g), int32(rsIn), int32(src), pol.Reduce, rsInBytes
 	e.op(o)
 	e.free(src)
 	pg.unshardedGrad, pg.accumulatedGrad = none, none
@@ -288,12 +288,12 @@ func (pg *paramGroup) postBackward(sync bool) {
 	rsOut := e.alloc(RS, g, schedule.BufReduceScatterOut, outBytes, "reduce-scatter-out")
 	if pol.PreDivide != 1 {
 		d := blank(schedule.OpDivide, RS)
-		d.Group, d.Buffer, d.Source, d.Factor, d.DType, d.Bytes = g, rsIn, rsIn, pol.PreDivide, pol.Reduce, rsInBytes
+		d.Group, d.Buffer, d.Source, d.Factor, d.DType, d.Bytes = int32(g), int32(rsIn), int32(rsIn), pol.PreDivide, pol.Reduce, rsInBytes
 		e.op(d)
 	}
 	c := blank(schedule.OpReduceScatter, RS)
-	c.Group, c.Buffer, c.Source = g, rsOut, rsIn
-	c.PG, c.PGSize, c.DType, c.Reduce, c.Factor, c.Bytes = schedule.PGShard, int(W), pol.Reduce, pol.ReduceScatterOp, pol.PremulFactor, rsInBytes
+	c.Group, c.Buffer, c.Source = int32(g), int32(rsOut), int32(rsIn)
+	c.PG, c.PGSize, c.DType, c.Reduce, c.Factor, c.Bytes = schedule.PGShard, int32(W), pol.Reduce, pol.ReduceScatterOp, pol.PremulFactor, rsInBytes
 	e.op(c)
 	rsEv := e.record(RS)
 	e.comm.reduceScatterStates = append(e.comm.reduceScatterStates, reduceScatterState{rsIn, rsEv})
@@ -303,21 +303,21 @@ func (pg *paramGroup) postBackward(sync bool) {
 		AR := schedule.StreamAllReduce
 		e.wait(AR, rsEv)
 		a := blank(schedule.OpAllReduce, AR)
-		a.Group, a.Buffer, a.Source = g, rsOut, rsOut
-		a.PG, a.PGSize, a.DType, a.Reduce, a.Bytes = schedule.PGReplicate, rep, pol.Reduce, pol.AllReduceOp, outBytes
+		a.Group, a.Buffer, a.Source = int32(g), int32(rsOut), int32(rsOut)
+		a.PG, a.PGSize, a.DType, a.Reduce, a.Bytes = schedule.PGReplicate, int32(rep), pol.Reduce, pol.AllReduceOp, outBytes
 		e.op(a)
 		post = AR
 	}
 	if pol.PostDivide != 1 {
 		d := blank(schedule.OpDivide, post)
-		d.Group, d.Buffer, d.Source, d.Factor, d.DType, d.Bytes = g, rsOut, rsOut, pol.PostDivide, pol.Reduce, outBytes
+		d.Group, d.Buffer, d.Source, d.Factor, d.DType, d.Bytes = int32(g), int32(rsOut), int32(rsOut), pol.PostDivide, pol.Reduce, outBytes
 		e.op(d)
 	}
 	grad := rsOut
 	if pol.Reduce != pol.Orig {
 		grad = e.alloc(post, g, schedule.BufShardedGrads, grp.GradShardNumel*pol.Orig.Size(), "sharded-grads")
 		cg := blank(schedule.OpCastGrad, post)
-		cg.Group, cg.Buffer, cg.Source, cg.DType, cg.Bytes = g, grad, rsOut, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
+		cg.Group, cg.Buffer, cg.Source, cg.DType, cg.Bytes = int32(g), int32(grad), int32(rsOut), pol.Orig, grp.GradShardNumel*pol.Orig.Size()
 		e.op(cg)
 		if post == schedule.StreamAllReduce {
 			// HSDP keeps each group's all-reduce buffer until the end of
@@ -332,7 +332,7 @@ func (pg *paramGroup) postBackward(sync bool) {
 		// An earlier micro-batch left sharded gradients: add the new ones
 		// (FSDP2's grad._local_tensor += new) and drop them.
 		a := blank(schedule.OpAccumulate, post)
-		a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, pg.shardedGrad, grad, pol.Orig, grp.GradShardNumel*pol.Orig.Size()
+		a.Group, a.Buffer, a.Source, a.DType, a.Bytes = int32(g), int32(pg.shardedGrad), int32(grad), pol.Orig, grp.GradShardNumel*pol.Orig.Size()
 		e.op(a)
 		if grad == rsOut && post == schedule.StreamAllReduce {
 			pg.allReduceInput = rsOut
@@ -351,15 +351,15 @@ func (pg *paramGroup) postBackward(sync bool) {
 			dst = e.alloc(schedule.StreamHost, g, schedule.BufH2DTemp, bytes, "d2h")
 		}
 		o := blank(schedule.OpD2H, post)
-		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, dst, grad, pol.Orig, bytes
+		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = int32(g), int32(dst), int32(grad), pol.Orig, bytes
 		e.op(o)
 		pg.gradOffloadEvent = e.record(post)
 		if dst != pg.hostGrad {
 			sy := blank(schedule.OpSync, schedule.StreamHost)
-			sy.Group, sy.Event = g, pg.gradOffloadEvent
+			sy.Group, sy.Event = int32(g), int32(pg.gradOffloadEvent)
 			e.op(sy)
 			a := blank(schedule.OpAccumulate, schedule.StreamHost)
-			a.Group, a.Buffer, a.Source, a.DType, a.Bytes = g, pg.hostGrad, dst, pol.Orig, bytes
+			a.Group, a.Buffer, a.Source, a.DType, a.Bytes = int32(g), int32(pg.hostGrad), int32(dst), pol.Orig, bytes
 			e.op(a)
 			e.free(dst)
 		}
@@ -377,7 +377,7 @@ func (pg *paramGroup) postBackward(sync bool) {
 	pg.shardedGrad = grad
 	// The post-reduce event: the reduce-scatter's own when nothing ran
 	// after it.
-	if last := &e.p.Ops[len(e.p.Ops)-1]; last.Kind == schedule.OpRecord && last.Event == rsEv {
+	if last := &e.p.Ops[len(e.p.Ops)-1]; last.Kind == schedule.OpRecord && int(last.Event) == rsEv {
 		pg.postReduceEvent = rsEv
 	} else {
 		pg.postReduceEvent = e.record(post)
@@ -416,7 +416,7 @@ func (pg *paramGroup) finalizeBackward() {
 	}
 	if pg.gradOffloadEvent != none {
 		o := blank(schedule.OpSync, schedule.StreamHost)
-		o.Group, o.Event = pg.index, pg.gradOffloadEvent
+		o.Group, o.Event = int32(pg.index), int32(pg.gradOffloadEvent)
 		e.op(o)
 		pg.gradOffloadEvent = none
 	}
@@ -440,13 +440,13 @@ func (e *emitter) optimizer() {
 		elems := grp.GradShardNumel
 		bytes := elems*grp.Policy.Orig.Size()*3 + 2*elems*e.m.Train.OptimizerStateBytes
 		o := blank(schedule.OpOptimizer, st)
-		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = g, e.groups[g].shardedParam, e.groups[g].optimizerState, grp.Policy.Orig, bytes
+		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = int32(g), int32(e.groups[g].shardedParam), int32(e.groups[g].optimizerState), grp.Policy.Orig, bytes
 		// It reads the sharded gradients, on the device or the host copy;
 		// finalize ordered their last write before it.
 		if grad := e.groups[g].shardedGrad; grad != none {
-			o.Uses = append(o.Uses, grad)
+			o.Uses = append(o.Uses, int32(grad))
 		} else if e.groups[g].hostGrad != none {
-			o.Uses = append(o.Uses, e.groups[g].hostGrad)
+			o.Uses = append(o.Uses, int32(e.groups[g].hostGrad))
 		}
 		e.op(o)
 	}

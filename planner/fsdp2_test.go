@@ -498,7 +498,7 @@ reduce_dtype = "fp32"
 	rsByMicro := map[int]int{}
 	for _, o := range p.Ops {
 		if o.Kind == schedule.OpReduceScatter {
-			rsByMicro[o.Micro]++
+			rsByMicro[int(o.Micro)]++
 		}
 	}
 	if rsByMicro[0] != 0 || rsByMicro[1] != 0 || rsByMicro[2] != len(p.Groups) {
@@ -526,7 +526,7 @@ reduce_dtype = "fp32"
 	for _, o := range p.Ops {
 		switch {
 		case o.Kind == schedule.OpReduceScatter:
-			rsByMicro[o.Micro]++
+			rsByMicro[int(o.Micro)]++
 		case o.Kind == schedule.OpAccumulate && o.Stream != schedule.StreamCompute:
 			adds++
 		}

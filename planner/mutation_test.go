@@ -89,7 +89,7 @@ func TestMutationsAreCaught(t *testing.T) {
 		}, "the group's layout needs shard(8)"},
 		{"wrong process group: HSDP all-reduce over the shard group", hsdp, func(t *testing.T, p *schedule.Plan) {
 			i := find(p, 5, isKind(schedule.OpAllReduce, schedule.StreamAllReduce))
-			p.Ops[i].PG, p.Ops[i].PGSize = schedule.PGShard, p.Cluster.Shard
+			p.Ops[i].PG, p.Ops[i].PGSize = schedule.PGShard, int32(p.Cluster.Shard)
 		}, "HSDP all-reduces over replicate(2)"},
 		{"event recorded on the wrong stream: all-gather done marked on copy-in", gpt, func(t *testing.T, p *schedule.Plan) {
 			ag := find(p, 2, isKind(schedule.OpAllGather, schedule.StreamAllGather))

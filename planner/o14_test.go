@@ -31,7 +31,7 @@ func TestAccumulateBeforeReshard(t *testing.T) {
 	for mb := 0; mb < 3; mb++ {
 		accumAt, freeAt := -1, -1
 		for i, o := range p.Ops {
-			if o.Micro != mb || o.Phase != schedule.PhaseBackward || o.Group != g {
+			if int(o.Micro) != mb || o.Phase != schedule.PhaseBackward || int(o.Group) != g {
 				continue
 			}
 			if o.Kind == schedule.OpAccumulate && accumAt < 0 {

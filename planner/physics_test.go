@@ -95,7 +95,7 @@ func TestCommunicationBound(t *testing.T) {
 		switch o.Kind {
 		case schedule.OpAllGather, schedule.OpReduceScatter:
 			n := float64(o.PGSize)
-			comm += m.AllGather(o.Bytes, o.PGSize, 1)
+			comm += m.AllGather(o.Bytes, int(o.PGSize), 1)
 			wire += (n - 1) / n * float64(o.Bytes) / p.Cluster.InterNodeBandwidth
 		}
 	}

@@ -200,7 +200,7 @@ func build(in Input, id string) (planView, error) {
 			continue
 		}
 		r := rect{X: x(tm.Start), Y: float64(int(o.Stream)*laneHeight) + 2, W: math.Max((tm.End-tm.Start)/step*chartWidth, 0.3),
-			H: laneHeight - 4, Fill: opColor(o.Kind), Group: o.Group, Ops: 1}
+			H: laneHeight - 4, Fill: opColor(o.Kind), Group: int(o.Group), Ops: 1}
 		if folds.add(&v.Rects, int(o.Stream), r, o.Kind, tm.Start, tm.End) {
 			continue
 		}

@@ -175,11 +175,11 @@ func (c *checker) program() {
 		return
 	}
 	recorded := make([]bool, p.Events)
-	use := func(i int, o *Op, buf int, role string) {
+	use := func(i int, o *Op, buf int32, role string) {
 		if buf == -1 {
 			return
 		}
-		if buf < 0 || buf >= len(p.Buffers) {
+		if buf < 0 || int(buf) >= len(p.Buffers) {
 			c.errorf("op %d (%s): %s buffer %d out of range", i, o.Kind, role, buf)
 			return
 		}
@@ -194,11 +194,11 @@ func (c *checker) program() {
 			continue
 		}
 		for _, u := range o.Uses {
-			if u < 0 || u >= len(p.Buffers) {
+			if u < 0 || int(u) >= len(p.Buffers) {
 				c.errorf("op %d (%s) uses buffer %d, out of range", i, o.Kind, u)
 			}
 		}
-		if o.Group < -1 || o.Group >= len(p.Groups) || o.Module < -1 || o.Module >= len(p.Modules) {
+		if o.Group < -1 || int(o.Group) >= len(p.Groups) || o.Module < -1 || int(o.Module) >= len(p.Modules) {
 			c.errorf("op %d (%s): group or module out of range", i, o.Kind)
 		}
 		if o.Micro < 0 || int64(o.Micro) >= ga {
@@ -207,7 +207,7 @@ func (c *checker) program() {
 		c.unused(i, o)
 		switch o.Kind {
 		case OpAlloc:
-			if o.Buffer < 0 || o.Buffer >= len(p.Buffers) || state[o.Buffer] != unborn || p.Buffers[o.Buffer].Persistent {
+			if o.Buffer < 0 || int(o.Buffer) >= len(p.Buffers) || state[o.Buffer] != unborn || p.Buffers[o.Buffer].Persistent {
 				c.errorf("op %d allocates buffer %d twice or out of range", i, o.Buffer)
 				continue
 			}
@@ -218,7 +218,7 @@ func (c *checker) program() {
 		case OpFree:
 			// A free names the buffer it frees: without one, the verifier
 			// and executors would index the buffer table with -1.
-			if o.Buffer < 0 || o.Buffer >= len(p.Buffers) {
+			if o.Buffer < 0 || int(o.Buffer) >= len(p.Buffers) {
 				c.errorf("op %d (free on %s) frees no buffer (buffer %d)", i, o.Stream, o.Buffer)
 				continue
 			}
@@ -230,7 +230,7 @@ func (c *checker) program() {
 				state[o.Buffer] = dead
 			}
 		case OpRecord, OpWait, OpSync:
-			if o.Event < 0 || o.Event >= p.Events {
+			if o.Event < 0 || int(o.Event) >= p.Events {
 				c.errorf("op %d (%s): event %d out of range", i, o.Kind, o.Event)
 				continue
 			}

@@ -197,8 +197,8 @@ func log2i(n int) int {
 // uses (1 within a node, 2 across nodes) and how much of its time is
 // latency, which sharing the link does not stretch.
 func (m *Model) linkClass(o *Op, stride int) (int, float64) {
-	_, lat := m.collective(o.Kind, o.Bytes, o.PGSize, stride)
-	if m.spansNodes(o.PGSize, stride) {
+	_, lat := m.collective(o.Kind, o.Bytes, int(o.PGSize), stride)
+	if m.spansNodes(int(o.PGSize), stride) {
 		return 2, lat
 	}
 	return 1, lat

@@ -32,7 +32,7 @@ func (v *hbVerifier) operands() {
 			continue
 		}
 		for _, x := range []struct {
-			buf      int
+			buf      int32
 			ks       []BufferKind
 			optional bool
 			role     string
@@ -44,7 +44,7 @@ func (v *hbVerifier) operands() {
 			case !allows(x.ks, p.Buffers[x.buf].Kind):
 				v.errorf("%s: its %s %q is a %s buffer; a %s's %s is a %s", v.describe(i), x.role, p.Buffers[x.buf].Name,
 					p.Buffers[x.buf].Kind, o.Kind, x.role, kindList(x.ks))
-			case p.Buffers[x.buf].Group != o.Group:
+			case p.Buffers[x.buf].Group != int(o.Group):
 				v.errorf("%s: its %s %q belongs to another group", v.describe(i), x.role, p.Buffers[x.buf].Name)
 			}
 		}
@@ -65,7 +65,7 @@ func (v *hbVerifier) operands() {
 			switch {
 			case !allows(rule.Uses, p.Buffers[u].Kind):
 				v.errorf("%s reads %q, a %s buffer; a %s reads %s there", v.describe(i), p.Buffers[u].Name, p.Buffers[u].Kind, o.Kind, kindList(rule.Uses))
-			case p.Buffers[u].Group != o.Group:
+			case p.Buffers[u].Group != int(o.Group):
 				v.errorf("%s reads %q, which belongs to another group", v.describe(i), p.Buffers[u].Name)
 			}
 		}
@@ -196,7 +196,7 @@ func (v *hbVerifier) modules() {
 		o := &p.Ops[i]
 		switch o.Kind {
 		case OpForward:
-			fwd[o.Module*ga+o.Micro]++
+			fwd[int(o.Module)*ga+int(o.Micro)]++
 		case OpCopyOut:
 			// The all-gather output holds every rank's shard only once the
 			// collective has run: a copy-in alone leaves the others' rows
@@ -206,7 +206,7 @@ func (v *hbVerifier) modules() {
 				v.errorf("%s copies out %q, which no all-gather has filled since it was last written", v.describe(i), p.Buffers[o.Source].Name)
 			}
 		case OpBackward:
-			bwd[o.Module*ga+o.Micro]++
+			bwd[int(o.Module)*ga+int(o.Micro)]++
 			if o.Buffer < 0 && o.Group >= 0 && p.Groups[o.Group].GradShardNumel > 0 {
 				v.errorf("%s writes no gradients, but group %s has trainable parameters", v.describe(i), p.Groups[o.Group].Label())
 			}
@@ -326,12 +326,12 @@ func (v *hbVerifier) gradients() {
 	for i, b := range p.Buffers {
 		written[i] = b.Persistent
 	}
-	holder := make([]int, len(p.Groups)) // the group's latest sharded gradient
+	holder := make([]int32, len(p.Groups)) // the group's latest sharded gradient
 	for i := range holder {
 		holder[i] = -1
 	}
 	steps := make([]int, len(p.Groups))
-	from := func(src, dst int) int {
+	from := func(src, dst int32) int32 {
 		if src < 0 {
 			return dst
 		}
@@ -346,10 +346,10 @@ func (v *hbVerifier) gradients() {
 			continue
 		case OpBackward:
 			if dst >= 0 {
-				g := fresh(o.Micro)
+				g := fresh(int(o.Micro))
 				if written[dst] && len(held[dst].micro) > 0 {
 					g = held[dst]
-					g.add(fresh(o.Micro)) // segments of one micro-batch add up
+					g.add(fresh(int(o.Micro))) // segments of one micro-batch add up
 					g.reduced, g.allReduce, g.pre, g.post = false, false, 1, 1
 				}
 				held[dst] = g

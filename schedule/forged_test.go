@@ -36,7 +36,7 @@ func nth(t *testing.T, p *Plan, n int, pred func(o *Op) bool) int {
 }
 
 func kindIn(k OpKind, group int) func(o *Op) bool {
-	return func(o *Op) bool { return o.Kind == k && o.Group == group }
+	return func(o *Op) bool { return o.Kind == k && int(o.Group) == group }
 }
 
 func deleteOp(p *Plan, i int) { p.Ops = append(p.Ops[:i], p.Ops[i+1:]...) }
@@ -78,7 +78,7 @@ var forgeries = []struct {
 		if p.Ops[head].Module == p.Ops[emb].Module {
 			t.Fatal("the root group has one segment")
 		}
-		p.Ops[head].Uses = append([]int(nil), p.Ops[emb].Uses...)
+		p.Ops[head].Uses = append([]int32(nil), p.Ops[emb].Uses...)
 	}, "not by its own module's forward"},
 	{"a backward relabelled to the other micro-batch", func(t *testing.T, p *Plan) {
 		p.Ops[nth(t, p, 1, kindIn(OpBackward, 1))].Micro = 0

@@ -297,7 +297,7 @@ func fuzzPlanSeeds(t *testing.T) map[string][]byte {
 	forged := small.Clone()
 	for i := range forged.Ops {
 		if forged.Ops[i].Kind == OpCopyOut {
-			forged.Ops[i].Micro = int(forged.Train.GradAccum) // past grad_accum: Check refuses it
+			forged.Ops[i].Micro = int32(forged.Train.GradAccum) // past grad_accum: Check refuses it
 			break
 		}
 	}

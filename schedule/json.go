@@ -49,7 +49,7 @@ func (o Op) MarshalJSON() ([]byte, error) {
 	type plain Op
 	po := plain(o)
 	if po.Uses == nil {
-		po.Uses = []int{}
+		po.Uses = []int32{}
 	}
 	if po.GEMMs == nil {
 		po.GEMMs = []ir.GEMM{}

@@ -345,17 +345,17 @@ type Op struct {
 	Kind   OpKind `json:"kind"`
 	Stream Stream `json:"stream"`
 	Phase  Phase  `json:"phase"`
-	Micro  int    `json:"micro"`  // micro-batch index
-	Group  int    `json:"group"`  // -1 for none
-	Module int    `json:"module"` // index into Plan.Modules, -1 for none
-	Buffer int    `json:"buffer"` // the buffer written (or allocated, freed), -1 for none
-	Source int    `json:"source"` // the buffer read, -1 for none
-	Event  int    `json:"event"`  // -1 for none
+	Micro  int32  `json:"micro"`  // micro-batch index
+	Group  int32  `json:"group"`  // -1 for none
+	Module int32  `json:"module"` // index into Plan.Modules, -1 for none
+	Buffer int32  `json:"buffer"` // the buffer written (or allocated, freed), -1 for none
+	Source int32  `json:"source"` // the buffer read, -1 for none
+	Event  int32  `json:"event"`  // -1 for none
 	// PG and PGSize for collectives; DType of the data moved or computed;
 	// Bytes moved (collectives: the bytes of the full output on one rank),
 	// FLOPs computed.
 	PG     ProcessGroup `json:"pg"`
-	PGSize int          `json:"pg_size"`
+	PGSize int32        `json:"pg_size"`
 	DType  ir.DType     `json:"dtype"`
 	Reduce ReduceOp     `json:"reduce"`
 	Factor float64      `json:"factor"` // divide factor, or PREMUL_SUM factor
@@ -376,5 +376,5 @@ type Op struct {
 	// Uses are further buffers the op reads: a backward reads its
 	// activations and recomputes into a scratch buffer besides reading the
 	// unsharded parameters (Source) and writing gradients (Buffer).
-	Uses []int `json:"uses"`
+	Uses []int32 `json:"uses"`
 }

@@ -218,11 +218,11 @@ func (m *Model) duration(p *Plan, o *Op) float64 {
 	case OpH2D, OpD2H:
 		return m.Host(o.Bytes)
 	case OpAllGather:
-		return m.AllGather(o.Bytes, o.PGSize, stride(p, o.PG))
+		return m.AllGather(o.Bytes, int(o.PGSize), stride(p, o.PG))
 	case OpReduceScatter:
-		return m.ReduceScatter(o.Bytes, o.PGSize, stride(p, o.PG))
+		return m.ReduceScatter(o.Bytes, int(o.PGSize), stride(p, o.PG))
 	case OpAllReduce:
-		return m.AllReduce(o.Bytes, o.PGSize, stride(p, o.PG))
+		return m.AllReduce(o.Bytes, int(o.PGSize), stride(p, o.PG))
 	}
 	return 0
 }
@@ -412,9 +412,9 @@ func (s *Simulation) notePeaks(p *Plan) {
 		s.PeakByPool[b.Pool] = max(s.PeakByPool[b.Pool], live[b.Pool])
 		if b.Pool != PoolHost {
 			if o.Kind == OpAlloc {
-				alloc.alloc(b.Pool, o.Buffer, b.Bytes)
+				alloc.alloc(b.Pool, int(o.Buffer), b.Bytes)
 			} else {
-				alloc.release(b.Pool, o.Buffer)
+				alloc.release(b.Pool, int(o.Buffer))
 			}
 			device += delta
 			if device > s.PeakAllocated {
@@ -474,9 +474,9 @@ func LiveAt(p *Plan, op int) []int {
 		o := &p.Ops[i]
 		switch o.Kind {
 		case OpAlloc:
-			live[o.Buffer] = true
+			live[int(o.Buffer)] = true
 		case OpFree:
-			delete(live, o.Buffer)
+			delete(live, int(o.Buffer))
 		}
 	}
 	var out []int

@@ -247,13 +247,13 @@ func (t *textWriter) program() {
 // opBlock is the printed operations of one phase of one micro-batch.
 type opBlock struct {
 	phase Phase
-	micro int
+	micro int32
 	lines []string
 }
 
 // sameBlock reports whether lines, from micro-batch micro, equal prev's
 // once each side's micro-batch number is masked.
-func sameBlock(prev *opBlock, micro int, lines []string) bool {
+func sameBlock(prev *opBlock, micro int32, lines []string) bool {
 	if len(prev.lines) != len(lines) {
 		return false
 	}
@@ -266,15 +266,15 @@ func sameBlock(prev *opBlock, micro int, lines []string) bool {
 	return true
 }
 
-func (t *textWriter) bufName(i int) string {
-	if i < 0 || i >= len(t.p.Buffers) {
+func (t *textWriter) bufName(i int32) string {
+	if i < 0 || int(i) >= len(t.p.Buffers) {
 		return "?"
 	}
 	return t.p.Buffers[i].Name
 }
 
-func (t *textWriter) eventName(i int) string {
-	if i >= 0 && i < len(t.p.EventNames) {
+func (t *textWriter) eventName(i int32) string {
+	if i >= 0 && int(i) < len(t.p.EventNames) {
 		return "[" + t.p.EventNames[i] + "]"
 	}
 	return fmt.Sprintf("[event %d]", i)
@@ -295,7 +295,7 @@ func (t *textWriter) opText(o *Op) string {
 		return "host waits " + t.eventName(o.Event)
 	case OpForward, OpBackward:
 		mod := "?"
-		if o.Module >= 0 && o.Module < len(p.Modules) {
+		if o.Module >= 0 && int(o.Module) < len(p.Modules) {
 			mod = p.Modules[o.Module]
 		}
 		return fmt.Sprintf("%s %s %s", o.Kind, mod, ir.FormatFLOP(o.FLOPs))

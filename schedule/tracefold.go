@@ -28,7 +28,7 @@ type TraceFold struct {
 func (f TraceFold) Folded() bool { return f.First <= f.Last || f.Ranks < f.Asked }
 
 // folds reports whether an operation of micro-batch mb is folded.
-func (f TraceFold) folds(mb int) bool { return f.First <= mb && mb <= f.Last }
+func (f TraceFold) folds(mb int32) bool { return f.First <= int(mb) && int(mb) <= f.Last }
 
 // Note says what was left out, for the trace's otherData and the user.
 func (f TraceFold) Note() string {
@@ -65,7 +65,7 @@ func FoldTrace(p *Plan, ranks, budget int) TraceFold {
 	}
 	last := 0
 	for i := range p.Ops {
-		last = max(last, p.Ops[i].Micro)
+		last = max(last, int(p.Ops[i].Micro))
 	}
 	if last >= 3 {
 		f.First, f.Last = 2, last-1
@@ -86,10 +86,10 @@ func FoldTrace(p *Plan, ranks, budget int) TraceFold {
 type foldRun struct {
 	n          int
 	start, end float64
-	lo, hi     int // micro-batches
+	lo, hi     int32 // micro-batches
 }
 
-func (r *foldRun) add(start, end float64, mb int) {
+func (r *foldRun) add(start, end float64, mb int32) {
 	if r.n == 0 {
 		r.start, r.end, r.lo, r.hi = start, end, mb, mb
 	}

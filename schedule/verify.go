@@ -134,7 +134,7 @@ func (v *hbVerifier) describe(i int) string {
 	if o.Group >= 0 {
 		what += " " + v.p.Groups[o.Group].Label()
 	}
-	if o.Module >= 0 && o.Module < len(v.p.Modules) {
+	if o.Module >= 0 && int(o.Module) < len(v.p.Modules) {
 		what += " (" + v.p.Modules[o.Module] + ")"
 	}
 	return fmt.Sprintf("op %d [%s on %s, %s mb%d]", i, what, o.Stream, o.Phase, o.Micro)
@@ -217,8 +217,8 @@ func (v *hbVerifier) buffers() {
 }
 
 // reads lists the buffers an op reads: its source and its other uses.
-func (o *Op) reads() []int {
-	out := make([]int, 0, 1+len(o.Uses))
+func (o *Op) reads() []int32 {
+	out := make([]int32, 0, 1+len(o.Uses))
 	if o.Source >= 0 {
 		out = append(out, o.Source)
 	}
@@ -232,12 +232,12 @@ func (v *hbVerifier) collectives() {
 	p := v.p
 	W, R := p.Cluster.Shard, p.Cluster.Replicate
 	type count struct{ gather, reduce, allReduce int }
-	perMicro := map[[2]int]*count{} // (group, micro)
-	pendingGather := map[int]int{}  // group -> op of a gather not yet copied out
+	perMicro := map[[2]int]*count{}  // (group, micro)
+	pendingGather := map[int32]int{} // group -> op of a gather not yet copied out
 	// A gather nothing waited for (a mistargeted backward prefetch) is
 	// waited and dropped, as FSDP2's finalize_backward does: freeing its
 	// output ends it as a copy-out would.
-	gatherOf := map[int]int{} // output buffer -> group of a pending gather
+	gatherOf := map[int32]int32{} // output buffer -> group of a pending gather
 	for i := range p.Ops {
 		o := &p.Ops[i]
 		if o.Kind == OpFree {
@@ -250,7 +250,7 @@ func (v *hbVerifier) collectives() {
 			continue
 		}
 		g := &p.Groups[o.Group]
-		key := [2]int{o.Group, o.Micro}
+		key := [2]int{int(o.Group), int(o.Micro)}
 		if perMicro[key] == nil {
 			perMicro[key] = &count{}
 		}
@@ -271,7 +271,7 @@ func (v *hbVerifier) collectives() {
 					wantPG = PGShard
 				}
 			}
-			if o.PG != wantPG || o.PGSize != wantSize {
+			if o.PG != wantPG || int(o.PGSize) != wantSize {
 				v.errorf("%s runs over %s(%d); the group's layout needs %s(%d)", v.describe(i), o.PG, o.PGSize, wantPG, wantSize)
 			}
 			if o.Bytes != gatherBytes || o.DType != g.Policy.Param {
@@ -285,7 +285,7 @@ func (v *hbVerifier) collectives() {
 		case OpReduceScatter:
 			c.reduce++
 			want := g.GradShardNumel * int64(W) * g.Policy.Reduce.Size()
-			if o.PG != PGShard || o.PGSize != W {
+			if o.PG != PGShard || int(o.PGSize) != W {
 				v.errorf("%s runs over %s(%d); gradients are reduce-scattered over shard(%d)", v.describe(i), o.PG, o.PGSize, W)
 			}
 			if o.Bytes != want || o.DType != g.Policy.Reduce {
@@ -298,7 +298,7 @@ func (v *hbVerifier) collectives() {
 			}
 		case OpAllReduce:
 			c.allReduce++
-			if o.PG != PGReplicate || o.PGSize != R {
+			if o.PG != PGReplicate || int(o.PGSize) != R {
 				v.errorf("%s runs over %s(%d); HSDP all-reduces over replicate(%d)", v.describe(i), o.PG, o.PGSize, R)
 			}
 			if o.Reduce != g.Policy.AllReduceOp {

@@ -100,6 +100,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/fsdpc/fsdpc/internal/atomicfile"
 	"github.com/fsdpc/fsdpc/internal/inputfile"
@@ -682,8 +683,10 @@ func (c *codec) putUvarint(field string, x uint64) {
 	c.buf = binary.AppendUvarint(c.buf, x)
 }
 
-// sint is a signed integer, zig-zag encoded.
-func sint[T ~int | ~int64](c *codec, v *T, field string) {
+// sint is a signed integer, zig-zag encoded. The wire holds any int64; a
+// value its Go field (an Op's int32 fields among them) cannot hold is a
+// decode error naming the field, never a silent wrap.
+func sint[T ~int | ~int32 | ~int64](c *codec, v *T, field string) {
 	if c.enc {
 		c.mark(field)
 		c.buf = binary.AppendVarint(c.buf, int64(*v))
@@ -695,7 +698,7 @@ func sint[T ~int | ~int64](c *codec, v *T, field string) {
 	}
 	x := int64(u>>1) ^ -int64(u&1)
 	if int64(T(x)) != x {
-		c.fail(off, field, ErrMalformed, "%d does not fit in an int on this machine", x)
+		c.fail(off, field, ErrMalformed, "%d does not fit in %d bits", x, 8*unsafe.Sizeof(*v))
 		return
 	}
 	*v = T(x)
@@ -718,13 +721,15 @@ func (c *codec) count(v *int, field string) {
 	*v = int(u)
 }
 
-// index is an index into a table of n entries, or -1 for none.
-func (c *codec) index(v *int, n int, field, table string) {
+// index is an index into a table of n entries, or -1 for none. An index
+// its Go field cannot hold (an Op's are int32) is a decode error, even
+// below n: a forged table size is only checked after the ops.
+func index[T ~int | ~int32](c *codec, v *T, n int, field, table string) {
 	if c.enc {
-		if c.check && (*v < -1 || *v >= n) {
+		if c.check && (*v < -1 || int(*v) >= n) {
 			c.fail(0, field, ErrIndex, "%d is outside the %d %s (-1 is none)", *v, n, table)
 		}
-		c.putUvarint(field, uint64(*v+1))
+		c.putUvarint(field, uint64(int64(*v)+1))
 		return
 	}
 	u, off, ok := c.readUvarint(field)
@@ -735,7 +740,12 @@ func (c *codec) index(v *int, n int, field, table string) {
 		c.fail(off, field, ErrIndex, "%d is outside the %d %s (-1 is none)", int64(u-1), n, table)
 		return
 	}
-	*v = int(u) - 1
+	x := int64(u) - 1
+	if int64(T(x)) != x {
+		c.fail(off, field, ErrIndex, "%d does not fit in %d bits", x, 8*unsafe.Sizeof(*v))
+		return
+	}
+	*v = T(x)
 }
 
 func enum[T ~uint8](c *codec, v *T, n int, field string) {
@@ -990,7 +1000,7 @@ func (c *codec) plan(p *Plan) {
 	c.float(&pr.CPUTime, "CPUTime")
 	list(c, &pr.ExposedByGroup, 1, "ExposedByGroup", func(f *float64) { c.float(f, "") })
 	sint(c, &pr.PeakAllocated, "PeakAllocated")
-	c.index(&pr.PeakOp, len(p.Ops), "PeakOp", "ops")
+	index(c, &pr.PeakOp, len(p.Ops), "PeakOp", "ops")
 	list(c, &pr.PeakByPool, 1, "PeakByPool", func(b *int64) { sint(c, b, "") })
 	sint(c, &pr.PeakReserved, "PeakReserved")
 	c.pop()
@@ -1050,7 +1060,7 @@ func (c *codec) buffer(b *Buffer, groups int) {
 	c.str(&b.Name, "Name")
 	wireEnum(c, &b.Kind, wireBufferKinds, "Kind")
 	wireEnum(c, &b.Pool, wirePools, "Pool")
-	c.index(&b.Group, groups, "Group", "groups")
+	index(c, &b.Group, groups, "Group", "groups")
 	sint(c, &b.Bytes, "Bytes")
 	c.bool(&b.Persistent, "Persistent")
 }
@@ -1063,11 +1073,11 @@ func (c *codec) op(o *Op, p *Plan) {
 	wireEnum(c, &o.Stream, wireStreams, "Stream")
 	wireEnum(c, &o.Phase, wirePhases, "Phase")
 	sint(c, &o.Micro, "Micro")
-	c.index(&o.Group, len(p.Groups), "Group", "groups")
-	c.index(&o.Module, len(p.Modules), "Module", "modules")
-	c.index(&o.Buffer, len(p.Buffers), "Buffer", "buffers")
-	c.index(&o.Source, len(p.Buffers), "Source", "buffers")
-	c.index(&o.Event, p.Events, "Event", "events")
+	index(c, &o.Group, len(p.Groups), "Group", "groups")
+	index(c, &o.Module, len(p.Modules), "Module", "modules")
+	index(c, &o.Buffer, len(p.Buffers), "Buffer", "buffers")
+	index(c, &o.Source, len(p.Buffers), "Source", "buffers")
+	index(c, &o.Event, p.Events, "Event", "events")
 	wireEnum(c, &o.PG, wireProcessGroups, "PG")
 	sint(c, &o.PGSize, "PGSize")
 	c.dtype(&o.DType, "DType")
@@ -1087,5 +1097,5 @@ func (c *codec) op(o *Op, p *Plan) {
 			sint(c, &g.Count, "Count")
 		})
 	}
-	list(c, &o.Uses, 1, "Uses", func(u *int) { c.index(u, len(p.Buffers), "", "buffers") })
+	list(c, &o.Uses, 1, "Uses", func(u *int32) { index(c, u, len(p.Buffers), "", "buffers") })
 }

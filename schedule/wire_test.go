@@ -173,7 +173,9 @@ func (f *filler) fill(v reflect.Value, path string) {
 				fv.SetInt(1)
 				f.leaves++
 			case indexLists[name]:
-				fv.Set(reflect.ValueOf([]int{1, 1}))
+				fv.Set(reflect.MakeSlice(fv.Type(), 2, 2))
+				fv.Index(0).SetInt(1)
+				fv.Index(1).SetInt(1)
 				f.leaves += 2
 			case name == "Plan.Events":
 				fv.SetInt(2) // at most one per op; the ops list has two
@@ -192,7 +194,7 @@ func (f *filler) fill(v reflect.Value, path string) {
 	case reflect.String:
 		v.SetString(fmt.Sprintf("s%d·", f.value()))
 		f.leaves++
-	case reflect.Int, reflect.Int64:
+	case reflect.Int, reflect.Int32, reflect.Int64:
 		n := int64(f.value())
 		if n%2 == 1 {
 			n = -n * 1000003 // negative and multi-byte too
@@ -745,6 +747,11 @@ func TestRefusals(t *testing.T) {
 	tooSmall := bytes.Clone(b[:20])
 	binary.LittleEndian.PutUint64(tooSmall[8:], 16)
 	nstr := int(b[strCount])
+	// An event index below a forged Events count but beyond an int32:
+	// Events is checked against the ops only after them.
+	evStart, evEnd := fieldAt(t, tr, "Events")
+	hugeEvent := replace(t, replace(t, b, tr, "Ops[2].Event", uv(1<<31+1)), tr, "Events", uv(1<<32))
+	hugeEventAt := off("Ops[2].Event") + len(uv(1<<32)) - (evEnd - evStart)
 
 	cases := []struct {
 		name   string
@@ -782,6 +789,13 @@ func TestRefusals(t *testing.T) {
 		{"reshard", replace(t, b, tr, "Groups[0].Policy.Reshard", []byte{3}), ErrEnum, off("Groups[0].Policy.Reshard"), "(Groups[0].Policy.Reshard)"},
 		{"buffer index", replace(t, b, tr, "Ops[4].Buffer", uv(4)), ErrIndex, off("Ops[4].Buffer"), "(Ops[4].Buffer): 3 is outside the 3 buffers"},
 		{"event index", replace(t, b, tr, "Ops[2].Event", uv(3)), ErrIndex, off("Ops[2].Event"), "(Ops[2].Event)"},
+		{"event index beyond int32", hugeEvent, ErrIndex, hugeEventAt, "(Ops[2].Event): 2147483648 does not fit in 32 bits"},
+		{"micro beyond int32", replace(t, b, tr, "Ops[3].Micro", sv(1<<31)), ErrMalformed, off("Ops[3].Micro"),
+			"(Ops[3].Micro): 2147483648 does not fit in 32 bits"},
+		{"negative micro beyond int32", replace(t, b, tr, "Ops[3].Micro", sv(-1<<31-1)), ErrMalformed, off("Ops[3].Micro"),
+			"(Ops[3].Micro): -2147483649 does not fit in 32 bits"},
+		{"group size beyond int32", replace(t, b, tr, "Ops[5].PGSize", sv(1<<40)), ErrMalformed, off("Ops[5].PGSize"),
+			"(Ops[5].PGSize): 1099511627776 does not fit in 32 bits"},
 		{"group index", replace(t, b, tr, "Buffers[1].Group", uv(2)), ErrIndex, off("Buffers[1].Group"), "(Buffers[1].Group): 1 is outside the 1 groups"},
 		{"string index", replace(t, b, tr, "Header.Model", uv(300)), ErrIndex, off("Header.Model"), "(Header.Model): string 300 is outside"},
 		{"string order", replace(t, b, tr, "Header.InputSHA256", uv(3)), ErrMalformed, off("Header.InputSHA256"), "first-use order"},
@@ -1078,7 +1092,7 @@ func FuzzDecode(f *testing.F) {
 func cut(p *Plan, n int) *Plan {
 	q := *p
 	q.Ops = append([]Op(nil), p.Ops[:min(n, len(p.Ops))]...)
-	live := map[int]bool{}
+	live := map[int32]bool{}
 	for _, o := range q.Ops {
 		switch o.Kind {
 		case OpAlloc:
@@ -1087,7 +1101,7 @@ func cut(p *Plan, n int) *Plan {
 			delete(live, o.Buffer)
 		}
 	}
-	for i := range p.Buffers { // in order: deterministic
+	for i := range int32(len(p.Buffers)) { // in order: deterministic
 		if live[i] {
 			q.Ops = append(q.Ops, Op{Kind: OpFree, Stream: StreamCompute, Phase: q.Ops[len(q.Ops)-1].Phase,
 				Group: -1, Module: -1, Buffer: i, Source: -1, Event: -1})
@@ -1112,16 +1126,16 @@ func cut(p *Plan, n int) *Plan {
 	}
 	bufs := renumber(len(p.Buffers), func(use func(int)) {
 		for _, o := range q.Ops {
-			use(o.Buffer)
-			use(o.Source)
+			use(int(o.Buffer))
+			use(int(o.Source))
 			for _, u := range o.Uses {
-				use(u)
+				use(int(u))
 			}
 		}
 	})
 	groups := renumber(len(p.Groups), func(use func(int)) {
 		for _, o := range q.Ops {
-			use(o.Group)
+			use(int(o.Group))
 		}
 		for i, b := range p.Buffers {
 			if bufs[i] >= 0 {
@@ -1131,12 +1145,12 @@ func cut(p *Plan, n int) *Plan {
 	})
 	mods := renumber(len(p.Modules), func(use func(int)) {
 		for _, o := range q.Ops {
-			use(o.Module)
+			use(int(o.Module))
 		}
 	})
 	events := renumber(p.Events, func(use func(int)) {
 		for _, o := range q.Ops {
-			use(o.Event)
+			use(int(o.Event))
 		}
 	})
 	at := func(to []int, i int) int {
@@ -1145,6 +1159,7 @@ func cut(p *Plan, n int) *Plan {
 		}
 		return to[i]
 	}
+	at32 := func(to []int, i int32) int32 { return int32(at(to, int(i))) }
 	q.Groups, q.Modules, q.Buffers, q.EventNames, q.Events = nil, nil, nil, nil, 0
 	for i, g := range p.Groups {
 		if groups[i] >= 0 {
@@ -1181,10 +1196,10 @@ func cut(p *Plan, n int) *Plan {
 	}
 	for i := range q.Ops {
 		o := &q.Ops[i]
-		o.Group, o.Module, o.Buffer, o.Source, o.Event = at(groups, o.Group), at(mods, o.Module), at(bufs, o.Buffer), at(bufs, o.Source), at(events, o.Event)
-		uses := make([]int, len(o.Uses))
+		o.Group, o.Module, o.Buffer, o.Source, o.Event = at32(groups, o.Group), at32(mods, o.Module), at32(bufs, o.Buffer), at32(bufs, o.Source), at32(events, o.Event)
+		uses := make([]int32, len(o.Uses))
 		for j, u := range o.Uses {
-			uses[j] = at(bufs, u)
+			uses[j] = at32(bufs, u)
 		}
 		o.Uses = uses
 	}

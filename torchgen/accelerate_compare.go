@@ -225,12 +225,12 @@ func compareDTypes(p *schedule.Plan, rank int, rec Record) []string {
 			w := want[i]
 			i++
 			dt := w.DType
-			if ck.kind == schedule.OpAllGather && w.Group >= 0 && w.Group < len(p.Groups) {
+			if ck.kind == schedule.OpAllGather && w.Group >= 0 && int(w.Group) < len(p.Groups) {
 				dt = gatherDType(&p.Groups[w.Group])
 			}
 			got, ok := ir.ParseDType(c.DType)
 			if !ok || got != dt {
-				bad = append(bad, fmt.Sprintf("rank %d %s %d (%s) of %s: dtype %s in FSDP2, %s in the plan", rank, ck.name, i, c.Phase, groupName(p, w.Group), c.DType, dt))
+				bad = append(bad, fmt.Sprintf("rank %d %s %d (%s) of %s: dtype %s in FSDP2, %s in the plan", rank, ck.name, i, c.Phase, groupName(p, int(w.Group)), c.DType, dt))
 				break // later ones of the kind usually differ alike
 			}
 		}

@@ -107,7 +107,7 @@ func accelRecordOf(t *testing.T, p *schedule.Plan) AccelerateRecord {
 			dt = gatherDType(&p.Groups[op.Group])
 		}
 		n := op.Bytes / dt.Size()
-		c := Collective{Phase: op.Phase.String(), DType: accelDType(dt), GroupSize: op.PGSize, Reduce: reduceName(op.Reduce)}
+		c := Collective{Phase: op.Phase.String(), DType: accelDType(dt), GroupSize: int(op.PGSize), Reduce: reduceName(op.Reduce)}
 		if op.Kind == schedule.OpAllGather {
 			c.Op, c.In, c.Out, c.Reduce = "all-gather", n/int64(op.PGSize), n, ""
 		} else {

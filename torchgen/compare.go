@@ -101,7 +101,7 @@ func compareCollectives(p *schedule.Plan, rank int, rec Record) []string {
 				out = g.In * torchSize[g.DType]
 			}
 			what := fmt.Sprintf("rank %d %s %d (%s)", rank, name, i+1, g.Phase)
-			if w.Group >= 0 && w.Group < len(p.Groups) {
+			if w.Group >= 0 && int(w.Group) < len(p.Groups) {
 				what += " of group " + p.Groups[w.Group].Label()
 			}
 			switch {
@@ -109,7 +109,7 @@ func compareCollectives(p *schedule.Plan, rank int, rec Record) []string {
 				bad = append(bad, fmt.Sprintf("%s: %d bytes (%d × %s) in FSDP2, %d in the plan", what, out, out/max(torchSize[g.DType], 1), g.DType, w.Bytes))
 			case g.Reduce != reduceName(w.Reduce):
 				bad = append(bad, fmt.Sprintf("%s: reduce op %s in FSDP2, %s in the plan", what, g.Reduce, reduceName(w.Reduce)))
-			case g.GroupSize != w.PGSize:
+			case g.GroupSize != int(w.PGSize):
 				bad = append(bad, fmt.Sprintf("%s: over %d ranks in FSDP2, %d in the plan", what, g.GroupSize, w.PGSize))
 			}
 		}

@@ -26,7 +26,7 @@ func recordOf(p *schedule.Plan) Record {
 	names := map[schedule.OpKind]string{schedule.OpAllGather: "all-gather", schedule.OpReduceScatter: "reduce-scatter", schedule.OpAllReduce: "all-reduce"}
 	for _, op := range p.Ops {
 		if n, ok := names[op.Kind]; ok && op.PGSize > 1 {
-			c := Collective{Op: n, DType: "uint8", Reduce: reduceName(op.Reduce), GroupSize: op.PGSize, In: op.Bytes, Out: op.Bytes}
+			c := Collective{Op: n, DType: "uint8", Reduce: reduceName(op.Reduce), GroupSize: int(op.PGSize), In: op.Bytes, Out: op.Bytes}
 			r.Collectives = append(r.Collectives, c)
 		}
 	}

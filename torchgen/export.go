@@ -219,7 +219,7 @@ func NewExport(spec *Spec, p *schedule.Plan, scale int) (*Export, error) {
 		if (op.Kind != schedule.OpAllGather && op.Kind != schedule.OpReduceScatter && op.Kind != schedule.OpAllReduce) || op.PGSize <= 1 {
 			continue
 		}
-		if op.Group < 0 || op.Group >= len(p.Groups) {
+		if op.Group < 0 || int(op.Group) >= len(p.Groups) {
 			return nil, fmt.Errorf("%s op of no group (group %d)", kind, op.Group)
 		}
 		g := &p.Groups[op.Group]
@@ -231,8 +231,8 @@ func NewExport(spec *Spec, p *schedule.Plan, scale int) (*Export, error) {
 		if size <= 0 || op.Bytes%size != 0 {
 			return nil, fmt.Errorf("%s of group %s: %d bytes is not a whole number of %s elements", kind, g.Label(), op.Bytes, dt)
 		}
-		col := ExportCollective{Kind: kind, Micro: op.Micro, Phase: op.Phase.String(), Group: op.Group, Unit: g.Label(),
-			Bytes: op.Bytes, Numel: op.Bytes / size, DType: dt.String(), ProcessGroup: op.PG.String(), GroupSize: op.PGSize}
+		col := ExportCollective{Kind: kind, Micro: int(op.Micro), Phase: op.Phase.String(), Group: int(op.Group), Unit: g.Label(),
+			Bytes: op.Bytes, Numel: op.Bytes / size, DType: dt.String(), ProcessGroup: op.PG.String(), GroupSize: int(op.PGSize)}
 		if op.Kind != schedule.OpAllGather {
 			col.Reduce = op.Reduce.String()
 			if op.Reduce == schedule.ReducePremulSum {

@@ -46,7 +46,7 @@ func planOrder(p *schedule.Plan) []orderEvent {
 		default:
 			continue
 		}
-		out = append(out, orderEvent{ev: ev, group: op.Group, phase: op.Phase.String(), micro: op.Micro})
+		out = append(out, orderEvent{ev: ev, group: int(op.Group), phase: op.Phase.String(), micro: int(op.Micro)})
 	}
 	return out
 }

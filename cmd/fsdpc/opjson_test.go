@@ -61,9 +61,9 @@ func TestOpJSONMatchesEncodingJSON(t *testing.T) {
 		math.MaxFloat64, math.SmallestNonzeroFloat64, 123456789.125, 1.0 / 3, math.NaN(), math.Inf(1), math.Inf(-1)} {
 		checkOpJSON(t, &schedule.Op{Factor: f, FLOPs: -f, AttnFLOPs: f / 7})
 	}
-	checkOpJSON(t, &schedule.Op{Micro: -1, Group: math.MaxInt, Module: math.MinInt, Bytes: math.MinInt64, ElemBytes: math.MaxInt64,
-		GEMMs: []ir.GEMM{{M: 1, N: -2, K: 3, Count: 4}, {}}, Uses: []int{0, -1, math.MaxInt}})
-	checkOpJSON(t, &schedule.Op{GEMMs: []ir.GEMM{}, Uses: []int{}})
+	checkOpJSON(t, &schedule.Op{Micro: -1, Group: math.MaxInt32, Module: math.MinInt32, Bytes: math.MinInt64, ElemBytes: math.MaxInt64,
+		GEMMs: []ir.GEMM{{M: 1, N: -2, K: 3, Count: 4}, {}}, Uses: []int32{0, -1, math.MaxInt32}})
+	checkOpJSON(t, &schedule.Op{GEMMs: []ir.GEMM{}, Uses: []int32{}})
 }
 
 // FuzzOpJSON: any operation, written by hand, is encoding/json's bytes.
@@ -72,13 +72,13 @@ func FuzzOpJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind, dtype uint8, micro, buffer int64, factor, flops, attn float64, bytes int64, gemms, uses uint8) {
 		o := schedule.Op{Kind: schedule.OpKind(kind), Stream: schedule.Stream(kind >> 3), Phase: schedule.Phase(dtype >> 4),
 			PG: schedule.ProcessGroup(kind * 7), DType: ir.DType(dtype), Reduce: schedule.ReduceOp(dtype * 3),
-			Micro: int(micro), Group: int(-micro), Module: int(buffer >> 7), Buffer: int(buffer), Source: int(micro ^ buffer),
-			Event: int(bytes >> 3), PGSize: int(bytes), Factor: factor, Bytes: bytes, FLOPs: flops, AttnFLOPs: attn, ElemBytes: -bytes}
+			Micro: int32(micro), Group: int32(-micro), Module: int32(buffer >> 7), Buffer: int32(buffer), Source: int32(micro ^ buffer),
+			Event: int32(bytes >> 3), PGSize: int32(bytes), Factor: factor, Bytes: bytes, FLOPs: flops, AttnFLOPs: attn, ElemBytes: -bytes}
 		for i := range int(gemms % 5) {
 			o.GEMMs = append(o.GEMMs, ir.GEMM{M: micro + int64(i), N: buffer, K: bytes >> i, Count: int64(i)})
 		}
 		for i := range int(uses % 6) {
-			o.Uses = append(o.Uses, int(micro)*i-int(buffer))
+			o.Uses = append(o.Uses, int32(micro)*int32(i)-int32(buffer))
 		}
 		checkOpJSON(t, &o)
 	})

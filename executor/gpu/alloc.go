@@ -86,7 +86,7 @@ func exactSizeReserved(p *schedule.Plan) int64 {
 	}
 	for i := range p.Ops {
 		o := &p.Ops[i]
-		if (o.Kind != schedule.OpAlloc && o.Kind != schedule.OpFree) || o.Buffer < 0 || o.Buffer >= len(p.Buffers) {
+		if (o.Kind != schedule.OpAlloc && o.Kind != schedule.OpFree) || o.Buffer < 0 || int(o.Buffer) >= len(p.Buffers) {
 			continue
 		}
 		buf := &p.Buffers[o.Buffer]

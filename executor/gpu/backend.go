@@ -227,7 +227,7 @@ func commKeys(p *schedule.Plan) []commKey {
 	seen := map[commKey]bool{}
 	var keys []commKey
 	for i := range p.Ops {
-		k := commKey{p.Ops[i].PG, p.Ops[i].PGSize}
+		k := commKey{p.Ops[i].PG, int(p.Ops[i].PGSize)}
 		if k.size > 1 && !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)

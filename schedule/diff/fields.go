@@ -72,8 +72,8 @@ func (r *Result) fields() {
 func referenced(p *schedule.Plan) (mods, events map[int]bool) {
 	mods, events = map[int]bool{}, map[int]bool{}
 	for i := range p.Ops {
-		mods[p.Ops[i].Module] = true
-		events[p.Ops[i].Event] = true
+		mods[int(p.Ops[i].Module)] = true
+		events[int(p.Ops[i].Event)] = true
 	}
 	return mods, events
 }

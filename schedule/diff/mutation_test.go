@@ -29,7 +29,7 @@ func is(k schedule.OpKind) func(o *schedule.Op) bool {
 }
 
 func isIn(k schedule.OpKind, g int) func(o *schedule.Op) bool {
-	return func(o *schedule.Op) bool { return o.Kind == k && o.Group == g }
+	return func(o *schedule.Op) bool { return o.Kind == k && int(o.Group) == g }
 }
 
 // TestMutationsShow: each class of hand-made change to a plan, including

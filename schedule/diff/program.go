@@ -95,7 +95,7 @@ func (r *opRec) values() [len(opFieldNames)]string {
 	if o.DType != ir.DTypeInvalid {
 		dt = o.DType.String()
 	}
-	return [...]string{o.Stream.String(), o.Kind.String(), o.Phase.String(), "mb" + strconv.Itoa(o.Micro),
+	return [...]string{o.Stream.String(), o.Kind.String(), o.Phase.String(), "mb" + strconv.Itoa(int(o.Micro)),
 		k.group, k.module, k.buffer, k.source, k.event, k.uses, pg, dt, o.Reduce.String(), num(o.Factor),
 		strconv.FormatInt(o.Bytes, 10), num(o.FLOPs), num(o.AttnFLOPs), strconv.FormatInt(o.ElemBytes, 10), k.gemms}
 }
@@ -121,21 +121,21 @@ func (r *opRec) brief(fields []string) string {
 	return b.String()
 }
 
-func bufName(p *schedule.Plan, b int) string {
-	if b < 0 || b >= len(p.Buffers) {
+func bufName(p *schedule.Plan, b int32) string {
+	if b < 0 || int(b) >= len(p.Buffers) {
 		return ""
 	}
 	return p.Buffers[b].Name
 }
 
-func eventName(p *schedule.Plan, e int) string {
+func eventName(p *schedule.Plan, e int32) string {
 	switch {
 	case e < 0:
 		return ""
-	case e < len(p.EventNames):
+	case int(e) < len(p.EventNames):
 		return p.EventNames[e]
 	}
-	return "event " + strconv.Itoa(e)
+	return "event " + strconv.Itoa(int(e))
 }
 
 func groupName(p *schedule.Plan, g int) string {
@@ -163,10 +163,10 @@ func opGroups(p *schedule.Plan) []int {
 	for i := range last {
 		last[i] = -1
 	}
-	recordGroup := map[int]int{}
+	recordGroup := map[int32]int{}
 	for i := range p.Ops {
 		o := &p.Ops[i]
-		g := o.Group
+		g := int(o.Group)
 		s := int(o.Stream) % len(last)
 		switch {
 		case g >= 0:
@@ -179,7 +179,7 @@ func opGroups(p *schedule.Plan) []int {
 			}
 		}
 		if o.Group >= 0 {
-			last[s] = o.Group
+			last[s] = int(o.Group)
 		}
 		out[i] = g
 	}
@@ -238,7 +238,7 @@ func (pr *program) rec(i int) opRec {
 	o := &p.Ops[i]
 	r := opRec{op: o, foldGroup: foldName(p, pr.groups[i])}
 	mod := ""
-	if o.Module >= 0 && o.Module < len(p.Modules) {
+	if o.Module >= 0 && int(o.Module) < len(p.Modules) {
 		mod = p.Modules[o.Module]
 	}
 	uses := ""
@@ -256,8 +256,8 @@ func (pr *program) rec(i int) opRec {
 		gemms += fmt.Sprintf("%d×%d×%d×%d", g.M, g.N, g.K, g.Count)
 	}
 	r.key = opKey{stream: uint8(o.Stream), kind: uint8(o.Kind), phase: uint8(o.Phase), pg: uint8(o.PG),
-		dtype: uint8(o.DType), reduce: uint8(o.Reduce), micro: o.Micro, pgSize: o.PGSize,
-		group: groupName(p, o.Group), module: mod, buffer: bufName(p, o.Buffer), source: bufName(p, o.Source),
+		dtype: uint8(o.DType), reduce: uint8(o.Reduce), micro: int(o.Micro), pgSize: int(o.PGSize),
+		group: groupName(p, int(o.Group)), module: mod, buffer: bufName(p, o.Buffer), source: bufName(p, o.Source),
 		event: eventName(p, o.Event), uses: uses, gemms: gemms,
 		factor: math.Float64bits(o.Factor), flops: math.Float64bits(o.FLOPs), attn: math.Float64bits(o.AttnFLOPs),
 		bytes: o.Bytes, elem: o.ElemBytes}
