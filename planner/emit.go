@@ -99,6 +99,14 @@ func (e *emitter) emit() error {
 // machine with a few gigabytes. docs/model-format.md, Limits.
 const MaxOpsPerRank = 1 << 22
 
+// schedule.Op holds its indices, micro-batch and group size as int32, and
+// the emitter narrows its ints to them unchecked: events, non-persistent
+// buffers and micro-batches number at most the ops, so this bound keeps
+// them in range (the line below fails to compile if it does not), and a
+// group's ranks are at most the model format's world size, 2^24. Verify,
+// which every plan passes, would refuse a wrapped value.
+var _ int32 = MaxOpsPerRank
+
 // opLimit is MaxOpsPerRank; tests lower it to reach the limit cheaply.
 var opLimit = MaxOpsPerRank
 
