@@ -518,7 +518,10 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 					return nil, bad("its %s %s belongs to another group", x.role, q.Buffers[x.buf].Name)
 				}
 			}
-			uses := o.Uses
+			if !q.OpListsInRange(o) {
+				return nil, bad("its lists of GEMMs or uses leave the plan's tables")
+			}
+			uses := q.OpUses(o)
 			if o.Kind == schedule.OpOptimizer && len(uses) > 0 {
 				// The gradient the step reads.
 				g := uses[0]
@@ -529,7 +532,7 @@ func compile(q *schedule.Plan, layouts []*GroupLayout, opt *optimizer) (*driver,
 				uses = uses[1:]
 			}
 			if len(uses) > 2 || len(uses) > 0 && o.Kind != schedule.OpBackward {
-				return nil, bad("uses %d further buffers; the executor supports a backward's activations and recompute, an optimizer's gradient", len(o.Uses))
+				return nil, bad("uses %d further buffers; the executor supports a backward's activations and recompute, an optimizer's gradient", len(q.OpUses(o)))
 			}
 			k := &Kernel{Op: i, Kind: o.Kind, Phase: o.Phase, Micro: int(o.Micro), Group: gl, Module: int(o.Module),
 				Reduce: o.Reduce, Factor: o.Factor, PG: o.PG, PGSize: int(o.PGSize), Optimizer: opt}

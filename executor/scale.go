@@ -97,7 +97,6 @@ func Scale(p *schedule.Plan, k int) (q *schedule.Plan, diffs []string, err error
 	}
 	q.Ops = make([]schedule.Op, len(p.Ops))
 	for i, o := range p.Ops {
-		o.Uses = append([]int32(nil), o.Uses...)
 		ref := int(o.Buffer)
 		if ref < 0 || ref >= len(p.Buffers) {
 			ref = int(o.Source)
@@ -125,7 +124,7 @@ func Scale(p *schedule.Plan, k int) (q *schedule.Plan, diffs []string, err error
 			// efficiency (schedule.Model.Kernel without shapes).
 			o.FLOPs /= float64(K * K * K)
 			o.AttnFLOPs /= float64(K * K * K)
-			o.GEMMs = nil
+			o.GEMMs = schedule.Span{}
 		}
 		q.Ops[i] = o
 	}

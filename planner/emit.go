@@ -75,6 +75,10 @@ func (e *emitter) emit() error {
 		return fmt.Errorf("internal error: the emitter left FSDP2's state machine (please report): %w", e.bug)
 	}
 	e.p.Events = e.nextEvent
+	if !s.opts.scoreOnly {
+		// The tables in the form a decoded plan has (scoring needs none).
+		e.p.CompactLists()
+	}
 	for g := range e.p.Groups {
 		if e.groups[g].mistargeted {
 			s.warnAt(s.groupPos(g), "%s: backward prefetch all-gathers it although no gradient flows through it (FSDP2 pitfall 5): the gather is wasted and its %s are held until the end of backward; FSDP2's explicit prefetch lists (set_modules_to_backward_prefetch) can skip it, fsdpc's prefetch depth cannot",
@@ -166,8 +170,21 @@ type segment struct {
 	// kernels' HBM traffic (ir.Cost).
 	attnFwd, attnBwd float64
 	elemFwd, elemBwd int64
-	// The shapes of its matrix multiplies (ir.Cost.GEMMsFwd, GEMMsBwd).
-	gemmFwd, gemmBwd []ir.GEMM
+	// The shapes of its matrix multiplies (ir.Cost.GEMMsFwd, GEMMsBwd),
+	// and where the plan's GEMM table holds them once the first forward
+	// or backward of the segment is emitted (the rest share the run).
+	gemmFwd, gemmBwd     []ir.GEMM
+	gemmFwdAt, gemmBwdAt schedule.Span
+}
+
+// setGEMMs gives o the shapes gs, held at *at in the plan's table: added
+// there the first time.
+func (e *emitter) setGEMMs(o *schedule.Op, gs []ir.GEMM, at *schedule.Span) {
+	if len(gs) > 0 && at.Len == 0 {
+		e.p.SetOpGEMMs(o, gs)
+		*at = o.GEMMs
+	}
+	o.GEMMs = *at
 }
 
 func newEmitter(s *state) *emitter {
@@ -219,7 +236,7 @@ var opsPool sync.Pool
 // recycleOps hands a scored plan's operation list to the next emission.
 func recycleOps(p *schedule.Plan) {
 	ops := p.Ops[:0]
-	p.Ops = nil
+	p.Ops, p.GEMMTable, p.UseTable = nil, nil, nil
 	opsPool.Put(&ops)
 }
 
@@ -574,7 +591,8 @@ func (e *emitter) forward() {
 		o.Source, o.Buffer = int32(e.groups[seg.group].unshardedParam), int32(e.segAct[si])
 		o.DType = e.computeDType(seg.group)
 		o.Bytes = seg.paramNumel*o.DType.Size() + seg.act
-		o.AttnFLOPs, o.ElemBytes, o.GEMMs = seg.attnFwd, seg.elemFwd, seg.gemmFwd
+		o.AttnFLOPs, o.ElemBytes = seg.attnFwd, seg.elemFwd
+		e.setGEMMs(&o, seg.gemmFwd, &seg.gemmFwdAt)
 		e.op(o)
 		for _, g := range closing[seg.end] {
 			e.groups[g].postForward()

@@ -43,14 +43,17 @@ func (e *emitter) backward(sync bool) {
 		o := blank(schedule.OpBackward, D)
 		o.Group, o.Module, o.FLOPs = int32(g), int32(si), seg.bwd
 		o.Source, o.Buffer = int32(e.groups[g].unshardedParam), int32(e.groups[g].unshardedGrad)
+		var uses []int32
 		for _, b := range []int{e.segAct[si], rc} {
 			if b >= 0 {
-				o.Uses = append(o.Uses, int32(b))
+				uses = append(uses, int32(b))
 			}
 		}
+		e.p.SetOpUses(&o, uses)
 		o.DType = e.computeDType(g)
 		o.Bytes = 2*seg.paramNumel*o.DType.Size() + 2*seg.act + seg.recompute
-		o.AttnFLOPs, o.ElemBytes, o.GEMMs = seg.attnBwd, seg.elemBwd, seg.gemmBwd
+		o.AttnFLOPs, o.ElemBytes = seg.attnBwd, seg.elemBwd
+		e.setGEMMs(&o, seg.gemmBwd, &seg.gemmBwdAt)
 		e.op(o)
 		e.free(rc)
 		e.free(e.segAct[si])
@@ -444,9 +447,9 @@ func (e *emitter) optimizer() {
 		// It reads the sharded gradients, on the device or the host copy;
 		// finalize ordered their last write before it.
 		if grad := e.groups[g].shardedGrad; grad != none {
-			o.Uses = append(o.Uses, int32(grad))
+			e.p.SetOpUses(&o, []int32{int32(grad)})
 		} else if e.groups[g].hostGrad != none {
-			o.Uses = append(o.Uses, int32(e.groups[g].hostGrad))
+			e.p.SetOpUses(&o, []int32{int32(e.groups[g].hostGrad)})
 		}
 		e.op(o)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fsdpc/fsdpc/hardware"
+	"github.com/fsdpc/fsdpc/ir"
 )
 
 // Check verifies a plan's structure: indices in range, group layouts that
@@ -193,7 +194,11 @@ func (c *checker) program() {
 			c.errorf("op %d: an enum is out of range", i)
 			continue
 		}
-		for _, u := range o.Uses {
+		if msg := checkSpans(p, o); msg != "" {
+			c.errorf("op %d (%s): %s", i, o.Kind, msg)
+			continue
+		}
+		for _, u := range p.OpUses(o) {
 			if u < 0 || int(u) >= len(p.Buffers) {
 				c.errorf("op %d (%s) uses buffer %d, out of range", i, o.Kind, u)
 			}
@@ -245,7 +250,7 @@ func (c *checker) program() {
 		default:
 			use(i, o, o.Buffer, "target")
 			use(i, o, o.Source, "source")
-			for _, u := range o.Uses {
+			for _, u := range p.OpUses(o) {
 				use(i, o, u, "used")
 			}
 		}
@@ -258,11 +263,11 @@ func (c *checker) program() {
 			if o.Module < 0 || o.FLOPs < 0 || math.IsNaN(o.FLOPs) || math.IsInf(o.FLOPs, 0) {
 				c.errorf("op %d (%s) has no module or bad FLOPs", i, o.Kind)
 			}
-			if msg := checkGEMMs(o); msg != "" {
+			if msg := checkGEMMs(p.OpGEMMs(o), o); msg != "" {
 				c.errorf("op %d (%s): %s", i, o.Kind, msg)
 			}
 		}
-		if len(o.GEMMs) > 0 && o.Kind != OpForward && o.Kind != OpBackward {
+		if o.GEMMs.Len > 0 && o.Kind != OpForward && o.Kind != OpBackward {
 			c.errorf("op %d (%s) lists GEMM shapes but computes nothing", i, o.Kind)
 		}
 	}
@@ -276,14 +281,14 @@ func (c *checker) program() {
 // checkGEMMs: a compute op's GEMM shapes are positive, sorted by M, N, K
 // with no shape twice (ir.MergeGEMMs), and their FLOPs fit in the op's
 // non-attention FLOPs (to rounding).
-func checkGEMMs(o *Op) string {
+func checkGEMMs(gemms []ir.GEMM, o *Op) string {
 	sum := 0.0
-	for j, g := range o.GEMMs {
+	for j, g := range gemms {
 		if g.M < 1 || g.N < 1 || g.K < 1 || g.Count < 1 {
 			return fmt.Sprintf("GEMM %d (%d×%d×%d, %d of them) has a dimension or count below 1", j, g.M, g.N, g.K, g.Count)
 		}
 		if j > 0 {
-			a := o.GEMMs[j-1]
+			a := gemms[j-1]
 			if !(a.M < g.M || a.M == g.M && (a.N < g.N || a.N == g.N && a.K < g.K)) {
 				return fmt.Sprintf("GEMM %d is out of order or repeats a shape", j)
 			}
@@ -303,11 +308,11 @@ func (c *checker) unused(i int, o *Op) {
 	var bad []string
 	switch o.Kind {
 	case OpRecord, OpWait, OpSync:
-		if o.Buffer != -1 || o.Source != -1 || len(o.Uses) > 0 {
+		if o.Buffer != -1 || o.Source != -1 || o.Uses.Len > 0 {
 			bad = append(bad, "buffers")
 		}
 	case OpAlloc, OpFree:
-		if o.Source != -1 || o.Event != -1 || len(o.Uses) > 0 {
+		if o.Source != -1 || o.Event != -1 || o.Uses.Len > 0 {
 			bad = append(bad, "a source, event or uses")
 		}
 	default:

@@ -24,10 +24,8 @@ func (p *Plan) Clone() *Plan {
 	q.Buffers = slices.Clone(p.Buffers)
 	q.EventNames = slices.Clone(p.EventNames)
 	q.Ops = slices.Clone(p.Ops)
-	for i := range q.Ops {
-		q.Ops[i].GEMMs = slices.Clone(q.Ops[i].GEMMs)
-		q.Ops[i].Uses = slices.Clone(q.Ops[i].Uses)
-	}
+	q.GEMMTable = slices.Clone(p.GEMMTable)
+	q.UseTable = slices.Clone(p.UseTable)
 	q.Warnings = slices.Clone(p.Warnings)
 	q.Prediction.ExposedByGroup = slices.Clone(p.Prediction.ExposedByGroup)
 	q.Prediction.PeakByPool = slices.Clone(p.Prediction.PeakByPool)

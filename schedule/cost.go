@@ -61,19 +61,19 @@ func ApplyProfile(c *hardware.Calibration, vals []ir.ProfileValue) error {
 	return nil
 }
 
-// Kernel is the time of a forward or backward segment: its GEMMs by shape
-// (GEMMs) and any matmul FLOPs without a shape at an efficiency that
+// Kernel is the time of a forward or backward segment o: its GEMMs by
+// shape (gemms, the plan's OpGEMMs of o) and any matmul FLOPs without a shape at an efficiency that
 // grows with size, or its weight and activation traffic if slower; its
 // attention core at FlashAttention's efficiency; and its element-wise
 // kernels at the share of HBM bandwidth such kernels reach
 // (ElementwiseEfficiency), one after the other.
-func (m *Model) Kernel(o *Op) float64 {
+func (m *Model) Kernel(o *Op, gemms []ir.GEMM) float64 {
 	var t float64
-	if len(o.GEMMs) == 0 {
+	if len(gemms) == 0 {
 		t = m.Compute(o.FLOPs-o.AttnFLOPs, o.Bytes, o.DType)
 	} else {
 		var shaped float64
-		for _, g := range o.GEMMs {
+		for _, g := range gemms {
 			t += float64(g.Count) * m.GEMM(g, o.DType)
 			shaped += g.FLOPs()
 		}

@@ -57,11 +57,12 @@ func (v *hbVerifier) operands() {
 			o.Kind == OpCopyIn && o.Source >= 0 && p.Buffers[o.Source].Kind == BufPostForwardSlice && grp.Policy.Reshard != ReshardTo:
 			v.errorf("%s keeps or gathers a post-forward slice of group %s, which does not reshard to a slice", v.describe(i), grp.Label())
 		}
-		if len(o.Uses) > rule.MaxUses {
-			v.errorf("%s reads %d further buffers; a %s reads at most %d", v.describe(i), len(o.Uses), o.Kind, rule.MaxUses)
+		uses := p.OpUses(o)
+		if len(uses) > rule.MaxUses {
+			v.errorf("%s reads %d further buffers; a %s reads at most %d", v.describe(i), len(uses), o.Kind, rule.MaxUses)
 			continue
 		}
-		for _, u := range o.Uses {
+		for _, u := range uses {
 			switch {
 			case !allows(rule.Uses, p.Buffers[u].Kind):
 				v.errorf("%s reads %q, a %s buffer; a %s reads %s there", v.describe(i), p.Buffers[u].Name, p.Buffers[u].Kind, o.Kind, kindList(rule.Uses))
@@ -210,7 +211,7 @@ func (v *hbVerifier) modules() {
 			if o.Buffer < 0 && o.Group >= 0 && p.Groups[o.Group].GradShardNumel > 0 {
 				v.errorf("%s writes no gradients, but group %s has trainable parameters", v.describe(i), p.Groups[o.Group].Label())
 			}
-			for _, u := range o.Uses {
+			for _, u := range p.OpUses(o) {
 				if p.Buffers[u].Kind != BufActivations {
 					continue
 				}
@@ -390,8 +391,8 @@ func (v *hbVerifier) gradients() {
 		case OpOptimizer:
 			steps[o.Group]++
 			gb := holder[o.Group]
-			if len(o.Uses) > 0 {
-				gb = o.Uses[0]
+			if uses := p.OpUses(o); len(uses) > 0 {
+				gb = uses[0]
 			}
 			grp := &p.Groups[o.Group]
 			if grp.GradShardNumel == 0 {

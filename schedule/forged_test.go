@@ -78,7 +78,7 @@ var forgeries = []struct {
 		if p.Ops[head].Module == p.Ops[emb].Module {
 			t.Fatal("the root group has one segment")
 		}
-		p.Ops[head].Uses = append([]int32(nil), p.Ops[emb].Uses...)
+		p.Ops[head].Uses = p.Ops[emb].Uses
 	}, "not by its own module's forward"},
 	{"a backward relabelled to the other micro-batch", func(t *testing.T, p *Plan) {
 		p.Ops[nth(t, p, 1, kindIn(OpBackward, 1))].Micro = 0

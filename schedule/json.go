@@ -1,7 +1,10 @@
 package schedule
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"slices"
 
 	"github.com/fsdpc/fsdpc/ir"
 )
@@ -44,18 +47,15 @@ func (p Prediction) MarshalJSON() ([]byte, error) {
 	}{plain(p), byPool})
 }
 
-// MarshalJSON writes an operation's empty lists as [], not null.
-func (o Op) MarshalJSON() ([]byte, error) {
-	type plain Op
-	po := plain(o)
-	if po.Uses == nil {
-		po.Uses = []int32{}
-	}
-	if po.GEMMs == nil {
-		po.GEMMs = []ir.GEMM{}
-	}
-	return json.Marshal(po)
+// opJSON is an operation as the JSON form writes it: its lists in place
+// (from the plan's tables), empty ones as [], not null.
+type opJSON struct {
+	plainOp
+	GEMMs []ir.GEMM `json:"gemms"`
+	Uses  []int32   `json:"uses"`
 }
+
+type plainOp Op
 
 // MarshalJSON writes a parameter's empty alias list as [], not null.
 func (p GroupParam) MarshalJSON() ([]byte, error) {
@@ -82,8 +82,34 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 	if pp.Buffers == nil {
 		pp.Buffers = []Buffer{}
 	}
-	if pp.Ops == nil {
-		pp.Ops = []Op{}
+	// The ops need the plan's tables for their lists: the plan is written
+	// with none and the list of ops put in place of "ops":[]. That key
+	// occurs once, as the plan's own: no other type here has an "ops"
+	// field, and within a JSON string every quote is escaped.
+	pp.Ops = nil
+	b, err := json.Marshal(pp)
+	if err != nil {
+		return nil, err
 	}
-	return json.Marshal(pp)
+	ops := make([]opJSON, len(p.Ops))
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		ops[i] = opJSON{plainOp(*o), p.OpGEMMs(o), p.OpUses(o)}
+		if ops[i].GEMMs == nil {
+			ops[i].GEMMs = []ir.GEMM{}
+		}
+		if ops[i].Uses == nil {
+			ops[i].Uses = []int32{}
+		}
+	}
+	list, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	const empty = `"ops":null`
+	at := bytes.Index(b, []byte(empty))
+	if at < 0 || bytes.Contains(b[at+len(empty):], []byte(empty)) {
+		return nil, fmt.Errorf("internal error: the plan's JSON has no single \"ops\" field")
+	}
+	return slices.Concat(b[:at+len(`"ops":`)], list, b[at+len(empty):]), nil
 }

@@ -21,6 +21,9 @@ var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 // marshalers that key them by name.
 func TestJSONKeysSnakeCase(t *testing.T) {
 	byName := map[string]bool{"Cluster.PeakFLOPS": true, "Prediction.PeakByPool": true}
+	// An op's lists are written in place ("gemms", "uses") from the
+	// plan's tables, which have no key of their own.
+	inPlace := map[string]bool{"Op.GEMMs": true, "Op.Uses": true, "Plan.GEMMTable": true, "Plan.UseTable": true}
 	seen := map[reflect.Type]bool{}
 	var walk func(reflect.Type)
 	walk = func(ty reflect.Type) {
@@ -38,6 +41,9 @@ func TestJSONKeysSnakeCase(t *testing.T) {
 			}
 			tag := strings.Split(f.Tag.Get("json"), ",")[0]
 			where := ty.Name() + "." + f.Name
+			if inPlace[where] {
+				continue
+			}
 			switch {
 			case tag == "-" && byName[where]:
 			case !snakeCase.MatchString(tag):

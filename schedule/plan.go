@@ -40,6 +40,14 @@ type Plan struct {
 	// does not renumber every later line of a plan diff.
 	EventNames []string `json:"event_names"`
 	Ops        []Op     `json:"ops"`
+	// GEMMTable and UseTable hold every op's GEMM shapes and further
+	// reads (Op.GEMMs, Op.Uses locate an op's run): kept out of Op so
+	// that Op holds no pointer and the millions of them in the largest
+	// plans cost the garbage collector nothing to scan. Ops with equal
+	// lists share one run. Read them with OpGEMMs and OpUses; the JSON
+	// form writes each op's lists in place.
+	GEMMTable []ir.GEMM `json:"-"`
+	UseTable  []int32   `json:"-"`
 	// Warnings the planner raised, sorted.
 	Warnings []string `json:"warnings"`
 	// Prediction is the simulator's forecast of one step; zero until the
@@ -367,14 +375,16 @@ type Op struct {
 	// memory speed between the matmuls.
 	AttnFLOPs float64 `json:"attn_flops"`
 	ElemBytes int64   `json:"elem_bytes"`
-	// GEMMs are the shapes of a forward's or backward's matrix multiplies,
-	// merged by shape and sorted (ir.MergeGEMMs); their FLOPs are part of
+	// GEMMs locates (in Plan.GEMMTable; read it with Plan.OpGEMMs) the
+	// shapes of a forward's or backward's matrix multiplies, merged by
+	// shape and sorted (ir.MergeGEMMs); their FLOPs are part of
 	// FLOPs − AttnFLOPs. The cost model charges each by its shape (wave
 	// quantisation, memory-bound small N or K); FLOPs of matmuls whose
 	// shape is not known run at the flat GEMM efficiency.
-	GEMMs []ir.GEMM `json:"gemms"`
-	// Uses are further buffers the op reads: a backward reads its
+	GEMMs Span `json:"-"`
+	// Uses locates (in Plan.UseTable; read it with Plan.OpUses) further
+	// buffers the op reads: a backward reads its
 	// activations and recomputes into a scratch buffer besides reading the
 	// unsharded parameters (Source) and writing gradients (Buffer).
-	Uses []int32 `json:"uses"`
+	Uses Span `json:"-"`
 }

@@ -157,12 +157,12 @@ func TestKernelByKind(t *testing.T) {
 	m.HW.HBMBandwidth = 2e12
 	o := schedule.Op{Kind: schedule.OpForward, DType: ir.BF16, FLOPs: 3e12, AttnFLOPs: 1e12, ElemBytes: 4e9}
 	want := 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionForward) + 4e9/(2e12*m.Cal.MemoryEfficiency)
-	if got := m.Kernel(&o); math.Abs(got-want) > 1e-12 {
+	if got := m.Kernel(&o, nil); math.Abs(got-want) > 1e-12 {
 		t.Errorf("forward %g s, want %g", got, want)
 	}
 	o.Kind = schedule.OpBackward
 	want = 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionBackward) + 4e9/(2e12*m.Cal.MemoryEfficiency)
-	if got := m.Kernel(&o); math.Abs(got-want) > 1e-12 {
+	if got := m.Kernel(&o, nil); math.Abs(got-want) > 1e-12 {
 		t.Errorf("backward %g s, want %g", got, want)
 	}
 }

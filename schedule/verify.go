@@ -171,10 +171,10 @@ func (v *hbVerifier) buffers() {
 		case OpRecord, OpWait, OpSync:
 			continue
 		}
-		for _, b := range o.reads() {
+		for _, b := range p.reads(o) {
 			uses[b] = append(uses[b], access{i, false})
 		}
-		for _, u := range o.Uses {
+		for _, u := range p.OpUses(o) {
 			// A backward recomputes into its scratch buffer: for order it
 			// counts as a read, but it needs nothing written there first.
 			if p.Buffers[u].Kind == BufRecompute {
@@ -216,13 +216,15 @@ func (v *hbVerifier) buffers() {
 	}
 }
 
-// reads lists the buffers an op reads: its source and its other uses.
-func (o *Op) reads() []int32 {
-	out := make([]int32, 0, 1+len(o.Uses))
+// reads lists the buffers o (an op of p) reads: its source and its other
+// uses.
+func (p *Plan) reads(o *Op) []int32 {
+	uses := p.OpUses(o)
+	out := make([]int32, 0, 1+len(uses))
 	if o.Source >= 0 {
 		out = append(out, o.Source)
 	}
-	return append(out, o.Uses...)
+	return append(out, uses...)
 }
 
 // collectives checks every collective against the groups' layouts and

@@ -578,7 +578,8 @@ type codec struct {
 	// elements of lists already counted but not read yet need at least.
 	off, end, owed int
 
-	opAt []int // decoding: where each op starts
+	opAt  []int        // decoding: where each op starts
+	lists listInterner // decoding: the ops' lists, each distinct one once
 
 	strIndex map[string]int // encoding: each string's table index
 	strs     []string
@@ -1089,13 +1090,29 @@ func (c *codec) op(o *Op, p *Plan) {
 		c.float(&o.AttnFLOPs, "AttnFLOPs")
 		sint(c, &o.ElemBytes, "ElemBytes")
 	}
+	// The lists live in the plan's tables (Plan.GEMMTable, UseTable);
+	// on the wire they follow the op. Decoding gives equal lists one run.
+	var gemms []ir.GEMM
+	var uses []int32
+	if c.enc {
+		gemms, uses = p.OpGEMMs(o), p.OpUses(o)
+	}
+	start := c.off
 	if c.version >= 4 {
-		list(c, &o.GEMMs, 4, "GEMMs", func(g *ir.GEMM) {
+		list(c, &gemms, 4, "GEMMs", func(g *ir.GEMM) {
 			sint(c, &g.M, "M")
 			sint(c, &g.N, "N")
 			sint(c, &g.K, "K")
 			sint(c, &g.Count, "Count")
 		})
 	}
-	list(c, &o.Uses, 1, "Uses", func(u *int32) { index(c, u, len(p.Buffers), "", "buffers") })
+	list(c, &uses, 1, "Uses", func(u *int32) { index(c, u, len(p.Buffers), "", "buffers") })
+	if c.enc || c.err != nil {
+		return
+	}
+	if int64(len(p.GEMMTable))+int64(len(gemms)) > math.MaxInt32 || int64(len(p.UseTable))+int64(len(uses)) > math.MaxInt32 {
+		c.fail(start, "GEMMs", ErrMalformed, "the plan's ops list more than 2^31-1 GEMM shapes or uses in all")
+		return
+	}
+	o.GEMMs, o.Uses = c.lists.gemms(p, gemms), c.lists.uses(p, uses)
 }

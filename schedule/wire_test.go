@@ -155,7 +155,17 @@ var indexFields = map[string]bool{
 }
 
 // indexLists are lists of table indices: each element is set to 1.
-var indexLists = map[string]bool{"Op.Uses": true}
+var indexLists = map[string]bool{"Plan.UseTable": true}
+
+// spanFields locate an op's list in one of the plan's tables (Plan.GEMMTable,
+// UseTable), which the wire writes under each op instead: each is set to
+// the whole table (two elements) and counts as one leaf. The tables
+// themselves are filled as lists.
+// The value is the table's element type.
+var spanFields = map[string]reflect.Type{"Op.GEMMs": reflect.TypeFor[ir.GEMM](), "Op.Uses": reflect.TypeFor[int]()}
+
+// tableFields are the plan's tables, on the wire only through spanFields.
+var tableFields = map[string]bool{"Plan.GEMMTable": true, "Plan.UseTable": true}
 
 func (f *filler) value() int {
 	f.next++
@@ -177,6 +187,9 @@ func (f *filler) fill(v reflect.Value, path string) {
 				fv.Index(0).SetInt(1)
 				fv.Index(1).SetInt(1)
 				f.leaves += 2
+			case spanFields[name] != nil:
+				fv.Set(reflect.ValueOf(Span{Off: 0, Len: 2}))
+				f.leaves++
 			case name == "Plan.Events":
 				fv.SetInt(2) // at most one per op; the ops list has two
 				f.leaves++
@@ -222,6 +235,10 @@ func (f *filler) eachLeaf(v reflect.Value, fn func(reflect.Value, string)) {
 		switch v.Kind() {
 		case reflect.Struct:
 			for i := range v.NumField() {
+				if spanFields[v.Type().Name()+"."+v.Type().Field(i).Name] != nil {
+					fn(v.Field(i), path+"."+v.Type().Field(i).Name)
+					continue
+				}
 				walk(v.Field(i), path+"."+v.Type().Field(i).Name)
 			}
 		case reflect.Slice, reflect.Array:
@@ -335,12 +352,20 @@ func TestLayoutDocumented(t *testing.T) {
 		var fields []string
 		for i := range typ.NumField() {
 			f := typ.Field(i)
+			if tableFields[name+"."+f.Name] {
+				continue
+			}
 			fields = append(fields, f.Name)
 			sub := path + "." + f.Name
 			if path == "" {
 				sub = f.Name
 			}
 			switch {
+			case spanFields[name+"."+f.Name] != nil:
+				// On the wire, the list of its table's elements.
+				if elem := spanFields[name+"."+f.Name]; elem.Kind() == reflect.Struct {
+					walk(elem, sub+"[]")
+				}
 			case f.Type.Kind() == reflect.Struct:
 				walk(f.Type, sub)
 			case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
@@ -524,7 +549,7 @@ func TestWireDTypesByName(t *testing.T) {
 // tinyPlan is the hand-built plan of the pinned fixture: one group of two
 // parameters (one tied, one frozen) on two ranks, gathered, used and freed.
 func tinyPlan() *Plan {
-	return &Plan{
+	p := &Plan{
 		Header: Header{
 			FsdpcVersion: "0.1.0-test",
 			InputSHA256:  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
@@ -566,8 +591,7 @@ func tinyPlan() *Plan {
 				PG: PGShard, PGSize: 2, DType: ir.BF16, Bytes: 40},
 			{Kind: OpRecord, Stream: StreamAllGather, Group: 0, Module: -1, Buffer: -1, Source: -1, Event: 1},
 			{Kind: OpWait, Stream: StreamCompute, Group: 0, Module: -1, Buffer: -1, Source: -1, Event: 1},
-			{Kind: OpForward, Stream: StreamCompute, Group: 0, Module: 0, Buffer: -1, Source: 1, Event: -1, DType: ir.BF16, FLOPs: 1.5e6,
-				GEMMs: []ir.GEMM{{M: 250, N: 60, K: 50, Count: 1}}},
+			{Kind: OpForward, Stream: StreamCompute, Group: 0, Module: 0, Buffer: -1, Source: 1, Event: -1, DType: ir.BF16, FLOPs: 1.5e6},
 			{Kind: OpFree, Stream: StreamCompute, Group: 0, Module: -1, Buffer: 1, Source: -1, Event: -1},
 			{Kind: OpDivide, Stream: StreamCompute, Phase: PhaseBackward, Group: 0, Module: -1, Buffer: 2, Source: -1, Event: -1,
 				DType: ir.FP32, Reduce: ReduceSum, Factor: 2},
@@ -575,6 +599,8 @@ func tinyPlan() *Plan {
 		},
 		Warnings: []string{"embed: a warning … in UTF-8"},
 	}
+	p.SetOpGEMMs(&p.Ops[7], []ir.GEMM{{M: 250, N: 60, K: 50, Count: 1}})
+	return p
 }
 
 // hexFixture prints a plan.bin one field per line: offset, bytes, field.
@@ -1128,7 +1154,7 @@ func cut(p *Plan, n int) *Plan {
 		for _, o := range q.Ops {
 			use(int(o.Buffer))
 			use(int(o.Source))
-			for _, u := range o.Uses {
+			for _, u := range q.OpUses(&o) {
 				use(int(u))
 			}
 		}
@@ -1197,12 +1223,13 @@ func cut(p *Plan, n int) *Plan {
 	for i := range q.Ops {
 		o := &q.Ops[i]
 		o.Group, o.Module, o.Buffer, o.Source, o.Event = at32(groups, o.Group), at32(mods, o.Module), at32(bufs, o.Buffer), at32(bufs, o.Source), at32(events, o.Event)
-		uses := make([]int32, len(o.Uses))
-		for j, u := range o.Uses {
+		uses := slices.Clone(q.OpUses(o))
+		for j, u := range uses {
 			uses[j] = at32(bufs, u)
 		}
-		o.Uses = uses
+		q.SetOpUses(o, uses)
 	}
+	q.CompactLists()
 	// Per-group and per-op predictions do not survive the cut.
 	q.Prediction = Prediction{}
 	return &q
@@ -1304,9 +1331,10 @@ func TestFixtureOlder(t *testing.T) {
 		}
 		for i := range want.Ops {
 			if v < 4 {
-				want.Ops[i].GEMMs = nil
+				want.Ops[i].GEMMs = Span{}
 			}
 		}
+		want.CompactLists()
 		if v < 2 {
 			for i := range want.Ops {
 				want.Ops[i].AttnFLOPs, want.Ops[i].ElemBytes = 0, 0

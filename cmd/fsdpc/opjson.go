@@ -11,13 +11,13 @@ import (
 	"github.com/fsdpc/fsdpc/schedule"
 )
 
-// appendOpJSON appends operation o as streamList writes an element of the
+// appendOpJSON appends operation o of plan p as streamList writes an element of the
 // plan's ops (json.Marshal indented with prefix "      " and indent "  "),
 // written by hand: encoding/json's reflection and the re-indenting were
 // most of show -json's time on a 3.28 M-operation plan.
 // TestOpJSONMatchesEncodingJSON and FuzzOpJSON check the bytes against
 // encoding/json's.
-func appendOpJSON(b []byte, o *schedule.Op) ([]byte, error) {
+func appendOpJSON(b []byte, p *schedule.Plan, o *schedule.Op) ([]byte, error) {
 	const in1, in2, in3 = "\n        ", "\n          ", "\n            "
 	n := opNames()
 	key := func(b []byte, first bool, name string) []byte {
@@ -55,11 +55,11 @@ func appendOpJSON(b []byte, o *schedule.Op) ([]byte, error) {
 	}
 	b = strconv.AppendInt(key(b, false, `"elem_bytes"`), o.ElemBytes, 10)
 	b = key(b, false, `"gemms"`)
-	if len(o.GEMMs) == 0 {
+	if gemms := p.OpGEMMs(o); len(gemms) == 0 {
 		b = append(b, "[]"...)
 	} else {
 		b = append(b, '[')
-		for i, g := range o.GEMMs {
+		for i, g := range gemms {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -83,11 +83,11 @@ func appendOpJSON(b []byte, o *schedule.Op) ([]byte, error) {
 		b = append(b, ']')
 	}
 	b = key(b, false, `"uses"`)
-	if len(o.Uses) == 0 {
+	if uses := p.OpUses(o); len(uses) == 0 {
 		b = append(b, "[]"...)
 	} else {
 		b = append(b, '[')
-		for i, u := range o.Uses {
+		for i, u := range uses {
 			if i > 0 {
 				b = append(b, ',')
 			}

@@ -38,7 +38,7 @@ func writePlanJSON(w io.Writer, command string, p *schedule.Plan, compute *compu
 		write func(io.Writer) error
 	}{
 		{"buffers", func(w io.Writer) error { return streamList(w, p.Buffers) }},
-		{"ops", func(w io.Writer) error { return streamOps(w, p.Ops) }},
+		{"ops", func(w io.Writer) error { return streamOps(w, p) }},
 	} {
 		marker := []byte("\n    \"" + f.name + "\": []")
 		i := bytes.Index(rest, marker)
@@ -90,7 +90,8 @@ func streamList[T any](w io.Writer, xs []T) error {
 
 // streamOps is streamList for the plan's operations, each written by
 // appendOpJSON.
-func streamOps(w io.Writer, ops []schedule.Op) error {
+func streamOps(w io.Writer, p *schedule.Plan) error {
+	ops := p.Ops
 	if len(ops) == 0 {
 		_, err := io.WriteString(w, "[]")
 		return err
@@ -101,7 +102,7 @@ func streamOps(w io.Writer, ops []schedule.Op) error {
 			b = append(b, ",\n      "...)
 		}
 		var err error
-		if b, err = appendOpJSON(b, &ops[i]); err != nil {
+		if b, err = appendOpJSON(b, p, &ops[i]); err != nil {
 			return err
 		}
 		if len(b) >= 64<<10 || i == len(ops)-1 {

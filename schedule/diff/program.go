@@ -242,14 +242,14 @@ func (pr *program) rec(i int) opRec {
 		mod = p.Modules[o.Module]
 	}
 	uses := ""
-	for j, u := range o.Uses {
+	for j, u := range p.OpUses(o) {
 		if j > 0 {
 			uses += ","
 		}
 		uses += bufName(p, u)
 	}
 	gemms := ""
-	for j, g := range o.GEMMs {
+	for j, g := range p.OpGEMMs(o) {
 		if j > 0 {
 			gemms += ","
 		}
