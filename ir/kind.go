@@ -97,6 +97,7 @@ var kindSpecs = map[string]kindSpec{
 		{key: "out_bias", typ: attrBool},
 		{key: "fused_qkv", typ: attrBool},
 		{key: "out_proj", typ: attrBool},
+		{key: "q_last", typ: attrBool},
 		{key: "transposed", typ: attrBool},
 		{key: "kv_dim", typ: attrInt},
 		{key: "kv_seq_len", typ: attrInt},

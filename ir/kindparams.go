@@ -104,6 +104,9 @@ func attentionDims(a attrValues) (attnDims, error) {
 			return d, fmt.Errorf("lora_targets names \"o\" with out_proj = false: the attention has no output projection")
 		}
 	}
+	if d.fused && a.bool("q_last", false) {
+		return d, fmt.Errorf("q_last orders separate q, k and v projections; fused_qkv has one")
+	}
 	if d.fused && (a.has("kv_dim") || a.has("kv_seq_len")) {
 		return d, fmt.Errorf("fused_qkv cannot be combined with cross-attention (kv_dim, kv_seq_len)")
 	}
@@ -182,10 +185,17 @@ func (k Kind) shape(a attrValues) (kindShape, error) {
 			if lora["qkv"] && rank > 0 {
 				return s, fmt.Errorf("lora_targets names \"qkv\", but q, k and v are separate projections")
 			}
-			s.children = append(s.children,
-				linearChild(roleName(a, "q", "wq"), d.dim, d.qOut, qkvBias, tr, r("q")),
+			q := linearChild(roleName(a, "q", "wq"), d.dim, d.qOut, qkvBias, tr, r("q"))
+			kv := []childSpec{
 				linearChild(roleName(a, "k", "wk"), d.kvDim, d.kvOut, qkvBias, tr, r("k")),
-				linearChild(roleName(a, "v", "wv"), d.kvDim, d.kvOut, qkvBias, tr, r("v")))
+				linearChild(roleName(a, "v", "wv"), d.kvDim, d.kvOut, qkvBias, tr, r("v"))}
+			if a.bool("q_last", false) {
+				// fairseq's order, which BART, OPT, Whisper and CLIP keep:
+				// k_proj, v_proj, then q_proj.
+				s.children = append(append(s.children, kv...), q)
+			} else {
+				s.children = append(append(s.children, q), kv...)
+			}
 		}
 		o := linearChild(roleName(a, "o", "wo"), d.qOut, d.dim, outBias, tr, r("o"))
 		switch {

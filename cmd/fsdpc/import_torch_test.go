@@ -218,6 +218,10 @@ var architectures = []struct{ name, config string }{
 	{"bloom", `"architectures":["BloomForCausalLM"],"n_layer":2,"n_head":4`},
 	{"falcon", `"architectures":["FalconForCausalLM"]`},
 	{"t5", `"architectures":["T5ForConditionalGeneration"],"d_model":64,"d_ff":128,"num_layers":2,"num_decoder_layers":2,"num_heads":4,"d_kv":16`},
+	{"bart", `"architectures":["BartForConditionalGeneration"],"d_model":64,"encoder_layers":2,"decoder_layers":2,"encoder_attention_heads":4,"decoder_attention_heads":4,"encoder_ffn_dim":128,"decoder_ffn_dim":128`},
+	{"mbart", `"architectures":["MBartForConditionalGeneration"],"d_model":64,"encoder_layers":2,"decoder_layers":2,"encoder_attention_heads":4,"decoder_attention_heads":4,"encoder_ffn_dim":128,"decoder_ffn_dim":128`},
+	{"marian", `"architectures":["MarianMTModel"],"d_model":64,"encoder_layers":2,"decoder_layers":2,"encoder_attention_heads":4,"decoder_attention_heads":4,"encoder_ffn_dim":128,"decoder_ffn_dim":128,"pad_token_id":0,"decoder_start_token_id":0`},
+	{"opt", `"architectures":["OPTForCausalLM"],"ffn_dim":128,"word_embed_proj_dim":64`},
 	{"bert", `"architectures":["BertForMaskedLM"]`},
 	{"roberta", `"architectures":["RobertaForMaskedLM"]`},
 	{"distilbert", `"architectures":["DistilBertForMaskedLM"],"dim":64,"n_layers":2,"n_heads":4,"hidden_dim":128`},
@@ -230,6 +234,19 @@ var encoderAttention = map[string]string{
 	"roberta":    "roberta.encoder.layer.1.attention.self",
 	"distilbert": "distilbert.transformer.layer.0.attention",
 	"vit":        "vit.layers.1.attention",
+}
+
+// attentionKinds names attentions of the table's other models that must
+// be the attention kind: encoder-decoders' self- and cross-attention (the
+// key projection's traced input gives kv_seq_len) and fairseq-ordered
+// projections (k, v, q: q_last).
+var attentionKinds = map[string][]string{
+	"t5":     {"encoder.block.1.layer.0.SelfAttention", "decoder.block.1.layer.0.SelfAttention", "decoder.block.0.layer.1.EncDecAttention"},
+	"bart":   {"model.encoder.layers.0.self_attn", "model.decoder.layers.1.self_attn", "model.decoder.layers.1.encoder_attn"},
+	"mbart":  {"model.encoder.layers.1.self_attn", "model.decoder.layers.0.self_attn", "model.decoder.layers.0.encoder_attn"},
+	"marian": {"model.decoder.layers.1.encoder_attn"},
+	"opt":    {"model.decoder.layers.0.self_attn"},
+	"gptj":   {"transformer.h.0.attn"},
 }
 
 // TestImportTorchConformanceArchitectures imports each architecture
@@ -277,6 +294,15 @@ func TestImportTorchConformanceArchitectures(t *testing.T) {
 				c := m.Modules[id]
 				if want := float64(2 * m.Train.MicroBatch * 16 * 64 * 3 * 8 * 8); c.Kind != ir.KindConv || c.Cost.FlopsFwd != want {
 					t.Errorf("the patch embedding is %s with %v forward FLOPs, want conv with %v", c.Kind, c.Cost.FlopsFwd, want)
+				}
+			}
+			for _, attn := range attentionKinds[a.name] {
+				id, err := m.ModuleByName(attn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if k := m.Modules[id].Kind; k != ir.KindAttention {
+					t.Errorf("%s is %s, want attention", attn, k)
 				}
 			}
 			if attn, ok := encoderAttention[a.name]; ok {

@@ -290,7 +290,8 @@ func childOf(p, e *tnode) *tnode {
 
 // kindKeys is the order a kind's keys are written in.
 var kindKeys = []string{"in", "out", "num", "dim", "hidden", "heads", "kv_heads", "head_dim", "q_lora_rank", "kv_lora_rank",
-	"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "norm", "activation", "bias", "qkv_bias", "out_bias", "out_proj", "causal", "qk_norm", "sinks",
+	"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "norm", "activation", "bias", "qkv_bias", "out_bias", "out_proj", "q_last", "causal",
+	"kv_dim", "kv_seq_len", "flash", "qk_norm", "sinks",
 	"window", "chunk", "kernel", "input_size", "stride", "padding", "groups"}
 
 var roleOrder = []string{"q", "k", "v", "o", "qkv", "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "q_norm", "k_norm",

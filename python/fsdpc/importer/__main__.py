@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from fsdpc.importer.build import (BuildError, factory_inputs, from_factory, from_hf, hf_inputs, hf_workarounds, parse_args,
-                                  unpacked_sequences)
+from fsdpc.importer.build import (BuildError, factory_inputs, from_factory, from_hf, hf_inputs, hf_workarounds, meta_mends,
+                                  parse_args, unpacked_sequences)
 from fsdpc.importer.describe import describe
 from fsdpc.importer.trace import TraceError
 
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
         source["accelerate"] = accelerate_view(model)
         if a.hf is not None:
             notes = hf_workarounds(model)
-            with unpacked_sequences():
+            with unpacked_sequences(), meta_mends(model, notes):
                 out = describe(model, args, kwargs, a.micro_batch, seq_len, source)
             out["problems"] = notes + out["problems"]
         else:

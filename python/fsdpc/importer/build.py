@@ -5,11 +5,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import sys
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 
 class BuildError(Exception):
@@ -209,3 +212,122 @@ def unpacked_sequences() -> Iterator[None]:
         yield
     finally:
         setattr(masking_utils, "find_packed_sequence_indices", find)
+
+
+# The mask builders transformers' modeling modules import by name, which
+# read the padding mask's values (masking_utils._ignore_causal_mask_sdpa:
+# padding_mask.all()) to choose SDPA's is_causal over a materialised mask.
+_MASK_BUILDERS = ("create_causal_mask", "create_bidirectional_mask")
+
+# Set on each tensor torch.ones returns while the mends are active.
+_ONES = "_fsdpc_all_ones"
+
+
+class _MarkOnes(TorchFunctionMode):  # type: ignore[misc]
+    """Marks what torch.ones returns: a tensor whose values are known
+    without reading them (all ones), even on the meta device."""
+
+    def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ones and isinstance(out, torch.Tensor):
+            try:
+                setattr(out, _ONES, True)
+            except (AttributeError, RuntimeError):
+                pass
+        return out
+
+
+def _caller_module(names: dict[int, str], depth: int = 6) -> str | None:
+    """The name of the model's module whose forward is on the Python stack
+    just above the caller (its frame's self), if any."""
+    f: FrameType | None = sys._getframe(2)
+    for _ in range(depth):
+        if f is None:
+            return None
+        owner = f.f_locals.get("self")
+        if owner is not None and id(owner) in names:
+            return names[id(owner)]
+        f = f.f_back
+    return None
+
+
+@contextmanager
+def meta_mends(model: nn.Module, notes: list[dict[str, str]]) -> Iterator[None]:
+    """Two value reads transformers' encoder-decoders and OPT make in
+    forward, each mended only where its answer is fixed without the
+    values, and reported in notes by module name.
+
+    A forward given no attention_mask that builds an all-ones one itself
+    (BART's decoder, OPT's, mBART's, Marian's: torch.ones(batch, length))
+    hands it to create_causal_mask, whose SDPA path asks padding_mask.all()
+    to choose is_causal. An all-ones mask masks nothing, so the builder is
+    given none instead, for which it answers without reading values; any
+    other mask goes through unchanged (and a meta one then fails the
+    import, naming the module).
+
+    LayerDrop (BART's, OPT's, Whisper's encoder and decoder in training:
+    skip layer i if torch.rand([]) < layerdrop) draws a scalar and compares
+    it. Each draw a module with a float layerdrop makes gets a real 1.0
+    on the CPU, so every layer runs; with layerdrop > 0 the model skips
+    layers at random in training, which the file counts as always run,
+    said by module name."""
+    names = {id(m): n for n, m in model.named_modules()}
+    drops = {id(m): n for n, m in model.named_modules()
+             if isinstance(getattr(m, "layerdrop", None), float) and not isinstance(getattr(m, "layerdrop"), bool)}
+    for n, m in model.named_modules():
+        p = getattr(m, "layerdrop", None)
+        if id(m) in drops and isinstance(p, float) and p > 0:
+            notes.append({"module": n, "what": "has layerdrop %g: layers skipped at random in training, counted as always run" % p})
+    mended: dict[str, str] = {}
+    patched: list[tuple[Any, str, Any]] = []
+
+    def wrap(builder: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def build(*args: Any, **kwargs: Any) -> Any:
+            mask = kwargs.get("attention_mask")
+            if isinstance(mask, torch.Tensor) and mask.device.type == "meta" and getattr(mask, _ONES, False):
+                kwargs["attention_mask"] = None
+                who = _caller_module(names)
+                if who is not None:
+                    mended.setdefault(who, builder)
+            return fn(*args, **kwargs)
+
+        return build
+
+    for modname in sorted({type(m).__module__ for m in model.modules()}):
+        mod = sys.modules.get(modname)
+        if mod is None or not modname.startswith("transformers."):
+            continue
+        for builder in _MASK_BUILDERS:
+            fn = getattr(mod, builder, None)
+            if callable(fn):
+                patched.append((mod, builder, fn))
+                setattr(mod, builder, wrap(builder, fn))
+
+    original_rand = torch.rand
+
+    class _Mends(_MarkOnes):
+        def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if func is original_rand and drops and _is_scalar_size(args, kwargs):
+                who = _caller_module(drops)
+                if who is not None:
+                    return torch.ones((), device="cpu")
+            return super().__torch_function__(func, types, args, kwargs)
+
+    try:
+        with _Mends():
+            yield
+    finally:
+        for mod, builder, fn in reversed(patched):
+            setattr(mod, builder, fn)
+        for who, builder in sorted(mended.items()):
+            notes.append({"module": who, "what": "builds an all-ones attention_mask itself (none given) and passes it to "
+                          "transformers' %s, which reads its values to choose SDPA's is_causal: given no mask instead, "
+                          "the same answer without the values" % builder})
+
+
+def _is_scalar_size(args: Any, kwargs: Any) -> bool:
+    """torch.rand([]) or torch.rand(()): a 0-d draw."""
+    if len(args) > 1:
+        return False
+    size = args[0] if args else (kwargs or {}).get("size")
+    return isinstance(size, (list, tuple)) and len(size) == 0

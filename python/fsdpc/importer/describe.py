@@ -9,7 +9,7 @@ from torch import nn
 from torch.utils._pytree import tree_map
 
 from fsdpc.importer import masks
-from fsdpc.importer.kinds import conv_input_size, recognise, unrecognised_because
+from fsdpc.importer.kinds import attention_source, conv_input_size, recognise, unrecognised_because
 from fsdpc.importer.trace import Trace, run_trace
 
 DTYPES = {
@@ -90,6 +90,7 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
     with masks.watch(model) as seen:
         tr = run_trace(model, args, kwargs)
     _merge(modules, tr, problems)
+    _sources(modules, micro_batch)
     masks.apply(model, modules, seen, problems)
     for m in modules:
         kind = m.get("kind")
@@ -123,6 +124,31 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
         "numel": sum(int(p.numel()) for p in model.parameters()),
         "problems": problems + tr.problems,
     }
+
+
+def _sources(modules: list[dict[str, Any]], micro_batch: int) -> None:
+    """Each attention kind with separate projections is self- or
+    cross-attention as its key projection's traced input says
+    (kinds.attention_source)."""
+    by_name = {m["name"]: m for m in modules}
+    for m in modules:
+        kind = m.get("kind")
+        if kind is None or kind.get("kind") != "attention" or kind.get("fused_qkv"):
+            continue
+        names = kind.get("names", {})
+        q, k = by_name.get(_child(m["name"], names.get("q", "wq"))), by_name.get(_child(m["name"], names.get("k", "wk")))
+        if q is None or k is None:
+            continue
+        got, why = attention_source(kind, q, k, micro_batch)
+        if got is None:
+            m["measured_because"] = why
+            del m["kind"]
+        else:
+            m["kind"] = got
+
+
+def _child(parent: str, local: str) -> str:
+    return parent + "." + local if parent else local
 
 
 def _bf16(x: Any) -> Any:

@@ -213,7 +213,8 @@ def _attention(m: nn.Module) -> Kind | None:
     own = _params(m)
     if set(own) - {"sinks"}:
         return None
-    hd = getattr(m, "head_dim", None) or getattr(m, "attention_head_size", None)  # BERT's and DistilBERT's
+    # BERT's and DistilBERT's attention_head_size, T5's key_value_proj_dim.
+    hd = getattr(m, "head_dim", None) or getattr(m, "attention_head_size", None) or getattr(m, "key_value_proj_dim", None)
     if not isinstance(hd, int) or hd <= 0:
         return None
     if not own:
@@ -231,15 +232,22 @@ def _attention(m: nn.Module) -> Kind | None:
             return None
         q, k, v = projs[:3]
         o = projs[3] if len(projs) == 4 else None
-        if o is None and ("cross" in type(m).__name__.lower() or getattr(m, "is_cross_attention", False)):
-            return None  # keys and values from another sequence
+        # Keys and values from another sequence (cross-attention) are read
+        # off the trace: describe sets kv_dim and kv_seq_len
+        # (attention_source).
+        order = [n for n in ch if n in names]
+        q_last = order == [names[1], names[2], names[0], *names[3:]]  # fairseq's k, v, q: BART, OPT, Whisper, CLIP
+        if order != list(names) and not q_last:
+            return None
         dim = int(q.in_features)
         if q.out_features % hd or k.out_features % hd:
             return None
         heads, kv = q.out_features // hd, k.out_features // hd
-        if (k.in_features, v.in_features, v.out_features) != (dim, dim, kv * hd):
+        if v.out_features != kv * hd:
             return None
         if o is not None and (o.in_features, o.out_features) != (heads * hd, dim):
+            return None
+        if k.in_features != v.in_features:
             return None
         qkv_bias = q.bias is not None
         if (k.bias is not None) != qkv_bias or (v.bias is not None) != qkv_bias:
@@ -250,8 +258,19 @@ def _attention(m: nn.Module) -> Kind | None:
             kind["out_proj"] = False
         else:
             kind["out_bias"] = o.bias is not None
+        if k.in_features != dim:
+            kind["kv_dim"] = int(k.in_features)  # a cross-attention's source width; the trace must confirm it
+        if q_last:
+            kind["q_last"] = True
         if getattr(m, "is_causal", True) is False:
             kind["causal"] = False
+        elif not hasattr(m, "is_causal") and getattr(m, "is_decoder", None) is False:
+            kind["causal"] = False  # T5's encoder
+        if hasattr(m, "key_value_proj_dim"):
+            # T5's attention (mT5's, LongT5's, UMT5's) adds its position
+            # bias to the scores and runs matmul, softmax, matmul: never a
+            # fused kernel.
+            kind["flash"] = False
         if "sinks" in own:
             # gpt-oss: a learned logit per head, the module's own parameter.
             if tuple(own["sinks"].shape) != (heads,):
@@ -411,8 +430,31 @@ def _conv(m: nn.Module) -> Kind | None:
 def unrecognised_because(m: nn.Module) -> str:
     """Why a module that looks like one of fsdpc's kinds is measured
     instead ("" where nothing is to be said): a convolution the conv kind
-    cannot hold."""
+    cannot hold, or T5's first attention, which holds its position bias."""
+    if isinstance(getattr(m, "relative_attention_bias", None), nn.Embedding) and {"q", "k", "v", "o"} <= set(_param_children(m)):
+        return ("it holds relative_attention_bias (nn.Embedding(buckets, heads), the position bias every layer adds to its "
+                "scores), a child the attention kind has no place for")
     return _conv_padding(m)[1]
+
+
+def attention_source(kind: Kind, q: dict[str, Any], k: dict[str, Any], micro_batch: int) -> tuple[Kind | None, str]:
+    """The attention kind with what the trace saw of its keys and values:
+    q and k are the descriptions of its query and key projections. Keys
+    read from another tensor than the queries (an encoder's output) make a
+    cross-attention, kv_dim and kv_seq_len the key projection's input
+    [batch, length, width]; else the kind is self-attention. None and why
+    where the kind cannot say what ran."""
+    kind = dict(kind)
+    q_in, k_in = q.get("input_shape", []), k.get("input_shape", [])
+    if len(k_in) != 3 or len(q_in) != 3:
+        return None, "its key projection's input has shape %s, not [batch, length, width]" % (k_in,)
+    cross = q.get("reads") != k.get("reads") or q_in != k_in
+    if not cross:
+        return kind, ""
+    if k_in[0] != micro_batch:
+        return None, "its keys' batch is %d, not the micro-batch %d" % (k_in[0], micro_batch)
+    kind["kv_dim"], kind["kv_seq_len"], kind["causal"] = int(k_in[2]), int(k_in[1]), False
+    return kind, ""
 
 
 def conv_input_size(kind: Kind, input_shape: list[int], micro_batch: int) -> tuple[list[int] | None, str]:
