@@ -15,7 +15,7 @@ import (
 // valid schedule. The wire checks (enums, indices, lengths) still run.
 func EncodeUnchecked(p *Plan) ([]byte, error) { return encode(p, nil) }
 func DecodeUnchecked(b []byte) (*Plan, error) {
-	p, _, err := decode(b)
+	p, _, err := decode(b, false)
 	return p, err
 }
 

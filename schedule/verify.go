@@ -2,6 +2,8 @@ package schedule
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -36,6 +38,11 @@ func Verify(p *Plan) error {
 	if err := Check(p); err != nil {
 		return err
 	}
+	if len(p.Ops) > math.MaxInt32 {
+		// The clocks hold op positions as int32; the planner writes at
+		// most MaxOpsPerRank ops, far fewer.
+		return fmt.Errorf("the plan has %d ops, more than Verify can order (%d)", len(p.Ops), math.MaxInt32)
+	}
 	v := &hbVerifier{p: p}
 	v.operands()
 	v.layouts()
@@ -64,9 +71,10 @@ type hbVerifier struct {
 	errs []string
 	// pos is each op's index within its stream; vc its vector clock: for
 	// each stream, the position of the latest op there that happens before
-	// it (-1 for none).
-	pos []int
-	vc  [][numStreams]int
+	// it (-1 for none). int32, as the ops are (planner.MaxOpsPerRank), so
+	// the clocks of the largest plan take 100 MB rather than 200.
+	pos []int32
+	vc  [][numStreams]int32
 }
 
 func (v *hbVerifier) errorf(format string, args ...any) {
@@ -77,20 +85,20 @@ func (v *hbVerifier) errorf(format string, args ...any) {
 // is a valid order: a wait comes after its record.
 func (v *hbVerifier) clocks() {
 	p := v.p
-	v.pos = make([]int, len(p.Ops))
-	v.vc = make([][numStreams]int, len(p.Ops))
-	var next [numStreams]int
-	var last [numStreams][numStreams]int
+	v.pos = make([]int32, len(p.Ops))
+	v.vc = make([][numStreams]int32, len(p.Ops))
+	var next [numStreams]int32
+	var last [numStreams][numStreams]int32
 	for s := range last {
 		for t := range last[s] {
 			last[s][t] = -1
 		}
 	}
-	eventClock := make([][numStreams]int, p.Events)
+	eventClock := make([][numStreams]int32, p.Events)
 	// Host-stream work (allocations in pinned memory, syncs, the host
 	// optimizer) is done by the CPU itself, so everything the CPU issues
 	// afterwards, on any stream, comes after it.
-	var cpu [numStreams]int
+	var cpu [numStreams]int32
 	for t := range cpu {
 		cpu[t] = -1
 	}
@@ -142,89 +150,108 @@ func (v *hbVerifier) describe(i int) string {
 
 // access is one use of a buffer by an op.
 type access struct {
-	op    int
+	op    int32
 	write bool
 }
 
 func (v *hbVerifier) buffers() {
 	p := v.p
-	alloc := make([]int, len(p.Buffers))
-	free := make([]int, len(p.Buffers))
+	alloc := make([]int32, len(p.Buffers))
+	free := make([]int32, len(p.Buffers))
 	for i := range alloc {
 		alloc[i], free[i] = -1, -1
 	}
-	uses := make([][]access, len(p.Buffers))
 	scratch := make([]bool, len(p.Buffers))
+	// Every buffer's accesses in program order, all in one list: start[b]
+	// to start[b+1] are buffer b's. Counted first, then placed, so the
+	// largest plan's millions of accesses take one allocation.
+	start := make([]int, len(p.Buffers)+1)
+	eachAccess(p, func(_ int, b int32, _ bool) { start[b+1]++ })
+	for b := range p.Buffers {
+		start[b+1] += start[b]
+	}
+	accesses := make([]access, start[len(p.Buffers)])
+	fill := slices.Clone(start[:len(p.Buffers)])
+	eachAccess(p, func(i int, b int32, write bool) {
+		accesses[fill[b]] = access{int32(i), write}
+		fill[b]++
+	})
 	for i := range p.Ops {
 		o := &p.Ops[i]
 		switch o.Kind {
 		case OpAlloc:
-			alloc[o.Buffer] = i
-			continue
+			alloc[o.Buffer] = int32(i)
 		case OpFree:
-			free[o.Buffer] = i
+			free[o.Buffer] = int32(i)
 			if want := StreamOfPool(p.Buffers[o.Buffer].Pool); o.Stream != want {
 				v.errorf("buffer %q is freed on the %s stream but belongs to the %s pool: the allocator can give its block to the next %s allocation while %s work still uses it; free it on %s after waiting for its uses",
 					p.Buffers[o.Buffer].Name, o.Stream, p.Buffers[o.Buffer].Pool, want, o.Stream, want)
 			}
-			continue
 		case OpRecord, OpWait, OpSync:
-			continue
-		}
-		for _, b := range p.reads(o) {
-			uses[b] = append(uses[b], access{i, false})
-		}
-		for _, u := range p.OpUses(o) {
-			// A backward recomputes into its scratch buffer: for order it
-			// counts as a read, but it needs nothing written there first.
-			if p.Buffers[u].Kind == BufRecompute {
-				scratch[u] = true
+		default:
+			for _, u := range p.OpUses(o) {
+				// A backward recomputes into its scratch buffer: for order
+				// it counts as a read, but it needs nothing written there
+				// first.
+				if p.Buffers[u].Kind == BufRecompute {
+					scratch[u] = true
+				}
 			}
-		}
-		if o.Buffer >= 0 {
-			uses[o.Buffer] = append(uses[o.Buffer], access{i, true})
 		}
 	}
+	var readsSinceWrite []int
 	for b := range p.Buffers {
 		name := p.Buffers[b].Name
-		var lastWrite = -1
-		var readsSinceWrite []int
-		for j, u := range uses[b] {
+		lastWrite := -1
+		readsSinceWrite = readsSinceWrite[:0]
+		for j, u := range accesses[start[b]:start[b+1]] {
+			op := int(u.op)
 			if j == 0 && !u.write && !p.Buffers[b].Persistent && !scratch[b] {
-				v.errorf("%s reads buffer %q, which no op has written since its allocation", v.describe(u.op), name)
+				v.errorf("%s reads buffer %q, which no op has written since its allocation", v.describe(op), name)
 			}
-			if a := alloc[b]; a >= 0 && !v.hb(a, u.op) {
-				v.errorf("%s uses buffer %q before its allocation %s is ordered before it", v.describe(u.op), name, v.describe(a))
+			if a := int(alloc[b]); a >= 0 && !v.hb(a, op) {
+				v.errorf("%s uses buffer %q before its allocation %s is ordered before it", v.describe(op), name, v.describe(a))
 			}
-			if f := free[b]; f >= 0 && !v.hb(u.op, f) {
-				v.errorf("buffer %q is freed by %s while %s may still use it: no event orders the use before the free", name, v.describe(f), v.describe(u.op))
+			if f := int(free[b]); f >= 0 && !v.hb(op, f) {
+				v.errorf("buffer %q is freed by %s while %s may still use it: no event orders the use before the free", name, v.describe(f), v.describe(op))
 			}
-			if lastWrite >= 0 && !v.hb(lastWrite, u.op) {
-				v.errorf("%s reads or writes buffer %q without waiting for %s, which writes it", v.describe(u.op), name, v.describe(lastWrite))
+			if lastWrite >= 0 && !v.hb(lastWrite, op) {
+				v.errorf("%s reads or writes buffer %q without waiting for %s, which writes it", v.describe(op), name, v.describe(lastWrite))
 			}
 			if u.write {
 				for _, r := range readsSinceWrite {
-					if !v.hb(r, u.op) {
-						v.errorf("%s overwrites buffer %q while %s may still read it", v.describe(u.op), name, v.describe(r))
+					if !v.hb(r, op) {
+						v.errorf("%s overwrites buffer %q while %s may still read it", v.describe(op), name, v.describe(r))
 					}
 				}
-				lastWrite, readsSinceWrite = u.op, readsSinceWrite[:0]
+				lastWrite, readsSinceWrite = op, readsSinceWrite[:0]
 			} else {
-				readsSinceWrite = append(readsSinceWrite, u.op)
+				readsSinceWrite = append(readsSinceWrite, op)
 			}
 		}
 	}
 }
 
-// reads lists the buffers o (an op of p) reads: its source and its other
-// uses.
-func (p *Plan) reads(o *Op) []int32 {
-	uses := p.OpUses(o)
-	out := make([]int32, 0, 1+len(uses))
-	if o.Source >= 0 {
-		out = append(out, o.Source)
+// eachAccess calls fn for every buffer an op other than an allocation,
+// free or event reads (its source, then its uses) or writes (its target),
+// in program order.
+func eachAccess(p *Plan, fn func(op int, buf int32, write bool)) {
+	for i := range p.Ops {
+		o := &p.Ops[i]
+		switch o.Kind {
+		case OpAlloc, OpFree, OpRecord, OpWait, OpSync:
+			continue
+		}
+		if o.Source >= 0 {
+			fn(i, o.Source, false)
+		}
+		for _, u := range p.OpUses(o) {
+			fn(i, u, false)
+		}
+		if o.Buffer >= 0 {
+			fn(i, o.Buffer, true)
+		}
 	}
-	return append(out, uses...)
 }
 
 // collectives checks every collective against the groups' layouts and

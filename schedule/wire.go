@@ -198,15 +198,20 @@ func Decode(b []byte) (p *Plan, err error) {
 			p, err = nil, fmt.Errorf("%w while decoding plan.bin (please report): %v\n%s", ErrInternal, r, debug.Stack())
 		}
 	}()
-	p, opAt, err := decode(b)
+	p, _, err = decode(b, false)
 	if err != nil {
 		return nil, err
 	}
 	if err := Check(p); err != nil {
-		// Point at the op a problem is about, as the syntax errors do.
+		// Point at the op a problem is about, as the syntax errors do:
+		// where ops start is found by decoding again, which only a plan
+		// Check refuses pays for (the largest plans' offsets took 190 MB
+		// of allocation to record).
 		var ce *CheckError
-		if errors.As(err, &ce) && ce.Op >= 0 && ce.Op < len(opAt) {
-			return nil, &FormatError{opAt[ce.Op], fmt.Sprintf("Ops[%d]", ce.Op), ErrInvalidPlan, ce.Error()}
+		if errors.As(err, &ce) && ce.Op >= 0 {
+			if _, opAt, err := decode(b, true); err == nil && ce.Op < len(opAt) {
+				return nil, &FormatError{opAt[ce.Op], fmt.Sprintf("Ops[%d]", ce.Op), ErrInvalidPlan, ce.Error()}
+			}
 		}
 		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
 	}
@@ -318,7 +323,9 @@ func encode(p *Plan, trace *[]traceEntry) ([]byte, error) {
 
 // decode reads the plan without running Check, and says where each op
 // starts in the file (for Decode's errors about an op).
-func decode(b []byte) (*Plan, []int, error) {
+// decode reads b without checking the plan; with recordOps it also
+// returns where each op starts.
+func decode(b []byte, recordOps bool) (*Plan, []int, error) {
 	if len(b) < len(magic) || string(b[:len(magic)]) != magic {
 		if len(b) < len(magic) && len(b) > 0 && string(b) == magic[:len(b)] {
 			return nil, nil, &FormatError{len(b), "magic", ErrTruncated, fmt.Sprintf("the file is only %d bytes long", len(b))}
@@ -359,7 +366,7 @@ func decode(b []byte) (*Plan, []int, error) {
 		}
 		return nil, nil, &FormatError{len(b) - trailerSize, "checksum", ErrChecksum, msg}
 	}
-	c := &codec{buf: b, off: headerSize, end: len(b) - trailerSize, version: version}
+	c := &codec{buf: b, off: headerSize, end: len(b) - trailerSize, version: version, recordOps: recordOps}
 	c.strings()
 	p := new(Plan)
 	c.plan(p)
@@ -578,8 +585,9 @@ type codec struct {
 	// elements of lists already counted but not read yet need at least.
 	off, end, owed int
 
-	opAt  []int        // decoding: where each op starts
-	lists listInterner // decoding: the ops' lists, each distinct one once
+	opAt      []int // decoding with recordOps: where each op starts
+	recordOps bool
+	lists     listInterner // decoding: the ops' lists, each distinct one once
 
 	strIndex map[string]int // encoding: each string's table index
 	strs     []string
@@ -1067,7 +1075,7 @@ func (c *codec) buffer(b *Buffer, groups int) {
 }
 
 func (c *codec) op(o *Op, p *Plan) {
-	if !c.enc {
+	if c.recordOps {
 		c.opAt = append(c.opAt, c.off)
 	}
 	wireEnum(c, &o.Kind, wireOpKinds, "Kind")

@@ -22,7 +22,7 @@ const readerMemoryLimit = 900 << 20
 
 // readerCommands are the commands readerMemoryLimit applies to: those
 // that hold a whole plan and its simulation, measured on the largest plan.
-var readerCommands = map[string]bool{"show": true, "sim": true, "diff": true, "report": true, "textconv": true}
+var readerCommands = map[string]bool{"show": true, "sim": true, "diff": true, "report": true, "textconv": true, "verify": true, "export": true}
 
 // limitReaderMemory sets readerMemoryLimit for a reader command, unless the
 // user set GOMEMLIMIT (theirs stands) or a lower limit is already set; the

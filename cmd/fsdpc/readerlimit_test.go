@@ -21,6 +21,8 @@ func TestReaderMemoryLimit(t *testing.T) {
 		{"diff", "", none, readerMemoryLimit},
 		{"report", "", none, readerMemoryLimit},
 		{"textconv", "", none, readerMemoryLimit},
+		{"verify", "", none, readerMemoryLimit},
+		{"export", "", none, readerMemoryLimit},
 		{"plan", "", none, none},
 		{"show", "2GiB", none, none},
 		{"show", "", 512 << 20, 512 << 20},
