@@ -57,6 +57,10 @@ type TorchModule struct {
 	FlopsBwd        float64 `json:"flops_bwd"`
 	ActivationBytes float64 `json:"activation_bytes"`
 	MeasuredBecause string  `json:"measured_because"`
+	// KindNote says what Kind leaves out of the module's cost (ALiBi,
+	// partial rotary, an unfused core: kinds.not_modelled), for the
+	// file's header.
+	KindNote string `json:"kind_note"`
 	// ParamsUsed: never called, but forward read its parameters directly
 	// (an nn.ParameterList indexed by its parent).
 	ParamsUsed bool `json:"params_used"`

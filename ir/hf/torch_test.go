@@ -274,3 +274,66 @@ func TestConvertTorchConv(t *testing.T) {
 		t.Errorf("forward FLOPs %v, want %v", got, want)
 	}
 }
+
+// TestConvertTorchKindNote: BLOOM's attention as the importer proposes it
+// (fused query_key_value, then dense: fused_qkv with those names, an
+// unfused core) is written with its kind and its note in the header, the
+// layers' numbers folded; a kind that does not make the module's
+// parameters is refused and its note goes with it.
+func TestConvertTorchKindNote(t *testing.T) {
+	const note = "ALiBi adds a per-head linear bias to every score"
+	attn := func(layer string, width int64) []TorchModule {
+		p := func(name string, shape ...int64) TorchParam {
+			return TorchParam{Name: name, Shape: shape, DType: "fp32", RequiresGrad: true}
+		}
+		name := "h." + layer + ".self_attention"
+		reads := []string{"h"}
+		if layer == "1" {
+			reads = []string{"h.0"}
+		}
+		return []TorchModule{
+			{Name: "h." + layer, Type: "BloomBlock", Children: []string{"self_attention"}, Forward: []string{"self_attention"}, Calls: 1, Reads: reads},
+			{Name: name, Type: "BloomAttention", Children: []string{"query_key_value", "dense"}, Forward: []string{"query_key_value", "dense"},
+				Calls: 1, Reads: reads, KindNote: note,
+				Kind: map[string]any{"kind": "attention", "dim": 8.0, "heads": 2.0, "kv_heads": 2.0, "head_dim": 4.0, "fused_qkv": true,
+					"qkv_bias": true, "out_bias": true, "flash": false, "names": map[string]any{"qkv": "query_key_value", "o": "dense"}}},
+			{Name: name + ".query_key_value", Type: "Linear", Calls: 1, Params: []TorchParam{p("weight", width, 8), p("bias", width)}},
+			{Name: name + ".dense", Type: "Linear", Calls: 1, Params: []TorchParam{p("weight", 8, 8), p("bias", 8)}},
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		width int64 // query_key_value's rows: 24 is (2+2·2)·4, what the kind makes
+		want  []string
+		not   []string
+	}{
+		{"kind", 24, []string{"fused_qkv = true", "flash = false", `names = { o = "dense", qkv = "query_key_value" }`,
+			"# Recognised, with what their kind's cost model leaves out:", "#   - h.*.self_attention (2): ALiBi adds a per-head linear bias to every\n#     score."}, nil},
+		{"refused", 20, []string{"Kinds proposed and refused"}, []string{"ALiBi"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mods := []TorchModule{{Name: "", Type: "Net", Children: []string{"h"}, Forward: []string{"h"}, Calls: 1},
+				{Name: "h", Type: "ModuleList", Children: []string{"0", "1"}, Forward: []string{"0", "1"}}}
+			mods = append(append(mods, attn("0", c.width)...), attn("1", c.width)...)
+			d := &TorchDescription{Format: TorchFormat, Source: map[string]any{"factory": "m:build", "class": "Net"}, MicroBatch: 1, SeqLen: 16,
+				Modules: mods, Numel: 2 * (c.width*8 + c.width + 8*8 + 8)}
+			res, err := ConvertTorch(d, Options{WorldSize: 2, GPUsPerNode: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range c.want {
+				if !strings.Contains(string(res.Text), s) {
+					t.Errorf("the file lacks %q:\n%s", s, res.Text)
+				}
+			}
+			for _, s := range c.not {
+				if strings.Contains(string(res.Text), s) {
+					t.Errorf("the file has %q:\n%s", s, res.Text)
+				}
+			}
+			if _, err := ir.Load("net.toml", res.Text); err != nil {
+				t.Fatalf("%v\n%s", err, res.Text)
+			}
+		})
+	}
+}

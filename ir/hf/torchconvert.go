@@ -195,6 +195,37 @@ func (t *torchModel) measuredReasons() []string {
 	return out
 }
 
+// kindNotes says, for the modules written with a kind, what the kind
+// leaves out of their cost where the importer said so (kinds.not_modelled:
+// BLOOM's ALiBi, GPT-NeoX's partial rotary, an unfused core): "name:
+// note", layers' numbers folded into '*' and counted.
+func (t *torchModel) kindNotes() []string {
+	var lines []string
+	var walk func(n *tnode)
+	walk = func(n *tnode) {
+		if n.node {
+			if n.kind != nil && n.d.AliasOf == "" && n.d.KindNote != "" {
+				lines = append(lines, fold(n.name())+"\x00"+n.d.KindNote)
+			}
+			return
+		}
+		for _, c := range n.children {
+			walk(c)
+		}
+	}
+	walk(t.root)
+	var out []string
+	for _, g := range countFolded(lines) {
+		name, note, _ := strings.Cut(g.key, "\x00")
+		s := clean(name)
+		if g.n > 1 {
+			s += fmt.Sprintf(" (%d)", g.n)
+		}
+		out = append(out, s+": "+cleanN(note, 800)+".")
+	}
+	return out
+}
+
 func (t *torchModel) modelName() string {
 	s := func(k string) string { v, _ := t.d.Source[k].(string); return v }
 	if h := s("hf"); h != "" {
@@ -226,6 +257,13 @@ func (t *torchModel) file() ([]byte, error) {
 		w.wrap("", fmt.Sprintf("Measured, not recognised (%d): %s.", len(ms), summarize(ms)))
 		for _, r := range t.measuredReasons() {
 			w.wrap("  - ", r)
+		}
+	}
+	if ns := t.kindNotes(); len(ns) > 0 {
+		w.comment("")
+		w.wrap("", "Recognised, with what their kind's cost model leaves out:")
+		for _, s := range ns {
+			w.wrap("  - ", s)
 		}
 	}
 	if len(t.dropped) > 0 {

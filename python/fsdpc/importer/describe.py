@@ -9,7 +9,7 @@ from torch import nn
 from torch.utils._pytree import tree_map
 
 from fsdpc.importer import masks
-from fsdpc.importer.kinds import attention_source, conv_input_size, recognise, unrecognised_because
+from fsdpc.importer.kinds import attention_source, conv_input_size, not_modelled, recognise, unrecognised_because
 from fsdpc.importer.trace import Trace, run_trace
 
 DTYPES = {
@@ -67,6 +67,8 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
             kind = recognise(m)
             if kind is not None:
                 entry["kind"] = kind
+                if note := not_modelled(m, kind):
+                    entry["kind_note"] = note
             elif why := unrecognised_because(m):
                 entry["measured_because"] = why
         modules.append(entry)
@@ -113,6 +115,9 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
             continue
         if not _ran(m) and _called_parent(modules, m):
             problems.append({"module": m["name"], "what": "is never called in forward: its parameters get no gradient from the pass traced"})
+    for m in modules:
+        if "kind" not in m:
+            m.pop("kind_note", None)  # said of a kind later withdrawn (measured instead)
     return {
         "format": FORMAT,
         "source": source,

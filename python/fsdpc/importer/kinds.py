@@ -10,6 +10,7 @@ parameters and measured costs instead.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -388,6 +389,95 @@ def _moe(m: nn.Module) -> Kind | None:
     return kind
 
 
+def _query_key_value(m: nn.Module) -> Kind | None:
+    """Attention with one fused query_key_value projection, then dense:
+    GPT-NeoX's (Pythia's), BLOOM's and Falcon's, Falcon's multi-query
+    (one key and value head) and new_decoder_architecture (grouped kv
+    heads) included. The projection's width says the kv heads:
+    (heads + 2·kv_heads)·head_dim, heads being dense's input over the head
+    size; how the rows interleave q, k and v per head changes no shape.
+    What the kind does not model of these is said by not_modelled."""
+    ch = _param_children(m)
+    if _params(m) or list(ch) != ["query_key_value", "dense"]:
+        return None
+    hd = getattr(m, "head_dim", None) or getattr(m, "head_size", None)  # GPT-NeoX's head_size
+    qkv, o = _proj(ch["query_key_value"]), _proj(ch["dense"])
+    if not isinstance(hd, int) or hd <= 0 or qkv is None or o is None or qkv[3] or o[3]:
+        return None
+    dim, width = qkv[0], qkv[1]
+    if o[0] % hd or o[1] != dim or width % hd:
+        return None
+    heads = o[0] // hd
+    kv2 = width // hd - heads
+    if kv2 <= 0 or kv2 % 2 or heads % (kv2 // 2):
+        return None
+    for attr in ("num_heads", "num_attention_heads"):
+        said = getattr(m, attr, None)
+        if isinstance(said, int) and said != heads:
+            return None
+    kind: Kind = {"kind": "attention", "dim": dim, "heads": heads, "kv_heads": kv2 // 2, "head_dim": hd,
+                  "fused_qkv": True, "qkv_bias": qkv[2], "out_bias": o[2], "names": {"qkv": "query_key_value", "o": "dense"}}
+    if getattr(m, "is_causal", True) is False:
+        kind["causal"] = False
+    if _unfused_core(m):
+        kind["flash"] = False
+    return kind
+
+
+def _config(m: nn.Module) -> Any:
+    return getattr(m, "config", None)
+
+
+def _alibi(m: nn.Module) -> bool:
+    """m adds ALiBi's per-head linear bias to its scores: its forward
+    takes an alibi tensor (BLOOM's always; Falcon's where config.alibi)."""
+    try:
+        takes = "alibi" in inspect.signature(m.forward).parameters
+    except (TypeError, ValueError):
+        return False
+    return takes and getattr(_config(m), "alibi", True) is not False
+
+
+def _unfused_core(m: nn.Module) -> bool:
+    """The core runs as matmul, softmax, matmul: transformers' eager
+    attention, and BLOOM's, whose forward is baddbmm, softmax, bmm whatever
+    the config says (BloomAttention keeps no config to dispatch on)."""
+    cfg = _config(m)
+    if cfg is None:
+        return _alibi(m)
+    return getattr(cfg, "_attn_implementation", None) == "eager"
+
+
+def not_modelled(m: nn.Module, kind: Kind) -> str:
+    """What the kind recognised for m leaves out of m's cost, said in the
+    model file's header ("" where nothing is left out): for the fused
+    query_key_value attentions, ALiBi, partial rotary, an unfused core's
+    extra work, and Falcon's single key/value head."""
+    if kind.get("kind") != "attention" or kind.get("names", {}).get("qkv") != "query_key_value":
+        return ""
+    out: list[str] = []
+    alibi = _alibi(m)
+    if alibi:
+        out.append("ALiBi adds a per-head linear bias to every score (B·heads·S·S element-wise, no matmul), which the "
+                   "kind does not count")
+    if kind.get("flash") is False:
+        out.append("its core runs unfused (matmul, softmax, matmul) over all S² (query, key) pairs: the kind counts the "
+                   "S·(S+1)/2 pairs a causal fused kernel computes, no element-wise pass over the scores (mask, "
+                   "softmax, casts, dropout), and keeps the probabilities once")
+    elif alibi:
+        out.append("SDPA gets the bias as a float mask and computes all S² pairs: the kind counts the S·(S+1)/2 pairs "
+                   "a causal fused kernel computes")
+    rotary, hd = getattr(m, "rotary_ndims", None), kind.get("head_dim")
+    if isinstance(rotary, int) and isinstance(hd, int) and 0 < rotary < hd:
+        out.append("RoPE rotates %d of the %d dims of each head (partial_rotary_factor %.3g) and concatenates the rest: "
+                   "the kind counts RoPE's element-wise traffic over whole heads (no FLOPs either way)" % (rotary, hd, rotary / hd))
+    if kind.get("kv_heads") == 1 and int(kind.get("heads", 1)) > 1 and kind.get("flash") is not False:
+        out.append("its one key and value head reaches SDPA unexpanded for every query head (no enable_gqa): the kind "
+                   "assumes a fused kernel, which SDPA's dispatch may not pick for unequal head counts, and an eager "
+                   "expansion of k and v that this forward does not make")
+    return "; ".join(out)
+
+
 _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 _CONV_TRANSPOSED = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
 
@@ -480,7 +570,7 @@ def recognise(m: nn.Module) -> Kind | None:
         if _param_children(m) or set(_params(m)) != {"weight"}:
             return None
         return {"kind": "embedding", "num": int(m.num_embeddings), "dim": int(m.embedding_dim)}
-    for f in (_conv, _norm, _mla, _attention, _mlp, _moe):
+    for f in (_conv, _norm, _mla, _attention, _query_key_value, _mlp, _moe):
         k = f(m)
         if k is not None:
             return k
