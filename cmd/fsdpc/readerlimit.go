@@ -7,17 +7,16 @@ import (
 
 // readerMemoryLimit is the Go runtime's soft memory limit while a command
 // reads a plan (readerCommands). The readers must afford the largest plan
-// the planner writes within 1 GiB (#28): gpt2-124m at grad_accum 5000, 3.28 M
-// operations a rank, holds 0.7–0.8 GB live in each of them (the decoded
-// operations alone are 0.5 GB), and the collector's default pacing
-// (GOGC=100) lets the heap grow to twice that, 1.4–1.6 GB of RSS. With
-// this limit the collector runs before the runtime's memory (heap, stacks
-// and its own metadata, which is what GOMEMLIMIT counts) passes 900 MiB:
-// each reader then peaks at 932 MB of RSS on that plan, for up to 20% more
-// CPU (docs/trace.md). It is soft: a plan whose live data passes it is
-// still read, with the collector taking up to half the CPU (the 4.19 M
-// operations planner.MaxOpsPerRank allows: about 1.13 GB of RSS, 1.5–2.5
-// times the CPU), and small plans never reach it.
+// the planner writes within 1 GiB (#28): gpt2-124m at grad_accum 6390, 4.19 M
+// operations a rank (planner.MaxOpsPerRank), holds well under 900 MiB live
+// in each of them (the decoded operations are 0.4 GB, 96 bytes each), but
+// the collector's default pacing (GOGC=100) lets the heap grow to twice
+// what is live, 1.4–2 GB of RSS. With this limit the collector runs before
+// the runtime's memory (heap, stacks and its own metadata, which is what
+// GOMEMLIMIT counts) passes 900 MiB: each reader then peaks at 931 MB of
+// RSS on that plan (docs/trace.md). It is soft: a plan whose live data
+// passed it would still be read, with the collector taking more of the
+// CPU, and small plans never reach it.
 const readerMemoryLimit = 900 << 20
 
 // readerCommands are the commands readerMemoryLimit applies to: those
