@@ -103,9 +103,6 @@ type listInterner struct {
 }
 
 func (in *listInterner) gemms(p *Plan, gs []ir.GEMM) Span {
-	if len(gs) == 0 {
-		return Span{}
-	}
 	in.key = in.key[:0]
 	for _, g := range gs {
 		in.key = binary.AppendVarint(in.key, g.M)
@@ -113,32 +110,30 @@ func (in *listInterner) gemms(p *Plan, gs []ir.GEMM) Span {
 		in.key = binary.AppendVarint(in.key, g.K)
 		in.key = binary.AppendVarint(in.key, g.Count)
 	}
-	if s, ok := in.gemmRuns[string(in.key)]; ok {
-		return s
-	}
-	if in.gemmRuns == nil {
-		in.gemmRuns = map[string]Span{}
-	}
-	s := appendSpan(&p.GEMMTable, gs)
-	in.gemmRuns[string(in.key)] = s
-	return s
+	return intern(&in.gemmRuns, in.key, &p.GEMMTable, gs)
 }
 
 func (in *listInterner) uses(p *Plan, us []int32) Span {
-	if len(us) == 0 {
-		return Span{}
-	}
 	in.key = in.key[:0]
 	for _, u := range us {
 		in.key = binary.AppendVarint(in.key, int64(u))
 	}
-	if s, ok := in.useRuns[string(in.key)]; ok {
+	return intern(&in.useRuns, in.key, &p.UseTable, us)
+}
+
+// intern returns the run of table that holds xs, whose encoding is key:
+// the one runs gives for key, else a new one appended.
+func intern[T any](runs *map[string]Span, key []byte, table *[]T, xs []T) Span {
+	if len(xs) == 0 {
+		return Span{}
+	}
+	if s, ok := (*runs)[string(key)]; ok {
 		return s
 	}
-	if in.useRuns == nil {
-		in.useRuns = map[string]Span{}
+	if *runs == nil {
+		*runs = map[string]Span{}
 	}
-	s := appendSpan(&p.UseTable, us)
-	in.useRuns[string(in.key)] = s
+	s := appendSpan(table, xs)
+	(*runs)[string(key)] = s
 	return s
 }
