@@ -22,7 +22,9 @@ type Calibration struct {
 	// residual adds; the plan's ElemBytes) reach, forward and backward:
 	// launched one per operation and each a short pass over a tensor of
 	// a few tens of MB, they reach less of it than a large copy does, and
-	// less on HBM3 than on HBM2e (profiles.go).
+	// less on HBM3 than on HBM2e (profiles.go). It is the share of a
+	// forward and backward pass together; ElementwiseShares splits it
+	// into forward kernels' and gradient kernels' (elementwise.go).
 	ElementwiseEfficiency float64
 	// Launch is the fixed GPU-side cost of a kernel.
 	Launch float64

@@ -17,6 +17,36 @@ const (
 	elementwiseHBM3  = 0.539
 )
 
+// Those shares are of a forward and a backward pass together, and a
+// forward kernel reaches more of the bandwidth than a gradient kernel:
+// Liger-Kernel's RMSNorm (profiles.go) reaches 0.629 of the A100 PCIe's
+// HBM forward alone and 0.476 backward alone, where both together reach
+// 0.519 (the bytes-weighted mean: 36 bytes an element forward, 72
+// backward); on the H100 NVL 0.508 and 0.392 against 0.420. The two cards'
+// ratios agree to 2% (1.212 and 1.210 forward, 0.917 and 0.933 backward),
+// so the A100's apply to whatever share is in force: forward kernels, and
+// the forward kernels backward reruns under activation checkpointing, at
+// elementwiseForward times it; gradient kernels at elementwiseBackward
+// times it. A pass of the usual mix, one byte forward to two backward,
+// takes as long as at the share itself (0.2% apart).
+const (
+	elementwiseForward  = 0.629 / 0.519
+	elementwiseBackward = 0.476 / 0.519
+)
+
+// ElementwiseShares splits c's ElementwiseEfficiency into the shares of
+// HBM bandwidth forward and gradient kernels reach. Neither exceeds
+// MemoryEfficiency, a large copy's: an element-wise kernel streams no
+// faster than one (DefaultCalibration's share, the copies' 0.8 where no
+// chip measurement exists, keeps 0.8 forward).
+func (c *Calibration) ElementwiseShares() (forward, backward float64) {
+	forward, backward = c.ElementwiseEfficiency*elementwiseForward, c.ElementwiseEfficiency*elementwiseBackward
+	if c.MemoryEfficiency > 0 {
+		forward, backward = min(forward, c.MemoryEfficiency), min(backward, c.MemoryEfficiency)
+	}
+	return forward, backward
+}
+
 var elementwiseByMemory = map[string]float64{
 	"HBM2e": elementwiseHBM2e,
 	"HBM3":  elementwiseHBM3,

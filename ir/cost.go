@@ -57,7 +57,7 @@ func (l *lowerer) computeCosts() {
 				c.FlopsRecompute = c.FlopsFwd
 				c.GEMMsBwd = MergeGEMMs(c.GEMMsBwd, c.GEMMsFwd)
 				c.AttnFlopsBwd += c.AttnFlopsFwd
-				c.ElemBytesBwd = satAdd(c.ElemBytesBwd, c.ElemBytesFwd)
+				c.ElemBytesRecompute = c.ElemBytesFwd
 			case CheckpointSelective:
 				if md == nil || md.spec == nil || md.actBytes != nil {
 					// A module without a kind, or one whose file gives
@@ -81,7 +81,7 @@ func (l *lowerer) computeCosts() {
 					c.ActivationBytes = saved
 					c.FlopsRecompute = flops
 					c.GEMMsBwd = MergeGEMMs(c.GEMMsBwd, gemms)
-					c.ElemBytesBwd = satAdd(c.ElemBytesBwd, c.ElemBytesFwd)
+					c.ElemBytesRecompute = c.ElemBytesFwd
 				} else {
 					m.Modules[region].Cost.RecomputeBytes = satAdd(m.Modules[region].Cost.RecomputeBytes, c.ActivationBytes-w.savedSelective)
 					c.ActivationBytes = w.savedSelective

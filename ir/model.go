@@ -138,9 +138,12 @@ type Cost struct {
 	AttnFlopsFwd, AttnFlopsBwd float64
 	// ElemBytesFwd and ElemBytesBwd are the HBM traffic of the
 	// memory-bound, element-wise kernels (norms, activations, RoPE,
-	// residual adds, layout copies) in forward and in backward (with
-	// recomputation).
-	ElemBytesFwd, ElemBytesBwd int64
+	// residual adds, layout copies) in forward and in backward's own
+	// gradient kernels; ElemBytesRecompute is the forward kernels backward
+	// reruns under activation checkpointing. It is kept apart from
+	// ElemBytesBwd because forward kernels reach a larger share of HBM
+	// bandwidth than gradient kernels (hardware/elementwise.go).
+	ElemBytesFwd, ElemBytesBwd, ElemBytesRecompute int64
 	// ScratchBwd is memory the module's backward allocates and frees
 	// while it runs (the loss's logit gradients).
 	ScratchBwd int64
@@ -161,6 +164,7 @@ func (c *Cost) add(o Cost) {
 	c.AttnFlopsBwd += o.AttnFlopsBwd
 	c.ElemBytesFwd = satAdd(c.ElemBytesFwd, o.ElemBytesFwd)
 	c.ElemBytesBwd = satAdd(c.ElemBytesBwd, o.ElemBytesBwd)
+	c.ElemBytesRecompute = satAdd(c.ElemBytesRecompute, o.ElemBytesRecompute)
 	c.ScratchBwd = max(c.ScratchBwd, o.ScratchBwd)
 	c.ActivationBytes = satAdd(c.ActivationBytes, o.ActivationBytes)
 	// Regions recompute one at a time: above them the figure is the largest.

@@ -167,9 +167,10 @@ type segment struct {
 	fwd, bwd       float64
 	act, recompute int64
 	// The attention core's share of fwd and bwd, and the element-wise
-	// kernels' HBM traffic (ir.Cost).
-	attnFwd, attnBwd float64
-	elemFwd, elemBwd int64
+	// kernels' HBM traffic (ir.Cost): forward, backward's own, and the
+	// forward kernels backward reruns under checkpointing.
+	attnFwd, attnBwd                float64
+	elemFwd, elemBwd, elemRecompute int64
 	// The shapes of its matrix multiplies (ir.Cost.GEMMsFwd, GEMMsBwd),
 	// and where the plan's GEMM table holds them once the first forward
 	// or backward of the segment is emitted (the rest share the run).
@@ -288,6 +289,7 @@ func (e *emitter) buildSegments() {
 		seg.attnBwd += mod.Cost.AttnFlopsBwd
 		seg.elemFwd += mod.Cost.ElemBytesFwd
 		seg.elemBwd += mod.Cost.ElemBytesBwd
+		seg.elemRecompute += mod.Cost.ElemBytesRecompute
 		seg.gemmFwd = ir.MergeGEMMs(seg.gemmFwd, mod.Cost.GEMMsFwd)
 		seg.gemmBwd = ir.MergeGEMMs(seg.gemmBwd, mod.Cost.GEMMsBwd)
 		seg.grad = seg.grad || mod.OutputRequiresGrad
@@ -297,8 +299,15 @@ func (e *emitter) buildSegments() {
 			seg.recompute = max(seg.recompute, m.Modules[region].Cost.RecomputeBytes)
 		}
 	}
+	recomputes := false
 	for i := range e.segments {
 		e.p.Modules = append(e.p.Modules, segmentName(m, e.segments[i].modules))
+		recomputes = recomputes || e.segments[i].elemRecompute > 0
+	}
+	if recomputes {
+		for i := range e.segments {
+			e.p.ElemRecompute = append(e.p.ElemRecompute, e.segments[i].elemRecompute)
+		}
 	}
 	e.segAct = make([]int, len(e.segments))
 }

@@ -52,7 +52,7 @@ func (e *emitter) backward(sync bool) {
 		e.p.SetOpUses(&o, uses)
 		o.DType = e.computeDType(g)
 		o.Bytes = 2*seg.paramNumel*o.DType.Size() + 2*seg.act + seg.recompute
-		o.AttnFLOPs, o.ElemBytes = seg.attnBwd, seg.elemBwd
+		o.AttnFLOPs, o.ElemBytes = seg.attnBwd, seg.elemBwd+seg.elemRecompute
 		e.setGEMMs(&o, seg.gemmBwd, &seg.gemmBwdAt)
 		e.op(o)
 		e.free(rc)

@@ -165,6 +165,14 @@ func (c *checker) program() {
 			c.errorf("buffer %q: bad group or size", b.Name)
 		}
 	}
+	if n := len(p.ElemRecompute); n != 0 && n != len(p.Modules) {
+		c.errorf("%d element-wise recompute figures for %d modules: want one each, or none", n, len(p.Modules))
+	}
+	for i, b := range p.ElemRecompute {
+		if b < 0 {
+			c.errorf("module %d: negative element-wise recompute bytes %d", i, b)
+		}
+	}
 	if f := p.Train.ModelFLOPsPerToken; f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 		c.errorf("model FLOPs per token %g: want a finite count, 0 when not known", f)
 	}
@@ -265,6 +273,9 @@ func (c *checker) program() {
 			}
 			if msg := checkGEMMs(p.OpGEMMs(o), o); msg != "" {
 				c.errorf("op %d (%s): %s", i, o.Kind, msg)
+			}
+			if rc := p.OpElemRecompute(o); o.ElemBytes < rc {
+				c.errorf("op %d (%s): %d element-wise bytes, fewer than the %d its module recomputes", i, o.Kind, o.ElemBytes, rc)
 			}
 		}
 		if o.GEMMs.Len > 0 && o.Kind != OpForward && o.Kind != OpBackward {

@@ -21,6 +21,7 @@ func (p *Plan) Clone() *Plan {
 		}
 	}
 	q.Modules = slices.Clone(p.Modules)
+	q.ElemRecompute = slices.Clone(p.ElemRecompute)
 	q.Buffers = slices.Clone(p.Buffers)
 	q.EventNames = slices.Clone(p.EventNames)
 	q.Ops = slices.Clone(p.Ops)

@@ -65,9 +65,11 @@ func ApplyProfile(c *hardware.Calibration, vals []ir.ProfileValue) error {
 // shape (gemms, the plan's OpGEMMs of o) and any matmul FLOPs without a shape at an efficiency that
 // grows with size, or its weight and activation traffic if slower; its
 // attention core at FlashAttention's efficiency; and its element-wise
-// kernels at the share of HBM bandwidth such kernels reach
-// (ElementwiseEfficiency), one after the other.
-func (m *Model) Kernel(o *Op, gemms []ir.GEMM) float64 {
+// kernels at the share of HBM bandwidth such kernels reach, one after the
+// other: forward kernels, and the recompute bytes of a backward's
+// ElemBytes (the plan's OpElemRecompute of o), at the forward share,
+// gradient kernels at the backward share (Calibration.ElementwiseShares).
+func (m *Model) Kernel(o *Op, gemms []ir.GEMM, recompute int64) float64 {
 	var t float64
 	if len(gemms) == 0 {
 		t = m.Compute(o.FLOPs-o.AttnFLOPs, o.Bytes, o.DType)
@@ -93,7 +95,12 @@ func (m *Model) Kernel(o *Op, gemms []ir.GEMM) float64 {
 		}
 	}
 	if o.ElemBytes > 0 {
-		t += float64(o.ElemBytes) / (m.HW.HBMBandwidth * m.Cal.ElementwiseEfficiency)
+		fwd, bwd := m.Cal.ElementwiseShares()
+		forward := min(max(recompute, 0), o.ElemBytes)
+		if o.Kind != OpBackward {
+			forward = o.ElemBytes
+		}
+		t += float64(forward)/(m.HW.HBMBandwidth*fwd) + float64(o.ElemBytes-forward)/(m.HW.HBMBandwidth*bwd)
 	}
 	return t
 }

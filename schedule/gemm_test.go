@@ -66,11 +66,11 @@ func TestKernelShapes(t *testing.T) {
 	m := a100()
 	g := ir.GEMM{M: 4096, N: 4096, K: 4096, Count: 3}
 	o := &Op{Kind: OpForward, DType: ir.BF16, FLOPs: g.FLOPs()}
-	if got, want := m.Kernel(o, []ir.GEMM{g}), 3*m.GEMM(g, ir.BF16); math.Abs(got-want) > 1e-12 {
+	if got, want := m.Kernel(o, []ir.GEMM{g}, 0), 3*m.GEMM(g, ir.BF16); math.Abs(got-want) > 1e-12 {
 		t.Errorf("shaped op: %g s, want %g s", got, want)
 	}
 	o.FLOPs += 1e12
-	if got, want := m.Kernel(o, []ir.GEMM{g}), 3*m.GEMM(g, ir.BF16)+m.Compute(1e12, 0, ir.BF16); math.Abs(got-want) > 1e-12 {
+	if got, want := m.Kernel(o, []ir.GEMM{g}, 0), 3*m.GEMM(g, ir.BF16)+m.Compute(1e12, 0, ir.BF16); math.Abs(got-want) > 1e-12 {
 		t.Errorf("op with unshaped FLOPs: %g s, want %g s", got, want)
 	}
 }

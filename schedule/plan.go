@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 8
+const FormatVersion = 9
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) as torch 2.14 runs it, the version the conformance suite
@@ -34,8 +34,15 @@ type Plan struct {
 	// Modules names every module the schedule refers to (compute segments),
 	// so the plan needs no model file to be read.
 	Modules []string `json:"modules"`
-	Buffers []Buffer `json:"buffers"`
-	Events  int      `json:"events"` // events are numbered 0 … Events-1
+	// ElemRecompute holds, for each entry of Modules, the part of that
+	// segment's backward element-wise traffic (an OpBackward's ElemBytes)
+	// that reruns its forward kernels under activation checkpointing: the
+	// cost model prices it at the share of HBM bandwidth forward kernels
+	// reach, the rest of ElemBytes at the gradient kernels'. Nil when no
+	// segment recomputes any (and in plans of format version 8 and older).
+	ElemRecompute []int64  `json:"elem_recompute,omitempty"`
+	Buffers       []Buffer `json:"buffers"`
+	Events        int      `json:"events"` // events are numbered 0 … Events-1
 	// EventNames label each event for the text form, so inserting one event
 	// does not renumber every later line of a plan diff.
 	EventNames []string `json:"event_names"`

@@ -207,7 +207,7 @@ func (m *Model) OpDuration(p *Plan, o *Op) float64 { return m.duration(p, o) }
 func (m *Model) duration(p *Plan, o *Op) float64 {
 	switch o.Kind {
 	case OpForward, OpBackward:
-		return m.Kernel(o, p.OpGEMMs(o))
+		return m.Kernel(o, p.OpGEMMs(o), p.OpElemRecompute(o))
 	case OpOptimizer:
 		if o.Stream == StreamHost {
 			return float64(o.Bytes) / m.Cal.HostOptimizer

@@ -148,22 +148,33 @@ func TestLinkSharingSkipsIdleRounds(t *testing.T) {
 }
 
 // TestKernelByKind: a compute op's GEMMs, attention core and element-wise
-// traffic are charged at their own rates, one after the other.
+// traffic are charged at their own rates, one after the other: forward
+// element-wise kernels and a backward's recompute at the forward share,
+// gradient kernels at the backward share.
 func TestKernelByKind(t *testing.T) {
 	m := &schedule.Model{Cal: hardware.DefaultCalibration}
 	m.Cal.Launch, m.Cal.HalfEfficiencyTime = 0, 0
+	m.Cal.ElementwiseEfficiency = 0.5 // below the copies', so neither share is capped
 	m.HW.PeakFLOPS = make([]float64, int(ir.BF16)+1)
 	m.HW.PeakFLOPS[ir.BF16] = 1e15
 	m.HW.HBMBandwidth = 2e12
+	fwd, bwd := m.Cal.ElementwiseShares()
+	if !(fwd > 0.5 && bwd < 0.5) {
+		t.Fatalf("element-wise shares %g forward, %g backward around 0.5", fwd, bwd)
+	}
 	o := schedule.Op{Kind: schedule.OpForward, DType: ir.BF16, FLOPs: 3e12, AttnFLOPs: 1e12, ElemBytes: 4e9}
-	want := 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionForward) + 4e9/(2e12*m.Cal.MemoryEfficiency)
-	if got := m.Kernel(&o, nil); math.Abs(got-want) > 1e-12 {
+	want := 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionForward) + 4e9/(2e12*fwd)
+	if got := m.Kernel(&o, nil, 0); math.Abs(got-want) > 1e-12 {
 		t.Errorf("forward %g s, want %g", got, want)
 	}
 	o.Kind = schedule.OpBackward
-	want = 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionBackward) + 4e9/(2e12*m.Cal.MemoryEfficiency)
-	if got := m.Kernel(&o, nil); math.Abs(got-want) > 1e-12 {
+	want = 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionBackward) + 4e9/(2e12*bwd)
+	if got := m.Kernel(&o, nil, 0); math.Abs(got-want) > 1e-12 {
 		t.Errorf("backward %g s, want %g", got, want)
+	}
+	want = 2e12/(1e15*m.Cal.MaxEfficiency) + 1e12/(1e15*m.Cal.AttentionBackward) + 1e9/(2e12*fwd) + 3e9/(2e12*bwd)
+	if got := m.Kernel(&o, nil, 1e9); math.Abs(got-want) > 1e-12 {
+		t.Errorf("backward recomputing 1 GB %g s, want %g", got, want)
 	}
 }
 

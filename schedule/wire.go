@@ -2,7 +2,7 @@
 // its bytes; docs/plan-format.md is the same specification with examples
 // and the reasons. testdata/tiny.plan.hex pins it byte by byte.
 //
-// Layout (format version 8). All integers are little-endian.
+// Layout (format version 9). All integers are little-endian.
 //
 //	offset     what
 //	0          magic, 4 bytes: 89 46 53 50 ("\x89FSP")
@@ -34,7 +34,8 @@
 // record lists its fields in plan.go's order:
 //
 //	Plan        Header Header, Cluster Cluster, Train Train, list of Group Groups,
-//	            list of str Modules, list of Buffer Buffers, count Events,
+//	            list of str Modules, list of int ElemRecompute,
+//	            list of Buffer Buffers, count Events,
 //	            list of str EventNames, list of Op Ops, list of str Warnings,
 //	            Prediction Prediction
 //	Header      str FsdpcVersion, str InputSHA256, str Model, str Semantics
@@ -982,6 +983,9 @@ func (c *codec) plan(p *Plan) {
 
 	list(c, &p.Groups, minGroup, "Groups", c.group)
 	c.strList(&p.Modules, "Modules")
+	if c.version >= 9 {
+		list(c, &p.ElemRecompute, 1, "ElemRecompute", func(v *int64) { sint(c, v, "") })
+	}
 	list(c, &p.Buffers, minBuffer, "Buffers", func(b *Buffer) { c.buffer(b, len(p.Groups)) })
 
 	eventsAt := c.off

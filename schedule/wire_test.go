@@ -574,7 +574,8 @@ func tinyPlan() *Plan {
 				ReduceScatterOp: ReducePremulSum, AllReduceOp: ReduceAvg, PremulFactor: 0.5, PreDivide: 1, PostDivide: 2},
 			DeferredReduce: true,
 		}},
-		Modules: []string{"embed", "lm_head"},
+		Modules:       []string{"embed", "lm_head"},
+		ElemRecompute: []int64{12, 0},
 		Buffers: []Buffer{
 			{Name: "embed.params", Kind: BufShardedParams, Pool: PoolCompute, Group: 0, Bytes: 40, Persistent: true},
 			{Name: "embed.all-gather", Kind: BufAllGatherOut, Pool: PoolCopyIn, Group: 0, Bytes: 40},
@@ -1186,7 +1187,7 @@ func cut(p *Plan, n int) *Plan {
 		return to[i]
 	}
 	at32 := func(to []int, i int32) int32 { return int32(at(to, int(i))) }
-	q.Groups, q.Modules, q.Buffers, q.EventNames, q.Events = nil, nil, nil, nil, 0
+	q.Groups, q.Modules, q.ElemRecompute, q.Buffers, q.EventNames, q.Events = nil, nil, nil, nil, nil, 0
 	for i, g := range p.Groups {
 		if groups[i] >= 0 {
 			g.Params = g.Params[:min(2, len(g.Params))] // a prefix keeps the layout valid
@@ -1204,6 +1205,9 @@ func cut(p *Plan, n int) *Plan {
 	for i, m := range p.Modules {
 		if mods[i] >= 0 {
 			q.Modules = append(q.Modules, m)
+			if len(p.ElemRecompute) > 0 {
+				q.ElemRecompute = append(q.ElemRecompute, p.ElemRecompute[i])
+			}
 		}
 	}
 	for i, b := range p.Buffers {
@@ -1300,7 +1304,7 @@ func BenchmarkEncodeDecode405B(b *testing.B) {
 // the training setup carried the model's FLOPs per token) still decode, to the same
 // plan with those fields zero (StateOrder -1).
 func TestFixtureOlder(t *testing.T) {
-	for _, v := range []int{1, 2, 3, 4, 5, 6, 7} {
+	for _, v := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
 		text, err := os.ReadFile(fmt.Sprintf("testdata/tiny-v%d.plan.hex", v))
 		if err != nil {
 			t.Fatal(err)
@@ -1321,6 +1325,9 @@ func TestFixtureOlder(t *testing.T) {
 		}
 		if v < 8 {
 			want.Train.ModelFLOPsPerToken = 0
+		}
+		if v < 9 {
+			want.ElemRecompute = nil
 		}
 		for g := range want.Groups {
 			for i := range want.Groups[g].Params {

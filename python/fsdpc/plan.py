@@ -37,9 +37,10 @@ SCHEMA = "fsdpc/v1"
 COMMAND = "export"
 # The plan.bin format versions whose export this package reads: an export
 # of another version may carry fields that mean something else. Format 8
-# added the model's FLOPs per token to the plan, which the export does not
-# carry, so the exports of 7 and 8 are the same.
-PLAN_FORMATS = (7, 8)
+# added the model's FLOPs per token to the plan and format 9 the
+# element-wise bytes each segment's backward recomputes, neither of which
+# the export carries, so the exports of 7, 8 and 9 are the same.
+PLAN_FORMATS = (7, 8, 9)
 
 # The collective kinds and reduce ops an export names.
 KINDS = ("all-gather", "reduce-scatter", "all-reduce")

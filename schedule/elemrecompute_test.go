@@ -1,0 +1,40 @@
+package schedule_test
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/fsdpc/fsdpc/schedule"
+)
+
+// TestElemRecompute: a checkpointed plan carries, per module, the
+// element-wise bytes its backward reruns, which the cost model prices at
+// the forward share; Check refuses figures that do not fit the plan.
+func TestElemRecompute(t *testing.T) {
+	base := zooByName(t, "llama3-8b-torchtitan") // selective-op checkpointing
+	if len(base.ElemRecompute) != len(base.Modules) {
+		t.Fatalf("%d element-wise recompute figures for %d modules", len(base.ElemRecompute), len(base.Modules))
+	}
+	bwd := nth(t, base, 0, func(o *Op) bool { return o.Kind == OpBackward && base.OpElemRecompute(o) > 0 })
+	if o := &base.Ops[bwd]; base.OpElemRecompute(o) >= o.ElemBytes {
+		t.Errorf("backward %d recomputes %d of its %d element-wise bytes: want part of them", bwd, base.OpElemRecompute(o), o.ElemBytes)
+	}
+	fwd := nth(t, base, 0, func(o *Op) bool { return o.Kind == OpForward })
+	if got := base.OpElemRecompute(&base.Ops[fwd]); got != 0 {
+		t.Errorf("a forward recomputes %d bytes", got)
+	}
+	for _, tc := range []struct {
+		name, want string
+		set        func(p *Plan)
+	}{
+		{"one short", "want one each", func(p *Plan) { p.ElemRecompute = p.ElemRecompute[1:] }},
+		{"negative", "negative element-wise recompute", func(p *Plan) { p.ElemRecompute[p.Ops[bwd].Module] = -1 }},
+		{"above the backward's", "fewer than the", func(p *Plan) { p.ElemRecompute[p.Ops[bwd].Module] = p.Ops[bwd].ElemBytes + 1 }},
+	} {
+		p := base.Clone()
+		tc.set(p)
+		if err := Check(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Check says %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
