@@ -44,6 +44,19 @@ func activationPasses(act string, b int64, compile bool) int64 {
 // runs aten's kernel for the complex multiply, whose fp32 input and output
 // must then be in memory, so torchtitan's complex form (the attention's
 // rope = "complex") moves the eager bytes compiled too.
+//
+// Backward moves as much again, not twice forward's (satMul2): the
+// rotation's table is a buffer that needs no gradient, and autograd
+// computes only the gradients an input needs, so the complex multiply's
+// backward is one complex multiply of the output gradient by the
+// conjugated table (derivatives.yaml, mul.Tensor: self's gradient is
+// mul_tensor_backward(grad, other), grad · other.conj()) and reads no
+// saved input; the casts' and views' backwards are a cast back and views
+// (read 4, write b; read b, write 4). Fused, the real form's backward is
+// one kernel too, reading the output gradient and the tables and writing
+// the input gradient: read b, write b. Eager rotate_half's backward runs
+// more kernels than its forward (the slices' backward fills zeros, the two
+// products' gradients are summed), so it keeps twice forward's.
 func ropePasses(b int64, fused bool) int64 {
 	if fused {
 		return 2 * b

@@ -405,8 +405,13 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 		w.saved = z.add(w.saved, z.mul(c.batch, d.heads, c.seq, kvSeq, b))
 	}
 	// Element-wise: RoPE on q and k, and the layout copy of the core's
-	// output back to (tokens, heads·head_dim).
-	w.elemFwd = z.add(z.mul(T, d.qOut+d.kvOut, ropePasses(b, c.compile && a.str("rope", "real") != "complex")), z.mul(T, d.qOut, 2*b))
+	// output back to (tokens, heads·head_dim). Backward moves twice
+	// forward's, but complex or fused RoPE's backward what its forward
+	// does (ropePasses).
+	complexRoPE := a.str("rope", "real") == "complex"
+	rope := z.mul(T, d.qOut+d.kvOut, ropePasses(b, c.compile && !complexRoPE))
+	w.elemFwd = z.add(rope, z.mul(T, d.qOut, 2*b))
+	ropeOnce := complexRoPE || c.compile
 	// Selective checkpointing recomputes the core from q, k, v.
 	w.savedSelective = z.add(w.inputBytes, src, q, kv, kv)
 	w.recomputeSelective = core.flops
@@ -421,6 +426,9 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 		w.saved = z.add(w.saved, qkIn)
 		w.savedSelective = z.add(w.savedSelective, qkIn)
 		w.elemFwd = z.add(w.elemFwd, z.mul(T, d.qOut+d.kvOut, normPasses(b, c.compile)))
+	}
+	if ropeOnce {
+		w.elemBwd = z.add(satMul2(w.elemFwd-rope), rope)
 	}
 	return w, z.err
 }
@@ -474,10 +482,15 @@ func mlaWork(a attrValues, c costCtx) (work, error) {
 	w.savedSelective = z.add(w.inputBytes, latents, q, k, v)
 	w.recomputeSelective = core.flops
 	// Element-wise: the latent norms, RoPE on the rope parts, assembling
-	// q and k per head, and the core output's layout copy.
-	w.elemFwd = z.add(z.mul(T, d.qRank+d.kvRank, normPasses(b, c.compile)),
-		z.mul(T, d.heads+1, d.rope, ropePasses(b, c.compile)),
+	// q and k per head, and the core output's layout copy. Backward moves
+	// twice forward's, but fused RoPE's backward what its forward does
+	// (ropePasses).
+	rope := z.mul(T, d.heads+1, d.rope, ropePasses(b, c.compile))
+	w.elemFwd = z.add(z.mul(T, d.qRank+d.kvRank, normPasses(b, c.compile)), rope,
 		z.mul(T, d.heads, 2*d.qk, 2*b), z.mul(T, d.heads, d.v, 2*b))
+	if c.compile {
+		w.elemBwd = z.add(satMul2(w.elemFwd-rope), rope)
+	}
 	return w, z.err
 }
 

@@ -113,8 +113,8 @@ func TestCompileFusesElementwise(t *testing.T) {
 // TestCompileKeepsComplexRoPE: torchtitan's RoPE multiplies complex
 // numbers, which Inductor runs as aten's kernel, so compiled it moves the
 // eager bytes (T·16·(2b+16) per layer, q and k of width 8) where a real
-// RoPE moves T·16·2b; nothing else changes, and eager is the same either
-// way.
+// RoPE moves T·16·2b; nothing else changes, and eager forward is the
+// same either way.
 func TestCompileKeepsComplexRoPE(t *testing.T) {
 	complexBody := strings.Replace(modesBody, "heads = 2\n", "heads = 2\nrope = \"complex\"\n", 1)
 	load := func(train, body string) Cost {
@@ -133,8 +133,18 @@ func TestCompileKeepsComplexRoPE(t *testing.T) {
 	if cplx.FlopsFwd != real.FlopsFwd || cplx.ActivationBytes != real.ActivationBytes {
 		t.Errorf("rope changed more than the element-wise bytes: %+v vs %+v", cplx, real)
 	}
-	if e, ec := load("", modesBody), load("", complexBody); e.ElemBytesFwd != ec.ElemBytesFwd {
+	e, ec := load("", modesBody), load("", complexBody)
+	if e.ElemBytesFwd != ec.ElemBytesFwd {
 		t.Errorf("eager element-wise bytes %d (real) vs %d (complex), want equal", e.ElemBytesFwd, ec.ElemBytesFwd)
+	}
+	// Backward: complex RoPE's, and fused RoPE's, moves what its forward
+	// does (derivatives.yaml's mul: the table needs no gradient); eager
+	// rotate_half's twice.
+	if d := e.ElemBytesBwd - ec.ElemBytesBwd; d != T*16*(2*b+16) {
+		t.Errorf("eager real RoPE's backward moves %d bytes more than complex, want %d (once more)", d, T*16*(2*b+16))
+	}
+	if d := cplx.ElemBytesBwd - real.ElemBytesBwd; d != T*16*16 {
+		t.Errorf("compiled complex RoPE's backward moves %d bytes more than real, want %d (each once)", d, T*16*16)
 	}
 }
 
