@@ -7,14 +7,14 @@ import (
 
 // readerMemoryLimit is the Go runtime's soft memory limit while a command
 // reads a plan (readerCommands). The readers must afford the largest plan
-// the planner writes within 1 GiB (#28): gpt2-124m at grad_accum 6390, 4.19 M
+// the planner writes within 1 GiB (#28): gpt2-124m at grad_accum 6393, 4.19 M
 // operations a rank (planner.MaxOpsPerRank), holds well under 900 MiB live
 // in each of them (the decoded operations are 0.4 GB, 96 bytes each), but
 // the collector's default pacing (GOGC=100) lets the heap grow to twice
 // what is live, 1.4–2 GB of RSS. With this limit the collector runs before
 // the runtime's memory (heap, stacks and its own metadata, which is what
-// GOMEMLIMIT counts) passes 900 MiB: each reader then peaks at 931 MB of
-// RSS on that plan (docs/trace.md). It is soft: a plan whose live data
+// GOMEMLIMIT counts) passes 900 MiB: each reader then peaks at 903–970 MB
+// of RSS on that plan (docs/trace.md). It is soft: a plan whose live data
 // passed it would still be read, with the collector taking more of the
 // CPU, and small plans never reach it.
 const readerMemoryLimit = 900 << 20
