@@ -74,6 +74,15 @@ func TestMutationsShow(t *testing.T) {
 			a, b := nth(t, p, 0, isIn(schedule.OpBackward, 2)), nth(t, p, 0, isIn(schedule.OpBackward, 3))
 			p.Ops[a].Uses, p.Ops[b].Uses = p.Ops[b].Uses, p.Ops[a].Uses
 		}, "backward: 2 backwards changed (uses)"},
+		{"the element-wise bytes a backward recomputes, alone", func(t *testing.T, p *schedule.Plan) {
+			// The cost model prices them apart from the rest of the
+			// backward's element-wise bytes (schedule.Plan.ElemRecompute).
+			m := p.Ops[nth(t, p, 0, isIn(schedule.OpBackward, 2))].Module
+			if len(p.ElemRecompute) == 0 {
+				p.ElemRecompute = make([]int64, len(p.Modules))
+			}
+			p.ElemRecompute[m]++
+		}, "changed (recomputed element bytes) in transformer.h.1"},
 		{"a parameter renamed", func(t *testing.T, p *schedule.Plan) {
 			p.Groups[1].Params[2].Name = "transformer.h.0.attn.c_attn.weight2"
 		}, "transformer.h.0.attn.c_attn.weight name: transformer.h.0.attn.c_attn.weight → transformer.h.0.attn.c_attn.weight2"},

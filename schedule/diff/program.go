@@ -53,7 +53,7 @@ type OpExample struct {
 // opFieldNames name an op's fields as the text of an OpEdit says them.
 var opFieldNames = [...]string{"stream", "kind", "phase", "micro-batch", "group", "module", "buffer", "source",
 	"event", "uses", "process group", "dtype", "reduce", "factor", "bytes", "flops", "attention flops",
-	"element bytes", "gemms"}
+	"element bytes", "gemms", "recomputed element bytes"}
 
 const (
 	fStream = iota
@@ -76,6 +76,10 @@ type opKey struct {
 	uses, gemms                            string
 	factor, flops, attn                    uint64 // IEEE bits: exact, NaNs included
 	bytes, elem                            int64
+	// elemRecompute is the part of elem a backward spends rerunning its
+	// module's forward kernels (Plan.ElemRecompute), which the cost model
+	// prices apart: a plan that moves only that split still differs.
+	elemRecompute int64
 }
 
 type opRec struct {
@@ -97,7 +101,8 @@ func (r *opRec) values() [len(opFieldNames)]string {
 	}
 	return [...]string{o.Stream.String(), o.Kind.String(), o.Phase.String(), "mb" + strconv.Itoa(int(o.Micro)),
 		k.group, k.module, k.buffer, k.source, k.event, k.uses, pg, dt, o.Reduce.String(), num(o.Factor),
-		strconv.FormatInt(o.Bytes, 10), num(o.FLOPs), num(o.AttnFLOPs), strconv.FormatInt(o.ElemBytes, 10), k.gemms}
+		strconv.FormatInt(o.Bytes, 10), num(o.FLOPs), num(o.AttnFLOPs), strconv.FormatInt(o.ElemBytes, 10), k.gemms,
+		strconv.FormatInt(k.elemRecompute, 10)}
 }
 
 // brief writes an op by what identifies it and the fields named, for an
@@ -229,6 +234,7 @@ func hashKey(k *opKey) uint64 {
 	num(k.attn)
 	num(uint64(k.bytes))
 	num(uint64(k.elem))
+	num(uint64(k.elemRecompute))
 	return h.Sum64()
 }
 
@@ -260,7 +266,7 @@ func (pr *program) rec(i int) opRec {
 		group: groupName(p, int(o.Group)), module: mod, buffer: bufName(p, o.Buffer), source: bufName(p, o.Source),
 		event: eventName(p, o.Event), uses: uses, gemms: gemms,
 		factor: math.Float64bits(o.Factor), flops: math.Float64bits(o.FLOPs), attn: math.Float64bits(o.AttnFLOPs),
-		bytes: o.Bytes, elem: o.ElemBytes}
+		bytes: o.Bytes, elem: o.ElemBytes, elemRecompute: p.OpElemRecompute(o)}
 	return r
 }
 
