@@ -119,6 +119,9 @@ func modelFile(r run) string {
 	if r.accumulateUnsharded {
 		state += "accumulate = \"unsharded\"\n"
 	}
+	if r.foreachOptimizer {
+		state += "optimizer_implementation = \"foreach\"\n"
+	}
 	// The row's ID and source are the CSV's text: a comment escaped, a
 	// name a TOML string, so no line of the file comes from them.
 	fmt.Fprintf(&b, "# %s (%s)\n[model]\nname = %s\ndtype = %q\n\n", safetext.TOMLComment(r.id), safetext.TOMLComment(r.source), safetext.TOML(r.id), master)

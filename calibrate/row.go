@@ -213,6 +213,17 @@ func (r csvRow) training(x *run) (string, error) {
 	// and models/llama3/model/model.py at 6fc499f); fms-fsdp's and the
 	// others' are real arithmetic, as far as their sources show.
 	x.ropeComplex = titan
+	// AdamW's implementation. PyTorch picks foreach on CUDA when the
+	// caller names neither (torch/optim/optimizer.py
+	// _default_to_fused_or_foreach), as fms-fsdp's optim.AdamW(…, betas,
+	// weight_decay) does. torchtitan passed foreach=True (train.py at
+	// aafe0e870, 2024-05), then foreach = not optimizer.fused with fused
+	// off unless asked (config_manager.py at 9dec370), until 6e4988550
+	// (pytorch/torchtitan#881, 2025-02-24) made "fused" the default
+	// optimizer.implementation. KempnerForge builds a fused torch AdamW;
+	// Megatron's distributed optimizer is its own fused Adam.
+	fms := strings.EqualFold(r.get("framework"), "fms-fsdp")
+	x.foreachOptimizer = fms || titan && !dated("2025-02-24")
 	x.activation = mlpActivation(r.get("model"), r.get("arch_note"))
 	// The 2024 sources ran FlashAttention-2 (cuDNN SDPA was not PyTorch's
 	// default then: pytorch/pytorch#128539 reverted it). torchtitan asks

@@ -188,6 +188,42 @@ func TestKempnerForgeState(t *testing.T) {
 	}
 }
 
+// TestForeachOptimizer: AdamW runs foreach where the run's code left
+// PyTorch to choose (fms-fsdp) or asked for it (torchtitan before
+// 6e4988550, 2025-02-24), fused elsewhere.
+func TestForeachOptimizer(t *testing.T) {
+	want := map[string]bool{
+		"S3-L3-8B-a": true, "S7-eager-7b-A100": true, "S6-8": false, // published-runs.csv
+		"M1-TT-8g-eager": true, "M3-TT-128g-eager": true, "M5-AO-H100-compile": true, "M8-AO-f8nc-noac": true,
+		"M6-AO-B200-compile": false, "M7-AO-MI300X-compile": false, // memory-runs.csv
+	}
+	seen := 0
+	for _, name := range []string{"published-runs.csv", "memory-runs.csv"} {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, _, err := readRuns(name, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			w, ok := want[r.id]
+			if !ok {
+				continue
+			}
+			seen++
+			if got := strings.Contains(modelFile(r), `optimizer_implementation = "foreach"`); got != w {
+				t.Errorf("%s: foreach %v, want %v", r.id, got, w)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d rows", seen, len(want))
+	}
+}
+
 // TestStatedHBM: a stated card size replaces the preset's only when it
 // differs; a marketed size in GB is what PyTorch reports less about 1%.
 func TestStatedHBM(t *testing.T) {

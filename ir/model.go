@@ -259,6 +259,11 @@ type Train struct {
 	Optimizer        string
 	// OptimizerStateBytes per trainable parameter element (AdamW in fp32: 8).
 	OptimizerStateBytes int64
+	// OptimizerForeach: the optimizer runs PyTorch's foreach
+	// implementation (foreach=True, PyTorch's own default on CUDA), a
+	// chain of element-wise passes, instead of one fused kernel
+	// (fused=True). Only AdamW is modelled that way (optimizerTraffic).
+	OptimizerForeach bool
 	// ActivationDType is the dtype activations are held in.
 	ActivationDType DType
 	// Compile: the model runs under torch.compile, which fuses the

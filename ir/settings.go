@@ -56,7 +56,7 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		return
 	}
 	t := d.table("train", v, "[train]", "micro_batch", "seq_len", "grad_accum", "accumulate", "checkpointing",
-		"optimizer", "optimizer_state_bytes", "activation_dtype", "compile", "checkpoint_interval", "attention_kernel", "expandable_segments")
+		"optimizer", "optimizer_implementation", "optimizer_state_bytes", "activation_dtype", "compile", "checkpoint_interval", "attention_kernel", "expandable_segments")
 	tr.MicroBatch = t.intOr("micro_batch", 1, 1, 1<<20)
 	if n, ok := t.integer("seq_len", 1, 1<<30); ok {
 		tr.SeqLen = n
@@ -96,6 +96,12 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		tr.Optimizer = s
 	}
 	tr.OptimizerStateBytes = optimizerStateBytes[tr.Optimizer]
+	if s, ok := t.enum("optimizer_implementation", "foreach", "fused"); ok {
+		if s == "foreach" && tr.Optimizer != "adamw" {
+			d.errorf(t.at("optimizer_implementation"), "optimizer_implementation \"foreach\" is modelled for optimizer = \"adamw\" only, not %q", tr.Optimizer)
+		}
+		tr.OptimizerForeach = s == "foreach"
+	}
 	if n, ok := t.integer("optimizer_state_bytes", 0, 64); ok {
 		tr.OptimizerStateBytes = n
 	}

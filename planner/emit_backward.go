@@ -425,6 +425,37 @@ func (pg *paramGroup) finalizeBackward() {
 	}
 }
 
+// optimizerTraffic is the HBM traffic of one optimizer step over elems
+// sharded elements whose parameters and gradients are paramSize bytes.
+//
+// Fused (one kernel, fused=True): read the parameter and the gradient,
+// read and write each state, write the parameter: 3 parameter-sized and 2
+// state-sized accesses (AdamW in fp32: 28 B an element).
+//
+// Foreach (foreach=True): PyTorch's _multi_tensor_adam (torch/optim/adam.py;
+// _multi_tensor_adamw in adamw.py before AdamW became Adam with decoupled
+// weight decay) runs, with weight decay and neither capturable nor
+// amsgrad, one multi-tensor kernel per line, each element read and written
+// (p parameter, g gradient, m exp_avg, v exp_avg_sq, d a new list the size of v):
+//
+//	_foreach_mul_(p, 1-lr·wd)       p r+w
+//	_foreach_lerp_(m, g, 1-β1)      m r+w, g r
+//	_foreach_mul_(v, β2)            v r+w
+//	_foreach_addcmul_(v, g, g, 1-β2) v r+w, g r (both operands one tensor)
+//	d = _foreach_sqrt(v)            v r, d w
+//	_foreach_div_(d, √bc2)          d r+w
+//	_foreach_add_(d, eps)           d r+w
+//	_foreach_addcdiv_(p, m, d, −s)  p r+w, m r, d r
+//
+// 6 parameter-sized and 14 state-element accesses (7 × the two states'
+// bytes): AdamW in fp32 moves 80 B an element, 2.9× the fused kernel.
+func optimizerTraffic(elems, paramSize int64, tr ir.Train) int64 {
+	if tr.OptimizerForeach {
+		return elems*paramSize*6 + 7*elems*tr.OptimizerStateBytes
+	}
+	return elems*paramSize*3 + 2*elems*tr.OptimizerStateBytes
+}
+
 // optimizer emits the optimizer step on every group's shards, then frees
 // the sharded gradients (zero_grad(set_to_none=True)).
 func (e *emitter) optimizer() {
@@ -438,10 +469,7 @@ func (e *emitter) optimizer() {
 		if grp.Policy.Offload {
 			st = schedule.StreamHost
 		}
-		// Read parameters and gradients, read and write states, write
-		// parameters.
-		elems := grp.GradShardNumel
-		bytes := elems*grp.Policy.Orig.Size()*3 + 2*elems*e.m.Train.OptimizerStateBytes
+		bytes := optimizerTraffic(grp.GradShardNumel, grp.Policy.Orig.Size(), e.m.Train)
 		o := blank(schedule.OpOptimizer, st)
 		o.Group, o.Buffer, o.Source, o.DType, o.Bytes = int32(g), int32(e.groups[g].shardedParam), int32(e.groups[g].optimizerState), grp.Policy.Orig, bytes
 		// It reads the sharded gradients, on the device or the host copy;
