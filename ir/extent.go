@@ -51,6 +51,9 @@ func (x *extents) module(md *moduleDecl) extent {
 		if shape, err := md.kind.shape(md.attrs); err == nil {
 			one = one.plus(specExtent(shape.params, shape.children))
 		}
+		for _, c := range md.children {
+			one = one.plus(x.module(c))
+		}
 	case md.block != "":
 		one = one.plus(x.block(md.block))
 	default:

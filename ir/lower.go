@@ -242,6 +242,11 @@ func (l *lowerer) fill(id ModuleID, md *moduleDecl, inh inherited, instance bool
 		l.addParams(id, md.params, inh)
 		l.addSpecParams(id, shape.params, inh)
 		l.addSpecChildren(id, shape.children, inh)
+		// Children of its own, registered after the kind's (T5's
+		// relative_attention_bias): parameter holders inside the node.
+		for _, c := range md.children {
+			l.expand(c, id, inh)
+		}
 	case block != "":
 		b, ok := l.blocks[block]
 		if !ok {

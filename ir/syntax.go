@@ -346,8 +346,8 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 		d.errorf(t.at("blocks"), "blocks of module %q must name 1 to repeat (%d) blocks, not %d", md.name, md.repeat, len(md.blocks))
 	case md.block != "" && t.has("module"):
 		d.keyErrorf(t.at("block"), "module %q has both block and [[module]] children; use one", md.name)
-	case md.spec != nil && (t.has("module") || md.block != ""):
-		d.keyErrorf(t.at("kind"), "module %q of kind %s cannot declare child modules: its kind makes them", md.name, kindName)
+	case md.spec != nil && md.block != "":
+		d.keyErrorf(t.at("kind"), "module %q of kind %s cannot have a block: its kind makes its children", md.name, kindName)
 	case md.spec != nil && md.output.path != "":
 		d.keyErrorf(t.at("output"), "module %q of kind %s computes its own output; output applies to containers (modules without a kind)", md.name, kindName)
 	case md.spec != nil && md.register.path != "":
@@ -359,8 +359,34 @@ func (d *decoder) module(path string, raw map[string]any, depth int) *moduleDecl
 	}
 	if md.spec != nil {
 		d.kindAttrs(t, md)
+		for _, c := range md.children {
+			d.heldChild(md, c, kindName)
+		}
 	}
 	return md
+}
+
+// heldChild checks a child a module of a kind declares beside the ones its
+// kind makes (T5's relative_attention_bias inside its first attention): it
+// only holds parameters, since the kind's formula is the whole module's
+// cost and the module is one node of the dataflow.
+func (d *decoder) heldChild(md, c *moduleDecl, kindName string) {
+	why := ""
+	switch {
+	case c.hasInputs:
+		why = "inputs"
+	case c.repeat > 0 || len(c.blocks) > 0:
+		why = "repeat"
+	case c.flopsFwd != nil || c.flopsBwd != nil || c.actBytes != nil:
+		why = "explicit costs"
+	case c.checkpoint != nil:
+		why = "checkpoint"
+	case c.output.path != "":
+		why = "output"
+	}
+	if why != "" {
+		d.keyErrorf(c.path, "module %q inside module %q of kind %s has %s: children a kind module declares beside its kind's only hold parameters", c.name, md.name, kindName, why)
+	}
 }
 
 func (d *decoder) kindAttrs(t *tbl, md *moduleDecl) {

@@ -241,7 +241,8 @@ var encoderAttention = map[string]string{
 // key projection's traced input gives kv_seq_len) and fairseq-ordered
 // projections (k, v, q: q_last).
 var attentionKinds = map[string][]string{
-	"t5":     {"encoder.block.1.layer.0.SelfAttention", "decoder.block.1.layer.0.SelfAttention", "decoder.block.0.layer.1.EncDecAttention"},
+	"t5": {"encoder.block.0.layer.0.SelfAttention", "encoder.block.1.layer.0.SelfAttention", "decoder.block.0.layer.0.SelfAttention",
+		"decoder.block.1.layer.0.SelfAttention", "decoder.block.0.layer.1.EncDecAttention"},
 	"bart":   {"model.encoder.layers.0.self_attn", "model.decoder.layers.1.self_attn", "model.decoder.layers.1.encoder_attn"},
 	"mbart":  {"model.encoder.layers.1.self_attn", "model.decoder.layers.0.self_attn", "model.decoder.layers.0.encoder_attn"},
 	"marian": {"model.decoder.layers.1.encoder_attn"},
@@ -321,6 +322,11 @@ func TestImportTorchConformanceArchitectures(t *testing.T) {
 			header := strings.Join(strings.Fields(strings.ReplaceAll(string(res.Text), "\n#", " ")), " ")
 			if note, ok := kindNotes[a.name]; ok && !strings.Contains(header, note) {
 				t.Errorf("the header does not say %q:\n%s", note, res.Text)
+			}
+			if _, ok := attentionKinds[a.name]; ok && strings.Contains(string(res.Text), "containers' own code") {
+				// Every attention core is a kind's (T5's first attention
+				// holds its position bias beside the kind's projections).
+				t.Errorf("FLOPs in containers' own code:\n%s", res.Text)
 			}
 			if attn, ok := encoderAttention[a.name]; ok {
 				// Encoders: per-layer kinds (non-causal self-attention),

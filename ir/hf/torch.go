@@ -43,8 +43,11 @@ type TorchModule struct {
 	Params   []TorchParam `json:"params"`
 	Children []string     `json:"children"` // registration order, only those holding parameters
 	// Kind is the importer's proposal (kinds.py); Convert drops it where
-	// the kind does not make exactly these parameters.
-	Kind map[string]any `json:"kind"`
+	// the kind does not make exactly these parameters. HeldChildren are
+	// children the module holds beside the kind's, registered after them
+	// (T5's relative_attention_bias; docs/model-format.md).
+	Kind         map[string]any `json:"kind"`
+	HeldChildren []string       `json:"held_children"`
 	// Calls is how often forward called it; Reads the modules whose
 	// outputs reached its inputs; Forward its children in the order
 	// their subtrees first ran.
@@ -137,6 +140,9 @@ func (d *TorchDescription) validate() error {
 			if !seen[joinName(m.Name, c)] {
 				return fmt.Errorf("module %q: child %q is not described", m.Name, c)
 			}
+		}
+		if n := len(m.HeldChildren); n > 0 && (n > len(m.Children) || !slices.Equal(m.HeldChildren, m.Children[len(m.Children)-n:])) {
+			return fmt.Errorf("module %q: held children %q are not its last children", m.Name, m.HeldChildren)
 		}
 		if !slices.Equal(sortedCopy(m.Forward), sortedCopy(intersect(m.Forward, m.Children))) {
 			return fmt.Errorf("module %q: forward order names a module that is not its child", m.Name)

@@ -447,14 +447,18 @@ func (t *torchModel) checkKinds() {
 					}
 				}
 				w.fields(append([]field{{"name", "m", ""}}, keep...))
-				want := strings.Join(t.subtreeShapes(n, ""), "\n")
-				key := w.b.String() + "\x00" + want
-				v, ok := verdict[key]
-				if !ok {
-					v = kindVerdict(w.b.String(), want)
-					verdict[key] = v
+				if err := t.heldText(w, "module", n); err != nil {
+					why = err.Error()
+				} else {
+					want := strings.Join(t.subtreeShapes(n, ""), "\n")
+					key := w.b.String() + "\x00" + want
+					v, ok := verdict[key]
+					if !ok {
+						v = kindVerdict(w.b.String(), want)
+						verdict[key] = v
+					}
+					why = v
 				}
-				why = v
 			}
 			if why != "" {
 				kind, _ := n.kind["kind"].(string)

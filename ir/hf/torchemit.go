@@ -471,7 +471,7 @@ func (t *torchModel) moduleText(w *writer, header string, n *tnode) error {
 		w.line("")
 		w.line("[[" + header + "]]")
 		w.fields(fs)
-		return nil
+		return t.heldText(w, header, n)
 	case n.node:
 		fs = append(fs, field{"flops_fwd", count(n.d.FlopsFwd), "measured"}, field{"flops_bwd", count(n.d.FlopsBwd), "measured"},
 			field{"activation_bytes", count(n.d.ActivationBytes), "measured"})
@@ -545,6 +545,35 @@ func (t *torchModel) params(w *writer, header string, n *tnode) {
 		w.line("[[" + header + "]]")
 		w.fields(fs)
 	}
+}
+
+// heldText writes the children a module of a kind holds beside the
+// kind's (T5's relative_attention_bias): as their own kind where they
+// have one, else by their parameters.
+func (t *torchModel) heldText(w *writer, header string, n *tnode) error {
+	for _, c := range n.children {
+		if !slices.Contains(n.d.HeldChildren, c.local) {
+			continue
+		}
+		fs := []field{{"name", c.local, ""}}
+		if c.kind != nil {
+			kf, err := t.kindFields(c)
+			if err != nil {
+				return err
+			}
+			w.line("")
+			w.line("[[" + header + ".module]]")
+			w.fields(append(fs, kf...))
+			continue
+		}
+		w.line("")
+		w.line("[[" + header + ".module]]")
+		w.fields(fs)
+		if err := t.paramOnly(w, header+".module", c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // paramOnly writes a measured module's parameters and the children that

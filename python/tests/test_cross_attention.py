@@ -1,6 +1,8 @@
 """fsdpc.importer: encoder-decoder attention is the attention kind in
 each of its forms: T5's (encoder self-attention not causal, decoder
-self-attention causal, EncDecAttention the cross form) and BART's (the
+self-attention causal, EncDecAttention the cross form; the first
+self-attention holds the position bias's nn.Embedding beside the kind's
+projections) and BART's (the
 encoder_attn cross form Whisper, mBART and Marian share, and its self
 forms), and OPT's. A cross-attention's kv_dim and kv_seq_len are its key
 projection's traced input, so a decoder shorter than its encoder shows
@@ -89,14 +91,18 @@ class TestCrossAttention(unittest.TestCase):
             # encoder's 16.
             self.check(mods, "decoder.block.%d.layer.1.EncDecAttention" % i, DEC,
                        {**t5, "causal": False, "kv_dim": 32, "kv_seq_len": ENC})
-        # The first block's self-attention holds the position bias's
-        # nn.Embedding(32 buckets, 4 heads): its projections and the bias
-        # are kinds of their own, its parameters PyTorch's.
-        first = mods["encoder.block.0.layer.0.SelfAttention"]
-        self.assertNotIn("kind", first)
-        self.assertEqual(first["children"], ["q", "k", "v", "o", "relative_attention_bias"])
-        self.assertEqual(mods["encoder.block.0.layer.0.SelfAttention.relative_attention_bias"].get("kind"),
-                         {"kind": "embedding", "num": 32, "dim": 4})
+        # The first block's self-attention in each stack holds the position
+        # bias, nn.Embedding(32 buckets, 4 heads), beside the kind's
+        # projections: a lookup and an add, no matmul FLOPs.
+        self.check(mods, "encoder.block.0.layer.0.SelfAttention", ENC, {**t5, "causal": False})
+        self.check(mods, "decoder.block.0.layer.0.SelfAttention", DEC, {**t5, "causal": None})
+        for stack in ("encoder", "decoder"):
+            first = mods["%s.block.0.layer.0.SelfAttention" % stack]
+            self.assertEqual(first["children"], ["q", "k", "v", "o", "relative_attention_bias"])
+            self.assertEqual(first.get("held_children"), ["relative_attention_bias"])
+            self.assertEqual(mods["%s.block.0.layer.0.SelfAttention.relative_attention_bias" % stack].get("kind"),
+                             {"kind": "embedding", "num": 32, "dim": 4})
+        self.assertNotIn("held_children", mods["encoder.block.1.layer.0.SelfAttention"])
         self.assertEqual(d["numel"], sum(p.numel() for p in model.parameters()))
 
     def test_bart(self) -> None:

@@ -9,7 +9,7 @@ from torch import nn
 from torch.utils._pytree import tree_map
 
 from fsdpc.importer import masks
-from fsdpc.importer.kinds import attention_source, conv_input_size, not_modelled, recognise, unrecognised_because
+from fsdpc.importer.kinds import HELD, attention_source, conv_input_size, not_modelled, recognise, unrecognised_because
 from fsdpc.importer.trace import Trace, run_trace
 
 DTYPES = {
@@ -66,6 +66,8 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
         if "alias_of" not in entry:
             kind = recognise(m)
             if kind is not None:
+                if HELD in kind:
+                    entry[HELD] = kind.pop(HELD)
                 entry["kind"] = kind
                 if note := not_modelled(m, kind):
                     entry["kind_note"] = note
@@ -99,8 +101,7 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
         if kind is not None and kind.get("kind") == "conv":
             size, why = conv_input_size(kind, m.get("input_shape", []), micro_batch)
             if size is None:
-                m["measured_because"] = why
-                del m["kind"]
+                _measure(m, why)
             else:
                 kind["input_size"] = size
     # Modules whose parameters forward read directly (an nn.ParameterList
@@ -146,10 +147,17 @@ def _sources(modules: list[dict[str, Any]], micro_batch: int) -> None:
             continue
         got, why = attention_source(kind, q, k, micro_batch)
         if got is None:
-            m["measured_because"] = why
-            del m["kind"]
+            _measure(m, why)
         else:
             m["kind"] = got
+
+
+def _measure(m: dict[str, Any], why: str) -> None:
+    """Withdraws m's kind (and the children it held beside it): m is
+    measured, for the reason given."""
+    m["measured_because"] = why
+    del m["kind"]
+    m.pop(HELD, None)
 
 
 def _child(parent: str, local: str) -> str:
@@ -206,5 +214,4 @@ def _merge(modules: list[dict[str, Any]], tr: Trace, problems: list[dict[str, st
                              "first runs, reading what that call read; its measured costs are all calls'" % rec.calls})
         if rec.calls > 1 and "kind" in m:
             # A kind's formula is one call's cost.
-            m["measured_because"] = "called %d times in forward" % rec.calls
-            del m["kind"]
+            _measure(m, "called %d times in forward" % rec.calls)

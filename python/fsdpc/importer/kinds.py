@@ -209,6 +209,25 @@ def _fused_attention(m: nn.Module, ch: dict[str, nn.Module], hd: int) -> Kind | 
     return None
 
 
+# The key under which a kind proposal lists children the module holds
+# beside the kind's (docs/model-format.md, [[module.module]]).
+HELD = "held_children"
+
+
+def _position_bias(m: nn.Module, ch: dict[str, nn.Module]) -> list[str]:
+    """T5's first attention in each stack holds relative_attention_bias,
+    nn.Embedding(buckets, heads): the position bias every layer adds to
+    its scores, a lookup and an add (no matmul). It is the module's last
+    child, held beside the kind's projections."""
+    e = ch.get("relative_attention_bias")
+    heads = getattr(m, "n_heads", None)
+    if not isinstance(e, nn.Embedding) or list(ch)[-1] != "relative_attention_bias" or recognise(e) is None:
+        return []
+    if not isinstance(heads, int) or e.embedding_dim != heads:
+        return []
+    return ["relative_attention_bias"]
+
+
 def _attention(m: nn.Module) -> Kind | None:
     ch = _param_children(m)
     own = _params(m)
@@ -226,6 +245,8 @@ def _attention(m: nn.Module) -> Kind | None:
         if not set(names) <= set(ch):
             continue
         rest = set(ch) - set(names)
+        held = _position_bias(m, ch)
+        rest -= set(held)
         if rest - {"q_norm", "k_norm"}:
             return None
         projs = [ch[n] for n in names]
@@ -272,6 +293,10 @@ def _attention(m: nn.Module) -> Kind | None:
             # bias to the scores and runs matmul, softmax, matmul: never a
             # fused kernel.
             kind["flash"] = False
+        if held:
+            # Registered after the kind's children; describe moves this to
+            # the module's held_children.
+            kind[HELD] = held
         if "sinks" in own:
             # gpt-oss: a learned logit per head, the module's own parameter.
             if tuple(own["sinks"].shape) != (heads,):
@@ -520,10 +545,7 @@ def _conv(m: nn.Module) -> Kind | None:
 def unrecognised_because(m: nn.Module) -> str:
     """Why a module that looks like one of fsdpc's kinds is measured
     instead ("" where nothing is to be said): a convolution the conv kind
-    cannot hold, or T5's first attention, which holds its position bias."""
-    if isinstance(getattr(m, "relative_attention_bias", None), nn.Embedding) and {"q", "k", "v", "o"} <= set(_param_children(m)):
-        return ("it holds relative_attention_bias (nn.Embedding(buckets, heads), the position bias every layer adds to its "
-                "scores), a child the attention kind has no place for")
+    cannot hold."""
     return _conv_padding(m)[1]
 
 
