@@ -69,8 +69,6 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
                 if HELD in kind:
                     entry[HELD] = kind.pop(HELD)
                 entry["kind"] = kind
-                if note := not_modelled(m, kind):
-                    entry["kind_note"] = note
             elif why := unrecognised_because(m):
                 entry["measured_because"] = why
         modules.append(entry)
@@ -116,9 +114,12 @@ def describe(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mi
             continue
         if not _ran(m) and _called_parent(modules, m):
             problems.append({"module": m["name"], "what": "is never called in forward: its parameters get no gradient from the pass traced"})
+    # What each kind leaves out, said of the kind as the trace left it (a
+    # cross-attention is known only now; a withdrawn kind says nothing).
     for m in modules:
-        if "kind" not in m:
-            m.pop("kind_note", None)  # said of a kind later withdrawn (measured instead)
+        if "kind" in m and "alias_of" not in m:
+            if note := not_modelled(model.get_submodule(m["name"]), m["kind"]):
+                m["kind_note"] = note
     return {
         "format": FORMAT,
         "source": source,

@@ -473,11 +473,31 @@ def _unfused_core(m: nn.Module) -> bool:
     return getattr(cfg, "_attn_implementation", None) == "eager"
 
 
+def _t5_not_modelled(m: nn.Module, kind: Kind) -> str:
+    """T5's attention adds its position bias to the scores and runs
+    matmul, softmax, matmul (flash = false): element-wise passes over the
+    scores the kind does not count, and in the decoder's causal
+    self-attention all S² pairs where the kind counts a fused kernel's
+    S·(S+1)/2."""
+    out = ["its core runs unfused (matmul, softmax, matmul) with T5's position bias added to every score: no element-wise "
+           "pass over the B·heads·S·S_kv scores (bias add, mask, softmax, casts, dropout) is counted"]
+    if kind.get("causal", True) and "kv_seq_len" not in kind:
+        out.append("its causal mask is added to the scores, so all S² pairs are computed: the kind counts the S·(S+1)/2 "
+                   "pairs a causal fused kernel computes")
+    if isinstance(getattr(m, "relative_attention_bias", None), nn.Embedding):
+        out.append("it looks up the position bias every layer adds (relative_attention_bias, held beside the kind's "
+                   "projections): a gather, no FLOPs, and its saved S·S bucket ids are not counted")
+    return "; ".join(out)
+
+
 def not_modelled(m: nn.Module, kind: Kind) -> str:
     """What the kind recognised for m leaves out of m's cost, said in the
     model file's header ("" where nothing is left out): for the fused
     query_key_value attentions, ALiBi, partial rotary, an unfused core's
-    extra work, and Falcon's single key/value head."""
+    extra work, and Falcon's single key/value head; for T5's attention,
+    its unfused core and position bias (_t5_not_modelled)."""
+    if kind.get("kind") == "attention" and hasattr(m, "key_value_proj_dim"):
+        return _t5_not_modelled(m, kind)
     if kind.get("kind") != "attention" or kind.get("names", {}).get("qkv") != "query_key_value":
         return ""
     out: list[str] = []
