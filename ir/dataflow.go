@@ -88,16 +88,31 @@ func (m *Model) childTowards(reader, src ModuleID) (ModuleID, bool) {
 	return belowB, belowB >= 0 && a != src
 }
 
+// ParentInput in a module's inputs names its container's own input: what
+// the container reads, not a module. Inside a repeated block it is each
+// instance's input (the previous layer's output), so a block whose norm
+// reads the residual stream beside its attention (GPT-NeoX's parallel
+// residual) is one body for every layer. No module is named "..": a
+// name has no dot (ValidName), as in PyTorch.
+const ParentInput = ".."
+
 func (l *lowerer) buildDataflow() {
 	m := l.m
 	// Resolve the names in inputs to modules first: which siblings are read
 	// decides what a container outputs.
 	explicit := make(map[ModuleID][]ModuleID, len(l.inputs))
+	// readsParent: modules whose inputs name ParentInput, the input of
+	// the container they sit in (a block's residual stream).
+	readsParent := map[ModuleID]bool{}
 	for _, p := range l.inputs {
 		var srcs []ModuleID
 		parent := m.Modules[p.module].Parent
 		for i, name := range p.names {
 			path := indexPath(p.path, i)
+			if name == ParentInput {
+				readsParent[p.module] = true
+				continue
+			}
 			src, ok := l.resolveModule(parent, name)
 			if !ok {
 				l.d.errorf(path, "inputs: no module %q%s", name, l.nearModule(parent, name))
@@ -146,6 +161,10 @@ func (l *lowerer) buildDataflow() {
 			continue
 		}
 		if srcs, ok := explicit[ModuleID(id)]; ok {
+			if readsParent[ModuleID(id)] {
+				// A parent's id is below its children's: its set is made.
+				inputsOf[id] = append(inputsOf[id], inputsOf[mod.Parent]...)
+			}
 			for _, s := range srcs {
 				inputsOf[id] = append(inputsOf[id], exits[s]...)
 			}

@@ -132,6 +132,53 @@ inputs = ["norm"]
 			inputs:  map[string]string{"blk.1.norm": "blk.0.attn blk.0.mlp", "blk.0.mlp": "blk.0.norm"},
 		},
 		{
+			// GPT-NeoX's parallel residual: the second norm reads the
+			// layer's own input, the previous layer's output (the first
+			// layer's: the embedding), as naming it would in each layer.
+			name: "\"..\" reads the container's input",
+			body: `
+[[module]]
+name = "emb"
+kind = "embedding"
+num = 10
+dim = 4
+[[module]]
+name = "layers"
+repeat = 3
+[[module.module]]
+name = "ln1"
+kind = "norm"
+dim = 4
+[[module.module]]
+name = "attn"
+kind = "linear"
+in = 4
+out = 4
+[[module.module]]
+name = "ln2"
+kind = "norm"
+dim = 4
+inputs = [".."]
+[[module.module]]
+name = "mlp"
+kind = "linear"
+in = 4
+out = 4
+[[module]]
+name = "head"
+kind = "linear"
+in = 4
+out = 4
+inputs = ["..", "emb"]
+`,
+			forward: "emb layers.0.ln1 layers.0.attn layers.0.ln2 layers.0.mlp layers.1.ln1 layers.1.attn layers.1.ln2 layers.1.mlp layers.2.ln1 layers.2.attn layers.2.ln2 layers.2.mlp head",
+			inputs: map[string]string{
+				"layers.0.ln2": "emb", "layers.1.ln1": "layers.0.attn layers.0.mlp",
+				"layers.1.ln2": "layers.0.attn layers.0.mlp", "layers.2.ln2": "layers.1.attn layers.1.mlp",
+				"head": "emb", // ".." at the top: the model's input, no module
+			},
+		},
+		{
 			name: "encoder-decoder reads the encoder's output",
 			body: `
 [[module]]

@@ -267,6 +267,68 @@ var kindNotes = map[string]string{
 // rotary inv_freq matmul runs in the model's own forward).
 var noContainerFLOPs = map[string]bool{"t5": true, "bart": true, "mbart": true, "marian": true, "opt": true, "gptj": true}
 
+// unfolded are the table's models whose two layers really differ, so
+// they are written one by one: every other model's layers fold.
+var unfolded = map[string]string{
+	"deepseek_v3": "first_k_dense_replace 1: a dense layer, then a MoE one",
+	"gemma2":      "a sliding-window layer, then a full-attention one",
+	"t5":          "the first block alone holds the relative attention bias",
+}
+
+// parallelResidual checks GPT-NeoX's folded layers: the post-attention
+// norm reads the layer's own input (".."), which is the embedding in the
+// first layer and the previous layer in the second, and the plan's FSDP
+// decisions are those of the same file with the layers written one by
+// one, each naming the module it reads (as import torch wrote it before
+// "..").
+func parallelResidual(t *testing.T, m *ir.Model, text []byte) {
+	t.Helper()
+	reads := func(m *ir.Model, name string) string {
+		id, err := m.ModuleByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, in := range m.Modules[id].Inputs {
+			names = append(names, m.Modules[in].Name)
+		}
+		return strings.Join(names, " ")
+	}
+	for layer, want := range []string{"gpt_neox.embed_in", "gpt_neox.layers.0.attention gpt_neox.layers.0.mlp"} {
+		for _, norm := range []string{"input_layernorm", "post_attention_layernorm"} {
+			name := fmt.Sprintf("gpt_neox.layers.%d.%s", layer, norm)
+			if got := reads(m, name); got != want {
+				t.Errorf("%s reads %q, want %q", name, got, want)
+			}
+		}
+	}
+	src := string(text)
+	repeat := "name = \"layers\"\nrepeat = 2\nblock = \"GPTNeoXLayer\"\n"
+	at := strings.Index(src, "\n[block.GPTNeoXLayer]\n")
+	if !strings.Contains(src, repeat) || at < 0 || strings.Count(src, "inputs = [\"..\"]") != 1 {
+		t.Fatalf("no one GPTNeoXLayer repeat reading \"..\" once:\n%s", src)
+	}
+	head, body := src[:at], src[at:]
+	layers := "name = \"layers\"\n"
+	for i, in := range []string{"gpt_neox.embed_in", "gpt_neox.layers.0"} {
+		b := fmt.Sprintf("L%d", i)
+		layers += fmt.Sprintf("\n[[module.module.module]]\nname = \"%d\"\nblock = %q\n", i, b)
+		one := strings.ReplaceAll(body, "block.GPTNeoXLayer", "block."+b)
+		head += strings.Replace(one, "inputs = [\"..\"]", fmt.Sprintf("inputs = [%q]", in), 1)
+	}
+	named := strings.Replace(head, repeat, layers, 1)
+	nm, err := ir.Load("gpt_neox_named.toml", []byte(named))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, named)
+	}
+	if got := reads(nm, "gpt_neox.layers.1.post_attention_layernorm"); got != reads(m, "gpt_neox.layers.1.post_attention_layernorm") {
+		t.Errorf("layers written one by one: the second post-attention norm reads %q", got)
+	}
+	if d := firstDiff(decisions(t, m), decisions(t, nm)); d != "" {
+		t.Errorf("the folded layers plan other FSDP decisions than layers written one by one, %s", d)
+	}
+}
+
 // TestImportTorchConformanceArchitectures imports each architecture
 // through --hf: the file holds exactly the parameters PyTorch counts
 // (sum(p.numel() for p in model.parameters()), tied ones once; ConvertTorch
@@ -351,6 +413,18 @@ func TestImportTorchConformanceArchitectures(t *testing.T) {
 				if !strings.Contains(string(res.Text), "\nrepeat = 2\n") {
 					t.Errorf("the layers are not folded into a repeat:\n%s", res.Text)
 				}
+			}
+			// Layers identical in all the file records fold into one
+			// repeat (checkpointing and unit patterns apply per block);
+			// layers that differ do not.
+			folded := strings.Contains(string(res.Text), "\nrepeat = 2\n")
+			if why, ok := unfolded[a.name]; ok && folded {
+				t.Errorf("the layers are folded, but they differ (%s):\n%s", why, res.Text)
+			} else if !ok && !folded {
+				t.Errorf("the layers are identical but not folded into a repeat:\n%s", res.Text)
+			}
+			if a.name == "gpt_neox" {
+				parallelResidual(t, m, res.Text)
 			}
 			t.Logf("%s: %s parameters (PyTorch: %s), %d tensors, %d measured modules, %d problems", a.name,
 				ir.FormatCount(m.Stats().Params), ir.FormatCount(res.Numel), len(m.Params), len(res.Measured), len(res.Problems))

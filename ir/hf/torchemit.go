@@ -2,6 +2,7 @@ package hf
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -265,8 +266,94 @@ func (t *torchModel) readsOf(n, p *tnode, i int) ([]string, bool) {
 	if i == 0 {
 		return nil, false
 	}
+	if t.readsParentInput(n, p) {
+		return []string{ir.ParentInput}, true
+	}
 	slices.Sort(outside)
 	return slices.Compact(outside), true
+}
+
+// readsParentInput: n reads from outside its container p exactly what p
+// reads in the file, so its inputs can say ".." (p's own input) rather
+// than name the modules. In a layer those are the previous layer, a
+// different module in each: by name, GPT-NeoX's post-attention norm
+// (which reads the residual stream beside the attention) would make
+// every layer a body of its own and nothing would fold.
+func (t *torchModel) readsParentInput(n, p *tnode) bool {
+	want, ok := t.fileInput(p)
+	if !ok || len(want) == 0 {
+		return false
+	}
+	got := map[*tnode]bool{}
+	for _, r := range n.d.Reads {
+		e := t.emitted(r)
+		if e == nil || e == n || isAncestor(e, n) || isAncestor(n, e) {
+			continue
+		}
+		if childOf(p, e) != nil {
+			return false
+		}
+		got[e] = true
+	}
+	return maps.Equal(got, want)
+}
+
+// fileInput is what n reads as the model file says it (ir's dataflow):
+// the modules its inputs name, else its previous sibling in the file,
+// else its parent's input; ok is false where that cannot be told
+// without the lowered model (a sibling that may compute nothing).
+func (t *torchModel) fileInput(n *tnode) (map[*tnode]bool, bool) {
+	p := n.parent
+	if p == nil {
+		return map[*tnode]bool{}, true
+	}
+	in, has := t.inputs(n)
+	if !has {
+		i := slices.Index(p.fwd, n)
+		if i < 0 {
+			return nil, false
+		}
+		if i == 0 {
+			return t.fileInput(p)
+		}
+		if !computes(p.fwd[i-1]) {
+			return nil, false
+		}
+		return map[*tnode]bool{p.fwd[i-1]: true}, true
+	}
+	set := map[*tnode]bool{}
+	for _, name := range in {
+		if name == ir.ParentInput {
+			up, ok := t.fileInput(p)
+			if !ok {
+				return nil, false
+			}
+			maps.Copy(set, up)
+			continue
+		}
+		var s *tnode
+		for _, c := range p.children {
+			if c.local == name {
+				s = c
+			}
+		}
+		if s == nil {
+			s = t.byName[name]
+		}
+		if s == nil {
+			return nil, false
+		}
+		set[s] = true
+	}
+	return set, true
+}
+
+// computes: n or a module below it is a compute module of the file.
+func computes(n *tnode) bool {
+	if n.node {
+		return true
+	}
+	return slices.ContainsFunc(n.children, computes)
 }
 
 func isAncestor(a, b *tnode) bool {
