@@ -364,13 +364,15 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	// The core: scores QKᵀ and the weighted sum PV, 2·head_dim FLOPs each per
 	// (query, key) pair and head. A causal mask over one sequence keeps
 	// seq·(seq+1)/2 of the seq² pairs, which fused kernels skip; a sliding
-	// window or chunked attention keeps fewer (attentionPairs).
+	// window or chunked attention keeps fewer (attentionPairs). An unfused
+	// core (flash = false: matmul, masked softmax, matmul) multiplies every
+	// pair and masks the scores afterwards, so it computes all seq·kv_seq.
+	flash := a.bool("flash", true)
 	pairs := f(c.seq, kvSeq)
-	if a.bool("causal", true) && !cross {
+	if a.bool("causal", true) && !cross && flash {
 		pairs = attentionPairs(c.seq, a.int("window", 0), a.int("chunk", 0))
 	}
 	w.attnDense = 4 * float64(c.batch) * f(c.seq, kvSeq) * f(d.heads, d.headDim)
-	flash := a.bool("flash", true)
 	core := matmul{flops: 4 * float64(c.batch) * pairs * f(d.heads, d.headDim), dxFactor: 2.5, attention: true}
 	if !flash {
 		core.dxFactor = 2
@@ -452,12 +454,14 @@ func mlaWork(a attrValues, c costCtx) (work, error) {
 	}
 	w.mms = append(w.mms, linearMM(roleName(a, "kv_a", "wkv_a"), T, d.dim, d.kvRank+d.rope, 0, true)...)
 	w.mms = append(w.mms, linearMM(roleName(a, "kv_b", "wkv_b"), T, d.kvRank, d.heads*(d.nope+d.v), 0, true)...)
+	// An unfused core computes every pair and masks afterwards (as in
+	// attentionWork).
+	flash := a.bool("flash", true)
 	pairs := f(c.seq, c.seq)
-	if a.bool("causal", true) {
+	if a.bool("causal", true) && flash {
 		pairs = f(c.seq) * float64(c.seq+1) / 2
 	}
 	w.attnDense = 2 * float64(c.batch) * f(c.seq, c.seq) * f(d.heads) * float64(d.qk+d.v)
-	flash := a.bool("flash", true)
 	core := matmul{flops: 2 * float64(c.batch) * pairs * f(d.heads) * float64(d.qk+d.v), dxFactor: 2.5, attention: true}
 	if !flash {
 		core.dxFactor = 2

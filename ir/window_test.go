@@ -82,3 +82,41 @@ func TestAttentionWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestUnfusedAttentionComputesEveryPair: an unfused core (flash = false:
+// matmul, masked softmax, matmul) multiplies all S² pairs of causal
+// self-attention, window or not, where a fused kernel computes the
+// S·(S+1)/2 the mask keeps; without a causal mask both compute all. MLA
+// alike.
+func TestUnfusedAttentionComputesEveryPair(t *testing.T) {
+	const S = 4096
+	load := func(kind, attrs string) *Model {
+		t.Helper()
+		src := fmt.Sprintf("[train]\nmicro_batch = 1\nseq_len = %d\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 8\n[[module]]\nname = \"a\"\nkind = %q\n%s\n", S, kind, attrs)
+		m, err := Load("w.toml", []byte(src))
+		if err != nil {
+			t.Fatalf("%s %s: %v", kind, attrs, err)
+		}
+		return m
+	}
+	const mha, mla = "dim = 1024\nheads = 8", "dim = 1024\nheads = 8\nkv_lora_rank = 64\nqk_nope_head_dim = 32\nqk_rope_head_dim = 16\nv_head_dim = 32"
+	causalShare := S * (S + 1) / 2.0 / (S * S)
+	for _, tc := range []struct {
+		kind, attrs string
+		ratio       float64 // unfused core FLOPs over fused
+	}{
+		{"attention", mha, 1 / causalShare},
+		{"attention", mha + "\nwindow = 1024", (S * S) / (1024*1025/2.0 + (S-1024)*1024.0)},
+		{"attention", mha + "\ncausal = false", 1},
+		{"mla", mla, 1 / causalShare},
+		{"mla", mla + "\ncausal = false", 1},
+	} {
+		fused, unfused := load(tc.kind, tc.attrs).Modules[0].Cost, load(tc.kind, tc.attrs+"\nflash = false").Modules[0].Cost
+		if got := unfused.AttnFlopsFwd / fused.AttnFlopsFwd; got < tc.ratio*(1-1e-12) || got > tc.ratio*(1+1e-12) {
+			t.Errorf("%s %q: unfused core ×%.6f of the fused one's FLOPs, want ×%.6f", tc.kind, tc.attrs, got, tc.ratio)
+		}
+		if unfused.FlopsFwd-unfused.AttnFlopsFwd != fused.FlopsFwd-fused.AttnFlopsFwd {
+			t.Errorf("%s %q: flash = false changed FLOPs outside the core", tc.kind, tc.attrs)
+		}
+	}
+}
