@@ -255,8 +255,13 @@ var attentionKinds = map[string][]string{
 }
 
 // kindNotes is what the header must say some kind leaves out of the
-// table's models (docs/import.md, fused query_key_value attention).
+// table's models (docs/import.md, fused query_key_value attention; eager
+// attention and soft-capped scores).
 var kindNotes = map[string]string{
+	// GPT-J has no sdpa attention: transformers runs its eager core.
+	"gptj": "- transformer.h.*.attn (2): its core runs unfused (matmul, softmax, matmul) over every (query, key) pair",
+	// Gemma 2's attn_logit_softcapping under the default, sdpa, which drops it.
+	"gemma2":   "- model.layers.*.self_attn (2): attn_logit_softcapping 50 is not applied",
 	"gpt_neox": "- gpt_neox.layers.*.attention (2): RoPE rotates 4 of the 16 dims of each head (partial_rotary_factor 0.25)",
 	"bloom":    "- transformer.h.*.self_attention (2): ALiBi adds a per-head linear bias",
 	"falcon":   "- transformer.h.*.self_attention (2): its one key and value head reaches SDPA unexpanded",

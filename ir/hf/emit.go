@@ -428,6 +428,12 @@ func (m *model) attention(attnType string) []field {
 	if m.sinks {
 		attn = append(attn, field{"sinks", true, "gpt-oss: self_attn.sinks, a learned logit per head"})
 	}
+	if m.modelType == "gpt_oss" {
+		// GptOssPreTrainedModel._supports_sdpa is false: what transformers
+		// runs by default is eager_attention_forward, and import torch --hf
+		// writes the same (docs/import.md, eager attention).
+		attn = append(attn, field{"flash", false, "transformers has no sdpa attention for gpt-oss: its default, eager, is matmul, softmax, matmul"})
+	}
 	switch attnType {
 	case "sliding":
 		attn = append(attn, field{"window", m.window, "sliding_window: each token attends to the last " + fmt.Sprint(m.window)})

@@ -229,6 +229,17 @@ def _position_bias(m: nn.Module, ch: dict[str, nn.Module]) -> list[str]:
 
 
 def _attention(m: nn.Module) -> Kind | None:
+    """Attention with q, k, v (and o) projections, or one fused qkv
+    projection; flash = false where its core runs unfused (_unfused_core:
+    transformers' eager attention, which Gemma 2's soft-capped scores
+    need), as for the query_key_value attentions."""
+    kind = _attention_projections(m)
+    if kind is not None and _unfused_core(m):
+        kind["flash"] = False
+    return kind
+
+
+def _attention_projections(m: nn.Module) -> Kind | None:
     ch = _param_children(m)
     own = _params(m)
     if set(own) - {"sinks"}:
@@ -334,6 +345,8 @@ def _mla(m: nn.Module) -> Kind | None:
                       "q_lora_rank": int(cfg.q_lora_rank or 0), "bias": bool(getattr(cfg, "attention_bias", False))}
     except (AttributeError, TypeError, ValueError):
         return None
+    if _unfused_core(m):
+        kind["flash"] = False
     names = {"kv_a": "kv_a_proj_with_mqa", "kv_a_norm": "kv_a_layernorm", "kv_b": "kv_b_proj", "o": "o_proj"}
     if kind["q_lora_rank"]:
         names.update({"q_a": "q_a_proj", "q_a_norm": "q_a_layernorm", "q_b": "q_b_proj"})
@@ -492,35 +505,68 @@ def _t5_not_modelled(m: nn.Module, kind: Kind) -> str:
 
 def not_modelled(m: nn.Module, kind: Kind) -> str:
     """What the kind recognised for m leaves out of m's cost, said in the
-    model file's header ("" where nothing is left out): for the fused
-    query_key_value attentions, ALiBi, partial rotary, an unfused core's
-    extra work, and Falcon's single key/value head; for T5's attention,
-    its unfused core and position bias (_t5_not_modelled)."""
+    model file's header ("" where nothing is left out). kind is the final
+    one, after the trace (a cross-attention's, a window's): for every
+    attention and MLA, an unfused core's extra work and soft-capped
+    scores; for the fused query_key_value attentions, ALiBi, partial
+    rotary and Falcon's single key/value head; for T5's attention, its
+    unfused core and position bias (_t5_not_modelled)."""
     if kind.get("kind") == "attention" and hasattr(m, "key_value_proj_dim"):
         return _t5_not_modelled(m, kind)
-    if kind.get("kind") != "attention" or kind.get("names", {}).get("qkv") != "query_key_value":
+    if kind.get("kind") not in ("attention", "mla"):
         return ""
     out: list[str] = []
-    alibi = _alibi(m)
+    qkv = kind.get("names", {}).get("qkv") == "query_key_value"
+    alibi = qkv and _alibi(m)
     if alibi:
         out.append("ALiBi adds a per-head linear bias to every score (B·heads·S·S element-wise, no matmul), which the "
                    "kind does not count")
     if kind.get("flash") is False:
-        out.append("its core runs unfused (matmul, softmax, matmul) over all S² (query, key) pairs: the kind counts the "
-                   "S·(S+1)/2 pairs a causal fused kernel computes, no element-wise pass over the scores (mask, "
-                   "softmax, casts, dropout), and keeps the probabilities once")
+        out.append(_unfused_note(kind))
     elif alibi:
         out.append("SDPA gets the bias as a float mask and computes all S² pairs: the kind counts the S·(S+1)/2 pairs "
                    "a causal fused kernel computes")
+    if note := _softcap_note(m, kind):
+        out.append(note)
     rotary, hd = getattr(m, "rotary_ndims", None), kind.get("head_dim")
-    if isinstance(rotary, int) and isinstance(hd, int) and 0 < rotary < hd:
+    if qkv and isinstance(rotary, int) and isinstance(hd, int) and 0 < rotary < hd:
         out.append("RoPE rotates %d of the %d dims of each head (partial_rotary_factor %.3g) and concatenates the rest: "
                    "the kind counts RoPE's element-wise traffic over whole heads (no FLOPs either way)" % (rotary, hd, rotary / hd))
-    if kind.get("kv_heads") == 1 and int(kind.get("heads", 1)) > 1 and kind.get("flash") is not False:
+    if qkv and kind.get("kv_heads") == 1 and int(kind.get("heads", 1)) > 1 and kind.get("flash") is not False:
         out.append("its one key and value head reaches SDPA unexpanded for every query head (no enable_gqa): the kind "
                    "assumes a fused kernel, which SDPA's dispatch may not pick for unequal head counts, and an eager "
                    "expansion of k and v that this forward does not make")
     return "; ".join(out)
+
+
+def _unfused_note(kind: Kind) -> str:
+    """What an unfused core (flash = false) does that the kind does not
+    count. Its FLOPs the kind counts as they run, every (query, key) pair
+    (ir/kindcost.go: no causal, window or chunk saving unfused)."""
+    return ("its core runs unfused (matmul, softmax, matmul) over every (query, key) pair, as the kind counts it, but no "
+            "element-wise pass over the scores (mask, softmax, casts, dropout) is counted, and the probabilities are "
+            "kept once")
+
+
+def _softcap_note(m: nn.Module, kind: Kind) -> str:
+    """Soft-capped attention scores, cap·tanh(s/cap) (Gemma 2's
+    attn_logit_softcapping), which no kind key says: eager runs it as
+    three element-wise passes over the scores, flash_attention_2 and flex
+    attention inside the kernel, and transformers' SDPA attention drops
+    the softcap argument, so the model runs without it."""
+    cap = getattr(m, "attn_logit_softcapping", None)
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap:
+        return ""
+    impl = getattr(_config(m), "_attn_implementation", None)
+    if kind.get("flash") is False:
+        return ("its scores are soft-capped (attn_logit_softcapping %g: divide, tanh, multiply, three element-wise "
+                "passes over every score and their backward), which the kind does not count" % cap)
+    if impl == "sdpa":
+        return ("attn_logit_softcapping %g is not applied: transformers' sdpa attention ignores softcap, so this model "
+                "runs without it (eager applies it, at three element-wise passes over the scores, flash_attention_2 and "
+                "flex_attention inside the kernel); the kind counts no cap" % cap)
+    return ("its scores are soft-capped (attn_logit_softcapping %g) inside the %s kernel, whose extra work the kind "
+            "does not count" % (cap, impl or "fused"))
 
 
 _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
