@@ -489,14 +489,10 @@ def _unfused_core(m: nn.Module) -> bool:
 def _t5_not_modelled(m: nn.Module, kind: Kind) -> str:
     """T5's attention adds its position bias to the scores and runs
     matmul, softmax, matmul (flash = false): element-wise passes over the
-    scores the kind does not count, and in the decoder's causal
-    self-attention all S² pairs where the kind counts a fused kernel's
-    S·(S+1)/2."""
+    scores the kind does not count. (Its decoder's causal self-attention
+    computes all S² pairs, which the kind counts for flash = false.)"""
     out = ["its core runs unfused (matmul, softmax, matmul) with T5's position bias added to every score: no element-wise "
            "pass over the B·heads·S·S_kv scores (bias add, mask, softmax, casts, dropout) is counted"]
-    if kind.get("causal", True) and "kv_seq_len" not in kind:
-        out.append("its causal mask is added to the scores, so all S² pairs are computed: the kind counts the S·(S+1)/2 "
-                   "pairs a causal fused kernel computes")
     if isinstance(getattr(m, "relative_attention_bias", None), nn.Embedding):
         out.append("it looks up the position bias every layer adds (relative_attention_bias, held beside the kind's "
                    "projections): a gather, no FLOPs, and its saved S·S bucket ids are not counted")
