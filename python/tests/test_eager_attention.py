@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fsdpc.importer.build import hf_inputs, meta_mends
+from fsdpc.importer.build import hf_inputs, logit_softcap_notes, meta_mends
 from fsdpc.importer.describe import describe
 from tests.test_mlp_kind import MICRO_BATCH, SEQ, _model
 
@@ -86,6 +86,15 @@ class TestEagerAttention(unittest.TestCase):
         self.check(_model("gemma2", "Gemma2ForCausalLM", head_dim=16, attn_implementation="eager",
                           attn_logit_softcapping=None),
                    "model.layers.1.self_attn", False, notes=(UNFUSED,), absent=("soft-capped", "softcapping"))
+
+    def test_gemma2_final_logit_softcap(self) -> None:
+        # Gemma 2 also soft-caps its logits in its own forward, in no
+        # module: said at the root, and nothing where there is no cap.
+        notes = logit_softcap_notes(_model("gemma2", "Gemma2ForCausalLM", head_dim=16))
+        self.assertEqual([n["module"] for n in notes], [""])
+        self.assertIn("final_logit_softcapping 30", notes[0]["what"])
+        self.assertEqual(logit_softcap_notes(_model("gemma2", "Gemma2ForCausalLM", head_dim=16, final_logit_softcapping=None)), [])
+        self.assertEqual(logit_softcap_notes(_model("llama", "LlamaForCausalLM")), [])
 
     def test_bart_cross_attention(self) -> None:
         model = _model("bart", "BartForConditionalGeneration", d_model=32, encoder_layers=2, decoder_layers=2,

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from fsdpc.importer.build import (BuildError, factory_inputs, from_factory, from_hf, hf_inputs, hf_workarounds, meta_mends,
-                                  parse_args, unpacked_sequences)
+from fsdpc.importer.build import (BuildError, factory_inputs, from_factory, from_hf, hf_inputs, hf_workarounds,
+                                  logit_softcap_notes, meta_mends, parse_args, unpacked_sequences)
 from fsdpc.importer.describe import describe
 from fsdpc.importer.trace import TraceError
 
@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
         model.train()
         source["accelerate"] = accelerate_view(model)
         if a.hf is not None:
-            notes = hf_workarounds(model)
+            notes = hf_workarounds(model) + logit_softcap_notes(model)
             with unpacked_sequences(), meta_mends(model, notes):
                 out = describe(model, args, kwargs, a.micro_batch, seq_len, source)
             out["problems"] = notes + out["problems"]

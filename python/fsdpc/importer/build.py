@@ -182,6 +182,19 @@ def hf_workarounds(model: nn.Module) -> list[dict[str, str]]:
              "reads: set to the router's experts (gate.weight's rows) for the traced pass, on %s" % which}]
 
 
+def logit_softcap_notes(model: nn.Module) -> list[dict[str, str]]:
+    """Gemma 2's final_logit_softcapping soft-caps the logits in the
+    model's own forward (divide, tanh, multiply over batch·seq·vocab
+    values), after lm_head and in no module of the file: element-wise work
+    no kind counts, said at the root rather than left out silently."""
+    cap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap:
+        return []
+    return [{"module": "", "what": "soft-caps its logits in its own forward (final_logit_softcapping %g: divide, tanh, "
+             "multiply over the batch·seq·vocab logits, three element-wise passes and their saved input): not "
+             "counted by any module of this file" % cap}]
+
+
 @contextmanager
 def unpacked_sequences() -> Iterator[None]:
     """transformers' mask builders look for packed sequences in
