@@ -183,14 +183,21 @@ func (t *torchModel) measuredReasons() []string {
 			lines = append(lines, fold(name)+"\x00"+why)
 		}
 	}
+	return foldedNotes(lines, ": measured because ", 300)
+}
+
+// foldedNotes writes "name\x00text" lines (layers' numbers folded into
+// '*') as "name (count)" + sep + text, equal lines once and counted, the
+// text cut to limit runes.
+func foldedNotes(lines []string, sep string, limit int) []string {
 	var out []string
 	for _, g := range countFolded(lines) {
-		name, why, _ := strings.Cut(g.key, "\x00")
+		name, text, _ := strings.Cut(g.key, "\x00")
 		s := clean(name)
 		if g.n > 1 {
 			s += fmt.Sprintf(" (%d)", g.n)
 		}
-		out = append(out, s+": measured because "+cleanN(why, 300)+".")
+		out = append(out, s+sep+cleanN(text, limit)+".")
 	}
 	return out
 }
@@ -214,16 +221,7 @@ func (t *torchModel) kindNotes() []string {
 		}
 	}
 	walk(t.root)
-	var out []string
-	for _, g := range countFolded(lines) {
-		name, note, _ := strings.Cut(g.key, "\x00")
-		s := clean(name)
-		if g.n > 1 {
-			s += fmt.Sprintf(" (%d)", g.n)
-		}
-		out = append(out, s+": "+cleanN(note, 800)+".")
-	}
-	return out
+	return foldedNotes(lines, ": ", 800)
 }
 
 func (t *torchModel) modelName() string {
