@@ -62,8 +62,9 @@ func ApplyProfile(c *hardware.Calibration, vals []ir.ProfileValue) error {
 }
 
 // Kernel is the time of a forward or backward segment o: its GEMMs by
-// shape (gemms, the plan's OpGEMMs of o) and any matmul FLOPs without a shape at an efficiency that
-// grows with size, or its weight and activation traffic if slower; its
+// shape (gemms, the plan's OpGEMMs of o) and any matmul FLOPs without a
+// shape at an efficiency that grows with size, or its weight and
+// activation traffic if slower; its
 // attention core at FlashAttention's efficiency; and its element-wise
 // kernels at the share of HBM bandwidth such kernels reach, one after the
 // other: forward kernels, and the recompute bytes of a backward's

@@ -322,10 +322,8 @@ func encode(p *Plan, trace *[]traceEntry) ([]byte, error) {
 	return out, nil
 }
 
-// decode reads the plan without running Check, and says where each op
-// starts in the file (for Decode's errors about an op).
-// decode reads b without checking the plan; with recordOps it also
-// returns where each op starts.
+// decode reads the plan without running Check; with recordOps it also
+// says where each op starts in the file (for Decode's errors about an op).
 func decode(b []byte, recordOps bool) (*Plan, []int, error) {
 	if len(b) < len(magic) || string(b[:len(magic)]) != magic {
 		if len(b) < len(magic) && len(b) > 0 && string(b) == magic[:len(b)] {

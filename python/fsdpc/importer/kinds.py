@@ -486,7 +486,7 @@ def _unfused_core(m: nn.Module) -> bool:
     return getattr(cfg, "_attn_implementation", None) == "eager"
 
 
-def _t5_not_modelled(m: nn.Module, kind: Kind) -> str:
+def _t5_not_modelled(m: nn.Module) -> str:
     """T5's attention adds its position bias to the scores and runs
     matmul, softmax, matmul (flash = false): element-wise passes over the
     scores the kind does not count. (Its decoder's causal self-attention
@@ -508,7 +508,7 @@ def not_modelled(m: nn.Module, kind: Kind) -> str:
     rotary and Falcon's single key/value head; for T5's attention, its
     unfused core and position bias (_t5_not_modelled)."""
     if kind.get("kind") == "attention" and hasattr(m, "key_value_proj_dim"):
-        return _t5_not_modelled(m, kind)
+        return _t5_not_modelled(m)
     if kind.get("kind") not in ("attention", "mla"):
         return ""
     out: list[str] = []
