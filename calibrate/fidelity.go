@@ -161,7 +161,11 @@ func modelFile(r run) string {
 	// The default budget: the card less the CUDA context and NCCL's
 	// buffers. Whether the run fits is the question.
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "[policy]\nunits = \"blocks\"\nparam_dtype = \"bf16\"\nreduce_dtype = \"fp32\"\n\n")
+	rd := "fp32"
+	if r.reduceBF16 {
+		rd = "bf16"
+	}
+	fmt.Fprintf(&b, "[policy]\nunits = \"blocks\"\nparam_dtype = \"bf16\"\nreduce_dtype = %q\n\n", rd)
 	fmt.Fprintf(&b, "[[module]]\nname = \"tok_embeddings\"\nkind = \"embedding\"\nnum = %d\ndim = %d\n\n", r.vocab, r.hidden)
 	fmt.Fprintf(&b, "[[module]]\nname = \"layers\"\nrepeat = %d\nblock = \"decoder\"\n\n", r.layers)
 	fmt.Fprintf(&b, "[[module]]\nname = \"norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)

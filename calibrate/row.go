@@ -224,6 +224,13 @@ func (r csvRow) training(x *run) (string, error) {
 	// Megatron's distributed optimizer is its own fused Adam.
 	fms := strings.EqualFold(r.get("framework"), "fms-fsdp")
 	x.foreachOptimizer = fms || titan && !dated("2025-02-24")
+	// fms-fsdp reduces gradients in bf16: get_policies (fms_fsdp/utils/
+	// train_utils.py at 4ffb9bdf and ed74fd5, the rows' commits) hands
+	// FSDP1 bfSixteen, MixedPrecision(param_dtype, reduce_dtype and
+	// buffer_dtype all bfloat16; fms_fsdp/policies/mixed_precision.py),
+	// whenever mixed_precision is on, its default. torchtitan reduces in
+	// fp32 (mixed_precision_reduce "float32").
+	x.reduceBF16 = fms
 	x.activation = mlpActivation(r.get("model"), r.get("arch_note"))
 	// The 2024 sources ran FlashAttention-2 (cuDNN SDPA was not PyTorch's
 	// default then: pytorch/pytorch#128539 reverted it). torchtitan asks

@@ -36,6 +36,7 @@ type run struct {
 	compileLoss         bool // torch.compile also compiles the loss (torchtitan since 2025-04)
 	lossUpcast          bool // the trainer upcasts the logits to fp32 for the loss
 	bf16Master          bool // parameters, gradients and AdamW's state are bf16 (no fp32 master copy)
+	reduceBF16          bool // gradients are reduce-scattered in bf16 (reduce_dtype), not fp32
 	foreachOptimizer    bool // AdamW runs PyTorch's foreach implementation, not the fused kernel
 	accumulateUnsharded bool // micro-batches before the last skip the reduce-scatter (set_requires_gradient_sync(False))
 	attentionKernel     string

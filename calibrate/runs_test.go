@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"encoding/csv"
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -216,6 +217,40 @@ func TestForeachOptimizer(t *testing.T) {
 			seen++
 			if got := strings.Contains(modelFile(r), `optimizer_implementation = "foreach"`); got != w {
 				t.Errorf("%s: foreach %v, want %v", r.id, got, w)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d rows", seen, len(want))
+	}
+}
+
+// TestReduceDtype: fms-fsdp's rows reduce gradients in bf16 (its
+// bfSixteen policy), the others in fp32.
+func TestReduceDtype(t *testing.T) {
+	want := map[string]string{
+		"S7-eager-7b-A100": "bf16", "S7-compile-70b-H100": "bf16", "S3-L3-8B-a": "fp32", "S6-8": "fp32", // published-runs.csv
+		"M1-TT-8g-eager": "fp32", "M6-AO-B200-compile": "fp32", // memory-runs.csv
+	}
+	seen := 0
+	for _, name := range []string{"published-runs.csv", "memory-runs.csv"} {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, _, err := readRuns(name, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			w, ok := want[r.id]
+			if !ok {
+				continue
+			}
+			seen++
+			if line := fmt.Sprintf("reduce_dtype = %q", w); !strings.Contains(modelFile(r), line) {
+				t.Errorf("%s: model file lacks %s", r.id, line)
 			}
 		}
 	}
