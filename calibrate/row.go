@@ -243,8 +243,13 @@ func (r csvRow) training(x *run) (string, error) {
 	}
 	if strings.EqualFold(r.get("framework"), "KempnerForge") {
 		// KempnerForge's own H200 profile (benchmarks/profiling/
-		// 13b_24gpu_profiling.md, 2026-04-07, sdpa_backend "auto") runs
+		// 13b_24gpu_profiling.md, a7f8346, 2026-04-07) runs
 		// aten::_cudnn_attention_backward: its SDPA dispatched to cuDNN.
+		// The call is the report's: model/attention.py is the same at
+		// 01b461a and a7f8346 (F.scaled_dot_product_attention, is_causal,
+		// under no sdpa_kernel context; the sdpa_backend option came with
+		// b0311d7, 2026-04-16), and uv.lock pins torch 2.11.0+cu128 with
+		// cuDNN 9.19.0 at both.
 		x.attentionKernel = "cudnn"
 		// KempnerForge keeps no fp32 master weights: at 01b461a (the
 		// report's commit) build_parallel_model builds the model
