@@ -174,8 +174,8 @@ func modelFile(r run) string {
 	fmt.Fprintf(&b, "[block.decoder]\n\n")
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
 	rope := ""
-	if r.ropeComplex {
-		rope = "rope = \"complex\"\n"
+	if r.rope != "" {
+		rope = fmt.Sprintf("rope = %q\n", r.rope)
 	}
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention\"\nkind = \"attention\"\ndim = %d\nheads = %d\nkv_heads = %d\n%s\n", r.hidden, r.heads, r.kvHeads, rope)
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"ffn_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)

@@ -208,11 +208,21 @@ func (r csvRow) training(x *run) (string, error) {
 	// PYTORCH_ALLOC_CONF="expandable_segments:True"; the others run
 	// PyTorch's default.
 	x.expandable = titan
+	fms := strings.EqualFold(r.get("framework"), "fms-fsdp")
 	// torchtitan's Llama RoPE multiplies complex numbers (apply_rotary_emb:
 	// view_as_complex of the float upcast, models/llama/model.py at 9dec370
-	// and models/llama3/model/model.py at 6fc499f); fms-fsdp's and the
-	// others' are real arithmetic, as far as their sources show.
-	x.ropeComplex = titan
+	// and models/llama3/model/model.py at 6fc499f). fms-fsdp's model is
+	// ibm-fms's LLaMA, whose RotaryEmbedding.adjusted_qk rotates each pair
+	// by a 2 × 2 matrix in fp32, broadcast, multiplied and summed
+	// (fms/modules/positions.py at 6440fee8 and 1cb412df, the last commits
+	// before the rows' 2024-03-21 and 2024-05-09). The others' are real
+	// arithmetic, as far as their sources show.
+	switch {
+	case titan:
+		x.rope = "complex"
+	case fms:
+		x.rope = "matrix"
+	}
 	// AdamW's implementation. PyTorch picks foreach on CUDA when the
 	// caller names neither (torch/optim/optimizer.py
 	// _default_to_fused_or_foreach), as fms-fsdp's optim.AdamW(…, betas,
@@ -222,7 +232,6 @@ func (r csvRow) training(x *run) (string, error) {
 	// (pytorch/torchtitan#881, 2025-02-24) made "fused" the default
 	// optimizer.implementation. KempnerForge builds a fused torch AdamW;
 	// Megatron's distributed optimizer is its own fused Adam.
-	fms := strings.EqualFold(r.get("framework"), "fms-fsdp")
 	x.foreachOptimizer = fms || titan && !dated("2025-02-24")
 	// fms-fsdp reduces gradients in bf16: get_policies (fms_fsdp/utils/
 	// train_utils.py at 4ffb9bdf and ed74fd5, the rows' commits) hands

@@ -40,7 +40,7 @@ type run struct {
 	foreachOptimizer    bool // AdamW runs PyTorch's foreach implementation, not the fused kernel
 	accumulateUnsharded bool // micro-batches before the last skip the reduce-scatter (set_requires_gradient_sync(False))
 	attentionKernel     string
-	ropeComplex         bool   // RoPE as complex multiplies (torchtitan's view_as_complex), which Inductor does not fuse
+	rope                string // the attention's RoPE form: "complex" (torchtitan's view_as_complex, which Inductor does not fuse), "matrix" (ibm-fms's 2 × 2 rotation), "" real
 	activation          string // the MLP's: "swiglu" (Llama family) or "gelu" (GPT family)
 	expandable          bool   // PYTORCH_ALLOC_CONF=expandable_segments:True
 	microBatch, accum   int

@@ -259,6 +259,40 @@ func TestReduceDtype(t *testing.T) {
 	}
 }
 
+// TestRoPEForm: fms-fsdp's rows rotate by ibm-fms's 2 × 2 matrix,
+// torchtitan's multiply complex numbers, the others write no rope (real).
+func TestRoPEForm(t *testing.T) {
+	f, err := os.Open("published-runs.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _, err := readRuns("published-runs.csv", f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"S7-eager-7b-A100": "matrix", "S7-compile-70b-H100": "matrix", "S3-L3-8B-a": "complex", "S6-8": ""}
+	seen := 0
+	for _, r := range runs {
+		w, ok := want[r.id]
+		if !ok {
+			continue
+		}
+		seen++
+		src := modelFile(r)
+		if w == "" {
+			if strings.Contains(src, "rope =") {
+				t.Errorf("%s: model file names a rope form, want none", r.id)
+			}
+		} else if line := fmt.Sprintf("rope = %q", w); !strings.Contains(src, line) {
+			t.Errorf("%s: model file lacks %s", r.id, line)
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d rows", seen, len(want))
+	}
+}
+
 // TestStatedHBM: a stated card size replaces the preset's only when it
 // differs; a marketed size in GB is what PyTorch reports less about 1%.
 func TestStatedHBM(t *testing.T) {

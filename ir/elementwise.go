@@ -64,6 +64,25 @@ func ropePasses(b int64, fused bool) int64 {
 	return 2*b + 16
 }
 
+// matrixRoPEPasses is rotary embedding as ibm-fms writes it, and so
+// fms-fsdp trains it (RotaryEmbedding.adjusted_qk, fms/modules/positions.py
+// at 6440fee8 and 1cb412df, 2024-03 to 05): each (even, odd) pair times a
+// 2 × 2 rotation from the table, by broadcasting. Eager: the fp32 upcast
+// (read b, write 4), the table times the pair broadcast to both rows
+// (read 4 and the table, write 8: two fp32 products per element), the sum
+// over the pair (read 8, write 4), type_as (read 4, write b). Backward
+// runs one kernel per step too, in reverse: the output gradient's upcast
+// (read b, write 4), its product with the table, which needs no gradient
+// (read 4, write 8), the sum back to each pair (read 8, write 4) and the
+// cast (read 4, write b), as much as forward. Real arithmetic, so
+// torch.compile fuses it like ropePasses' real form: read b, write b.
+func matrixRoPEPasses(b int64, fused bool) int64 {
+	if fused {
+		return 2 * b
+	}
+	return 2*b + 32
+}
+
 // satMul2 doubles a byte count, saturating: backward's element-wise
 // kernels read the saved input and the output gradient and write the input
 // gradient, twice forward's traffic.

@@ -103,7 +103,7 @@ var kindSpecs = map[string]kindSpec{
 		{key: "kv_seq_len", typ: attrInt},
 		{key: "flash", typ: attrBool},
 		{key: "qk_norm", typ: attrEnum, enum: []string{"none", "head", "full"}},
-		{key: "rope", typ: attrEnum, enum: []string{"real", "complex"}},
+		{key: "rope", typ: attrEnum, enum: []string{"real", "complex", "matrix"}},
 		{key: "sinks", typ: attrBool},
 		{key: "window", typ: attrInt},
 		{key: "chunk", typ: attrInt},

@@ -408,12 +408,17 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	}
 	// Element-wise: RoPE on q and k, and the layout copy of the core's
 	// output back to (tokens, heads·head_dim). Backward moves twice
-	// forward's, but complex or fused RoPE's backward what its forward
-	// does (ropePasses).
-	complexRoPE := a.str("rope", "real") == "complex"
-	rope := z.mul(T, d.qOut+d.kvOut, ropePasses(b, c.compile && !complexRoPE))
+	// forward's, but complex, matrix or fused RoPE's backward what its
+	// forward does (ropePasses, matrixRoPEPasses).
+	form := a.str("rope", "real")
+	complexRoPE := form == "complex"
+	passes := ropePasses(b, c.compile && !complexRoPE)
+	if form == "matrix" {
+		passes = matrixRoPEPasses(b, c.compile)
+	}
+	rope := z.mul(T, d.qOut+d.kvOut, passes)
 	w.elemFwd = z.add(rope, z.mul(T, d.qOut, 2*b))
-	ropeOnce := complexRoPE || c.compile
+	ropeOnce := complexRoPE || form == "matrix" || c.compile
 	// Selective checkpointing recomputes the core from q, k, v.
 	w.savedSelective = z.add(w.inputBytes, src, q, kv, kv)
 	w.recomputeSelective = core.flops

@@ -148,6 +148,38 @@ func TestCompileKeepsComplexRoPE(t *testing.T) {
 	}
 }
 
+// TestMatrixRoPE: ibm-fms's RoPE (a 2 × 2 rotation applied by
+// broadcasting in fp32) moves T·16·(2b+32) per layer eager, forward and
+// backward alike (one kernel per step each way), where rotate_half moves
+// T·16·(2b+16) forward and twice that backward; compiled, both are real
+// arithmetic that Inductor fuses, and cost the same.
+func TestMatrixRoPE(t *testing.T) {
+	matrixBody := strings.Replace(modesBody, "heads = 2\n", "heads = 2\nrope = \"matrix\"\n", 1)
+	load := func(train, body string) Cost {
+		t.Helper()
+		m, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Modules[mustID(t, m, "layers.0")].Cost
+	}
+	const T, b = 16, 4
+	real, matrix := load("", modesBody), load("", matrixBody)
+	if d := matrix.ElemBytesFwd - real.ElemBytesFwd; d != T*16*16 {
+		t.Errorf("eager matrix RoPE moves %d bytes more forward than real, want %d", d, T*16*16)
+	}
+	if d := real.ElemBytesBwd - matrix.ElemBytesBwd; d != T*16*(2*(2*b+16)-(2*b+32)) {
+		t.Errorf("eager real RoPE's backward moves %d bytes more than matrix, want %d", d, T*16*(2*(2*b+16)-(2*b+32)))
+	}
+	if matrix.FlopsFwd != real.FlopsFwd || matrix.ActivationBytes != real.ActivationBytes {
+		t.Errorf("rope changed more than the element-wise bytes: %+v vs %+v", matrix, real)
+	}
+	cr, cm := load("compile = true", modesBody), load("compile = true", matrixBody)
+	if !reflect.DeepEqual(cr, cm) {
+		t.Errorf("compiled matrix RoPE costs %+v, real %+v, want equal", cm, cr)
+	}
+}
+
 // TestLossKind: the loss keeps torchtitan's fp32 log-probabilities for
 // backward and holds the logits' fp32 gradient and its cast while its
 // backward runs; without the upcast everything stays in the activation
