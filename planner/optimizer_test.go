@@ -9,19 +9,24 @@ import (
 // TestOptimizerTraffic: the fused AdamW step moves 3 parameter-sized and
 // 2 state-sized accesses per sharded element, the foreach one the 6 and
 // 14 of its eight passes (optimizerTraffic): 28 and 80 B with fp32
-// parameters and states.
+// parameters and states. The plan records which it priced
+// (Train.OptimizerImplementation), for the trainer that applies it.
 func TestOptimizerTraffic(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		replace []string
 		perElem int64
+		impl    string
 	}{
-		{"fused (default)", nil, 28},
-		{"foreach", []string{"[train]\n", "[train]\noptimizer_implementation = \"foreach\"\n"}, 80},
-		{"foreach, bf16 states", []string{"[train]\n", "[train]\noptimizer_implementation = \"foreach\"\noptimizer_state_bytes = 4\n"}, 6*4 + 7*4},
+		{"fused (default)", nil, 28, "fused"},
+		{"foreach", []string{"[train]\n", "[train]\noptimizer_implementation = \"foreach\"\n"}, 80, "foreach"},
+		{"foreach, bf16 states", []string{"[train]\n", "[train]\noptimizer_implementation = \"foreach\"\noptimizer_state_bytes = 4\n"}, 6*4 + 7*4, "foreach"},
 	} {
 		file, text := zooText("gpt2-124m", c.replace...)(t)
 		p := mustPlan(t, mustLoadText(t, file, text))
+		if p.Train.OptimizerImplementation != c.impl {
+			t.Errorf("%s: the plan records %q, want %q", c.name, p.Train.OptimizerImplementation, c.impl)
+		}
 		n := 0
 		for i := range p.Ops {
 			o := &p.Ops[i]

@@ -173,6 +173,13 @@ func (c *checker) program() {
 			c.errorf("module %d: negative element-wise recompute bytes %d", i, b)
 		}
 	}
+	switch impl := p.Train.OptimizerImplementation; {
+	case impl == "":
+	case impl != "fused" && impl != "foreach":
+		c.errorf("optimizer implementation %q: want \"fused\", \"foreach\" or none", impl)
+	case p.Train.Optimizer != "adamw":
+		c.errorf("optimizer implementation %q for optimizer %q: only adamw's is modelled", impl, p.Train.Optimizer)
+	}
 	if f := p.Train.ModelFLOPsPerToken; f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 		c.errorf("model FLOPs per token %g: want a finite count, 0 when not known", f)
 	}

@@ -7,6 +7,34 @@ import (
 	. "github.com/fsdpc/fsdpc/schedule"
 )
 
+// TestOptimizerImplementation: plans name the AdamW implementation their
+// step was priced as, and Check refuses another name or one on another
+// optimizer.
+func TestOptimizerImplementation(t *testing.T) {
+	base := zooByName(t, "llama3-8b")
+	if got := base.Train.OptimizerImplementation; got != "fused" {
+		t.Errorf("llama3-8b's AdamW: implementation %q, want fused (the model format's default)", got)
+	}
+	for _, tc := range []struct {
+		name, want string
+		set        func(p *Plan)
+	}{
+		{"unknown", "want \"fused\", \"foreach\" or none", func(p *Plan) { p.Train.OptimizerImplementation = "compiled" }},
+		{"on sgd", "only adamw's", func(p *Plan) { p.Train.Optimizer = "sgd" }},
+	} {
+		p := base.Clone()
+		tc.set(p)
+		if err := Check(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Check says %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	none := base.Clone()
+	none.Train.OptimizerImplementation = "" // a plan from before format 10
+	if err := Check(none); err != nil {
+		t.Errorf("no implementation: %v", err)
+	}
+}
+
 // TestElemRecompute: a checkpointed plan carries, per module, the
 // element-wise bytes its backward reruns, which the cost model prices at
 // the forward share; Check refuses figures that do not fit the plan.

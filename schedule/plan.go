@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 9
+const FormatVersion = 10
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) as torch 2.14 runs it, the version the conformance suite
@@ -123,7 +123,14 @@ type Train struct {
 	AccumulateUnsharded bool   `json:"accumulate_unsharded"`
 	Checkpointing       string `json:"checkpointing"`
 	Optimizer           string `json:"optimizer"`
-	OptimizerStateBytes int64  `json:"optimizer_state_bytes"`
+	// OptimizerImplementation is the PyTorch implementation the
+	// optimizer's step was priced as: "fused" or "foreach" for AdamW
+	// ([train] optimizer_implementation), "" for the others and for plans
+	// before format 10. A trainer that applies the plan builds its
+	// optimizer with it (torch.optim.AdamW(..., fused=True) or
+	// foreach=True), or its step is not the one predicted.
+	OptimizerImplementation string `json:"optimizer_implementation,omitempty"`
+	OptimizerStateBytes     int64  `json:"optimizer_state_bytes"`
 	// ExpandableSegments: PyTorch's caching allocator maps growing
 	// segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) instead
 	// of fixed ones; it changes what is reserved (allocator.go).

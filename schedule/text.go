@@ -66,8 +66,12 @@ func (t *textWriter) header() {
 	if tr.AccumulateUnsharded {
 		accumulate = "unsharded"
 	}
+	optimizer := tr.Optimizer
+	if tr.OptimizerImplementation != "" {
+		optimizer += " " + tr.OptimizerImplementation
+	}
 	t.f("train micro_batch %d × seq_len %d, grad_accum %d (%s accumulation), checkpointing %s, %s (%d B/param)\n",
-		tr.MicroBatch, tr.SeqLen, tr.GradAccum, accumulate, tr.Checkpointing, tr.Optimizer, tr.OptimizerStateBytes)
+		tr.MicroBatch, tr.SeqLen, tr.GradAccum, accumulate, tr.Checkpointing, optimizer, tr.OptimizerStateBytes)
 	if tr.ModelFLOPsPerToken > 0 {
 		t.f("  model %s per token (MFU's count: 6N and the attention core)\n", ir.FormatFLOP(tr.ModelFLOPsPerToken))
 	}

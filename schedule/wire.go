@@ -48,8 +48,8 @@
 //	ProfileValue str Name, float Value
 //	Train       int MicroBatch, int SeqLen, int GradAccum,
 //	            bool AccumulateUnsharded, str Checkpointing, str Optimizer,
-//	            int OptimizerStateBytes, bool ExpandableSegments,
-//	            float ModelFLOPsPerToken
+//	            str OptimizerImplementation, int OptimizerStateBytes,
+//	            bool ExpandableSegments, float ModelFLOPsPerToken
 //	Group       str Name, list of str Modules, bool Root,
 //	            list of GroupParam Params, int ShardNumel, int GradShardNumel,
 //	            int ShardBytes, GroupPolicy Policy, bool DeferredReduce
@@ -970,6 +970,9 @@ func (c *codec) plan(p *Plan) {
 	c.bool(&t.AccumulateUnsharded, "AccumulateUnsharded")
 	c.str(&t.Checkpointing, "Checkpointing")
 	c.str(&t.Optimizer, "Optimizer")
+	if c.version >= 10 {
+		c.str(&t.OptimizerImplementation, "OptimizerImplementation")
+	}
 	sint(c, &t.OptimizerStateBytes, "OptimizerStateBytes")
 	if c.version >= 5 {
 		c.bool(&t.ExpandableSegments, "ExpandableSegments")

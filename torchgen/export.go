@@ -75,6 +75,10 @@ type ExportTrain struct {
 	// the last micro-batch.
 	AccumulateUnsharded bool   `json:"accumulate_unsharded"`
 	Optimizer           string `json:"optimizer"`
+	// OptimizerImplementation is what the plan priced the step as:
+	// "fused" or "foreach" for AdamW, absent for the others and for plans
+	// before format 10.
+	OptimizerImplementation string `json:"optimizer_implementation,omitempty"`
 }
 
 // ExportParam is one entry of model.named_parameters(), in its order (a
@@ -169,7 +173,8 @@ func NewExport(spec *Spec, p *schedule.Plan, scale int) (*Export, error) {
 		Mesh: ExportMesh{WorldSize: spec.World, Shard: spec.Shard, Replicate: spec.Replicate, GPUsPerNode: c.GPUsPerNode,
 			DimNames: []string{"shard"}},
 		Train: ExportTrain{MicroBatch: p.Train.MicroBatch, SeqLen: p.Train.SeqLen, GradAccum: max(p.Train.GradAccum, 1),
-			AccumulateUnsharded: p.Train.AccumulateUnsharded, Optimizer: p.Train.Optimizer},
+			AccumulateUnsharded: p.Train.AccumulateUnsharded, Optimizer: p.Train.Optimizer,
+			OptimizerImplementation: p.Train.OptimizerImplementation},
 		ReduceScatterBuffers: max(spec.ReduceScatterBuffers, 1),
 		Environment:          Environment(p),
 	}

@@ -32,6 +32,7 @@ type titanOptions struct {
 	offloadOK                     bool
 	reshard                       string // always, never, or "" when not expressible
 	checkpointing                 string // none, full, selective-op, selective-layer
+	optimizer                     string // AdamW's implementation, "" when the plan names none
 	notMapped                     []string
 }
 
@@ -41,6 +42,15 @@ func titanOptionsOf(p *schedule.Plan) titanOptions {
 		checkpointing: p.Train.Checkpointing}
 	if o.shard < 1 {
 		o.shard = p.Cluster.WorldSize
+	}
+	// torchtitan's optimizer implementation is "fused" by default, and
+	// "foreach" a choice (optimizer.implementation at both commits); the
+	// plan's is AdamW's, what its step was priced as.
+	switch {
+	case p.Train.Optimizer == "adamw" && p.Train.OptimizerImplementation != "":
+		o.optimizer = p.Train.OptimizerImplementation
+	case p.Train.Optimizer != "adamw":
+		o.notMapped = append(o.notMapped, "optimizer "+p.Train.Optimizer+": set torchtitan's optimizer to match (the plan prices its step)")
 	}
 	var blocks []schedule.Group
 	for _, g := range p.Groups {
@@ -153,6 +163,10 @@ func Torchtitan(p *schedule.Plan, source string) string {
 		// interval, which the plan does not carry.
 		b.WriteString("mode = \"selective\"  # every Nth layer: set selective_ac_option to the model file's checkpoint_interval\n")
 	}
+	if o.optimizer != "" {
+		b.WriteString("\n[optimizer]\nname = \"AdamW\"\n")
+		fmt.Fprintf(&b, "implementation = %s\n", safetext.TOML(o.optimizer))
+	}
 	writeNotMapped(&b, o.notMapped, safetext.TOMLComment)
 	return b.String()
 }
@@ -233,6 +247,9 @@ func TorchtitanRegistry(p *schedule.Plan, source string) string {
 		b.WriteString("    config.activation_checkpoint = FullAC.Config()\n")
 	case "selective-op":
 		b.WriteString("    config.activation_checkpoint = SelectiveAC.Config()\n")
+	}
+	if o.optimizer != "" {
+		fmt.Fprintf(&b, "    config.optimizer.implementation = %s\n", safetext.Python(o.optimizer))
 	}
 	b.WriteString("    return config\n")
 	if known {

@@ -48,7 +48,8 @@ func StringFields() []StringField {
 			p.Cluster.Profile = append(slices.Clone(p.Cluster.Profile), ir.ProfileValue{Name: s, Value: 0.5})
 		}, "overlap"},
 		{"train checkpointing", false, func(p *schedule.Plan, s string) { p.Train.Checkpointing = s }, "selective-layer"},
-		{"train optimizer", false, func(p *schedule.Plan, s string) { p.Train.Optimizer = s }, "lion"},
+		{"train optimizer", false, func(p *schedule.Plan, s string) { p.Train.Optimizer, p.Train.OptimizerImplementation = s, "" }, "lion"},
+		{"train optimizer implementation", false, func(p *schedule.Plan, s string) { p.Train.OptimizerImplementation = s }, "foreach"},
 		{"group name", false, func(p *schedule.Plan, s string) { group(p).Name = s }, "forged_name"},
 		{"group module", false, func(p *schedule.Plan, s string) { group(p).Modules[0] = s }, "forged_name"},
 		{"parameter name", false, func(p *schedule.Plan, s string) { group(p).Params[0].Name = s }, "forged_name"},

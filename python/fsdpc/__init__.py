@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .plan import Plan, PlanError, load_plan, loads_plan
+from .plan import Plan, PlanError, load_plan, loads_plan, optimizer_options
 
 if TYPE_CHECKING:
     from .apply import ModelMismatch, PlanMismatch, apply_plan
@@ -31,6 +31,7 @@ __all__ = [
     "PlanError",
     "load_plan",
     "loads_plan",
+    "optimizer_options",
     "apply_plan",
     "ModelMismatch",
     "PlanMismatch",

@@ -31,6 +31,7 @@ __all__ = [
     "Collective",
     "load_plan",
     "loads_plan",
+    "optimizer_options",
 ]
 
 SCHEMA = "fsdpc/v1"
@@ -39,8 +40,13 @@ COMMAND = "export"
 # of another version may carry fields that mean something else. Format 8
 # added the model's FLOPs per token to the plan and format 9 the
 # element-wise bytes each segment's backward recomputes, neither of which
-# the export carries, so the exports of 7, 8 and 9 are the same.
-PLAN_FORMATS = (7, 8, 9)
+# the export carries, so the exports of 7, 8 and 9 are the same. Format 10
+# added the optimizer's implementation (train.optimizer_implementation),
+# which an export of 10 carries and one of 7 to 9 lacks.
+PLAN_FORMATS = (7, 8, 9, 10)
+
+# The optimizer implementations a plan prices (AdamW's only).
+OPTIMIZER_IMPLEMENTATIONS = ("fused", "foreach")
 
 # The collective kinds and reduce ops an export names.
 KINDS = ("all-gather", "reduce-scatter", "all-reduce")
@@ -78,6 +84,9 @@ class Train:
     grad_accum: int
     accumulate_unsharded: bool
     optimizer: str
+    # "fused" or "foreach" for AdamW, what the plan priced its step as;
+    # "" for the other optimizers and exports before format 10.
+    optimizer_implementation: str = ""
 
 
 @dataclass(frozen=True)
@@ -277,7 +286,14 @@ def loads_plan(text: str | bytes | dict[str, Any], source: str = "<plan>") -> Pl
     if mesh.shard * mesh.replicate != mesh.world_size or mesh.shard < 1 or mesh.replicate < 1:
         raise PlanError("%s: mesh %d × %d does not make world size %d" % (source, mesh.replicate, mesh.shard, mesh.world_size))
     t = r.object("train")
-    train = Train(t.integer("micro_batch"), t.integer("seq_len"), t.integer("grad_accum"), t.flag("accumulate_unsharded"), t.string("optimizer"))
+    impl = ""
+    if "optimizer_implementation" in t.obj:
+        impl = t.string("optimizer_implementation")
+        if impl not in OPTIMIZER_IMPLEMENTATIONS:
+            raise PlanError("%s: train.optimizer_implementation %r: want one of %s" % (source, impl, ", ".join(OPTIMIZER_IMPLEMENTATIONS)))
+        if t.string("optimizer") != "adamw":
+            raise PlanError("%s: train.optimizer_implementation %r for optimizer %r: only adamw's is planned" % (source, impl, t.string("optimizer")))
+    train = Train(t.integer("micro_batch"), t.integer("seq_len"), t.integer("grad_accum"), t.flag("accumulate_unsharded"), t.string("optimizer"), impl)
     params = tuple(Param(p.string("fqn"), p.integers("shape"), p.string("dtype"), p.flag("requires_grad"), p.strings("aliases")) for p in r.objects("parameters"))
     units = []
     for u in r.objects("units"):
@@ -322,3 +338,17 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
     except OSError as e:
         raise PlanError("cannot read plan export %s: %s" % (p, e.strerror or e)) from None
     return loads_plan(data, p)
+
+
+def optimizer_options(plan: Plan) -> dict[str, bool]:
+    """The keyword arguments that build the optimizer the plan priced:
+    ``{"fused": True}`` or ``{"foreach": True}`` for AdamW, ``{}`` where the
+    plan names no implementation (other optimizers, older exports)::
+
+        torch.optim.AdamW(model.parameters(), lr=3e-4, **fsdpc.optimizer_options(plan))
+
+    Without them PyTorch picks foreach on CUDA, whose step moves about three
+    times the fused kernel's bytes, so a plan priced fused would predict a
+    faster step than the job runs."""
+    impl = plan.train.optimizer_implementation
+    return {impl: True} if impl else {}

@@ -5,7 +5,7 @@ import os
 import tempfile
 import unittest
 
-from fsdpc.plan import PLAN_FORMATS, PlanError, load_plan, loads_plan
+from fsdpc.plan import PLAN_FORMATS, PlanError, load_plan, loads_plan, optimizer_options
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
@@ -35,6 +35,26 @@ class LoadPlanTest(unittest.TestCase):
         self.assertEqual([plan.unit(g).name for g in first.prefetch_forward], ["layers.1"])
         kinds = {c.kind for c in plan.collectives}
         self.assertEqual(kinds, {"all-gather", "reduce-scatter"})
+
+    def test_optimizer_implementation(self) -> None:
+        # The fixtures plan AdamW at its default, the fused kernel.
+        plan = load_plan(fixture("decoder2.plan.json"))
+        self.assertEqual((plan.train.optimizer, plan.train.optimizer_implementation), ("adamw", "fused"))
+        self.assertEqual(optimizer_options(plan), {"fused": True})
+        doc = fixture_doc("decoder2.plan.json")
+        doc["train"]["optimizer_implementation"] = "foreach"
+        self.assertEqual(optimizer_options(loads_plan(json.dumps(doc), "x.json")), {"foreach": True})
+        # An export from before format 10 names none: PyTorch chooses.
+        doc = fixture_doc("decoder2.plan.json")
+        del doc["train"]["optimizer_implementation"]
+        doc["plan_format"] = 9
+        old = loads_plan(json.dumps(doc), "x.json")
+        self.assertEqual((old.train.optimizer_implementation, optimizer_options(old)), ("", {}))
+        doc["train"]["optimizer_implementation"] = "compiled"
+        self.refused(doc, "train.optimizer_implementation", "'compiled'")
+        doc["train"]["optimizer_implementation"] = "fused"
+        doc["train"]["optimizer"] = "sgd"
+        self.refused(doc, "only adamw's")
 
     def test_hsdp_mesh(self) -> None:
         plan = load_plan(fixture("hsdp4.plan.json"))

@@ -269,6 +269,16 @@ func (r *Result) train() {
 	add(&r.Train, "accumulate", accum(o.AccumulateUnsharded), accum(n.AccumulateUnsharded))
 	add(&r.Train, "checkpointing", o.Checkpointing, n.Checkpointing)
 	add(&r.Train, "optimizer", o.Optimizer, n.Optimizer)
+	add(&r.Train, "optimizer_implementation", implementation(o.OptimizerImplementation), implementation(n.OptimizerImplementation))
+}
+
+// implementation shows a plan's optimizer implementation; plans before
+// format 10, and optimizers other than AdamW, record none.
+func implementation(s string) string {
+	if s == "" {
+		return "(not recorded)"
+	}
+	return s
 }
 
 func accum(unsharded bool) string {

@@ -83,6 +83,9 @@ func TestMutationsShow(t *testing.T) {
 			}
 			p.ElemRecompute[m]++
 		}, "changed (recomputed element bytes) in transformer.h.1"},
+		{"the optimizer's implementation", func(t *testing.T, p *schedule.Plan) {
+			p.Train.OptimizerImplementation = "foreach"
+		}, "optimizer_implementation: fused → foreach"},
 		{"a parameter renamed", func(t *testing.T, p *schedule.Plan) {
 			p.Groups[1].Params[2].Name = "transformer.h.0.attn.c_attn.weight2"
 		}, "transformer.h.0.attn.c_attn.weight name: transformer.h.0.attn.c_attn.weight → transformer.h.0.attn.c_attn.weight2"},
