@@ -168,17 +168,21 @@ func modelFile(r run) string {
 	fmt.Fprintf(&b, "[policy]\nunits = \"blocks\"\nparam_dtype = \"bf16\"\nreduce_dtype = %q\n\n", rd)
 	fmt.Fprintf(&b, "[[module]]\nname = \"tok_embeddings\"\nkind = \"embedding\"\nnum = %d\ndim = %d\n\n", r.vocab, r.hidden)
 	fmt.Fprintf(&b, "[[module]]\nname = \"layers\"\nrepeat = %d\nblock = \"decoder\"\n\n", r.layers)
-	fmt.Fprintf(&b, "[[module]]\nname = \"norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
+	norm := ""
+	if r.fusedNorm {
+		norm = "fused = true\n"
+	}
+	fmt.Fprintf(&b, "[[module]]\nname = \"norm\"\nkind = \"norm\"\ndim = %d\n%s\n", r.hidden, norm)
 	fmt.Fprintf(&b, "[[module]]\nname = \"output\"\nkind = \"linear\"\nin = %d\nout = %d\n\n", r.hidden, r.vocab)
 	fmt.Fprintf(&b, "[[module]]\nname = \"loss\"\nkind = \"loss\"\nvocab = %d\nupcast = %t\ncompiled = %t\n\n", r.vocab, r.lossUpcast, r.compileLoss)
 	fmt.Fprintf(&b, "[block.decoder]\n\n")
-	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
+	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention_norm\"\nkind = \"norm\"\ndim = %d\n%s\n", r.hidden, norm)
 	rope := ""
 	if r.rope != "" {
 		rope = fmt.Sprintf("rope = %q\n", r.rope)
 	}
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"attention\"\nkind = \"attention\"\ndim = %d\nheads = %d\nkv_heads = %d\n%s\n", r.hidden, r.heads, r.kvHeads, rope)
-	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"ffn_norm\"\nkind = \"norm\"\ndim = %d\n\n", r.hidden)
+	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"ffn_norm\"\nkind = \"norm\"\ndim = %d\n%s\n", r.hidden, norm)
 	fmt.Fprintf(&b, "[[block.decoder.module]]\nname = \"feed_forward\"\nkind = \"mlp\"\ndim = %d\nhidden = %d\nactivation = %q\n", r.hidden, r.ffn, r.activation)
 	return b.String()
 }

@@ -223,6 +223,14 @@ func (r csvRow) training(x *run) (string, error) {
 	case fms:
 		x.rope = "matrix"
 	}
+	// torchtitan's norm_type: its Llama 2 7B and 13B configs
+	// (train_configs/llama_7b.toml, llama_13b.toml at 395a52627) and its
+	// Llama 3 8B config from df2dcc746 (2024-04-19) until 5e84866e3
+	// (2024-05-02) say "fused_rmsnorm", a Triton kernel that keeps x and
+	// rstd; its 70B configs, and the 8B one after, say "rmsnorm", the
+	// eager upcast (models/norms.py), until 37c4b8181 (2025-02-06)
+	// removed the fused one.
+	x.fusedNorm = titan && date != "" && !dated("2024-05-02") && !strings.Contains(r.get("model"), "70B")
 	// AdamW's implementation. PyTorch picks foreach on CUDA when the
 	// caller names neither (torch/optim/optimizer.py
 	// _default_to_fused_or_foreach), as fms-fsdp's optim.AdamW(…, betas,

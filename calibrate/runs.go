@@ -41,6 +41,7 @@ type run struct {
 	accumulateUnsharded bool // micro-batches before the last skip the reduce-scatter (set_requires_gradient_sync(False))
 	attentionKernel     string
 	rope                string // the attention's RoPE form: "complex" (torchtitan's view_as_complex, which Inductor does not fuse), "matrix" (ibm-fms's 2 × 2 rotation), "" real
+	fusedNorm           bool   // RMSNorm as a fused kernel (torchtitan's Triton fused_rmsnorm), not eager's upcast
 	activation          string // the MLP's: "swiglu" (Llama family) or "gelu" (GPT family)
 	expandable          bool   // PYTORCH_ALLOC_CONF=expandable_segments:True
 	microBatch, accum   int

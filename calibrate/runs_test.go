@@ -585,3 +585,38 @@ func TestOOMStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedNorm: torchtitan's April 2024 Llama 2 13B and Llama 3 8B
+// configs ran fused_rmsnorm (three norms a model file), its 70B configs
+// and every later row the eager RMSNorm, and no other framework says so.
+func TestFusedNorm(t *testing.T) {
+	want := map[string]int{
+		"S3-L2-13B-a": 3, "S3-L3-8B-b": 3, "S3-L2-70B-a": 0, "S3-L3-70B": 0, "S6-8": 0, "S7-eager-7b-A100": 0, // published-runs.csv
+		"M1-TT-8g-eager": 0, "M8-AO-f8nc-noac": 0, // memory-runs.csv
+	}
+	seen := 0
+	for _, name := range []string{"published-runs.csv", "memory-runs.csv"} {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, _, err := readRuns(name, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			w, ok := want[r.id]
+			if !ok {
+				continue
+			}
+			seen++
+			if got := strings.Count(modelFile(r), "fused = true"); got != w {
+				t.Errorf("%s: %d fused norms, want %d", r.id, got, w)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d rows", seen, len(want))
+	}
+}

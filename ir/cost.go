@@ -16,6 +16,10 @@ func (l *lowerer) computeCosts() {
 	m.MFU = MFUCounts{}
 	experts := map[ModuleID]work{} // MoE modules: which child holds routed experts
 	sacMMs := map[ModuleID]int{}   // selective-op: matmuls run so far in each region's forward
+	var readInRegion []bool
+	if ctx.compile && m.Train.Checkpointing == CheckpointSelective {
+		readInRegion = m.readInRegion()
+	}
 	for _, id := range m.Forward {
 		mod := &m.Modules[id]
 		for _, src := range mod.Inputs {
@@ -66,7 +70,13 @@ func (l *lowerer) computeCosts() {
 				}
 				if w.opPolicy {
 					n := sacMMs[region]
-					saved, flops, gemms, err := opSAC(w, &n, ctx.act)
+					// Compiled, the partitioner keeps a saved output only
+					// if backward reads it: a module's output that nothing
+					// in its region reads (an MLP's output into the
+					// residual stream) is not kept. Eager, the policy's
+					// cache keeps every saved op's output.
+					keepOutput := !ctx.compile || readInRegion[id]
+					saved, flops, gemms, err := opSAC(w, &n, ctx.act, keepOutput)
 					if err != nil {
 						l.d.keyErrorf(md.path, "module %q: %v", mod.Name, err)
 						continue
@@ -118,7 +128,10 @@ func (l *lowerer) computeCosts() {
 // wk, wv, wo, w1, w3, w2: wq, wv, w1 and w2's outputs are kept and wk, wo
 // and w3 recomputed. n counts the region's multiplies so far; saved is
 // what this module keeps, flops and gemms what its backward recomputes.
-func opSAC(w work, n *int, act int64) (saved int64, flops float64, gemms []GEMM, err error) {
+// keepOutput false drops the module's output multiply from what is kept
+// (torch.compile: no backward reads w2's output, so the partitioner does
+// not save it, measured by bench/torchmem/blockmem.py; eager keeps it).
+func opSAC(w work, n *int, act int64, keepOutput bool) (saved int64, flops float64, gemms []GEMM, err error) {
 	var z sizer
 	for _, mm := range w.mms {
 		if mm.attention {
@@ -127,6 +140,9 @@ func opSAC(w work, n *int, act int64) (saved int64, flops float64, gemms []GEMM,
 		}
 		*n++
 		if *n%2 == 1 {
+			if mm.output && !keepOutput {
+				continue
+			}
 			saved = satAdd(saved, z.mul(mm.gemm.M, mm.gemm.N, max(mm.gemm.Count, 1), act))
 			continue
 		}
@@ -136,6 +152,24 @@ func opSAC(w work, n *int, act int64) (saved int64, flops float64, gemms []GEMM,
 		}
 	}
 	return saved, flops, gemms, z.err
+}
+
+// readInRegion reports, per module, whether a later module of the same
+// checkpoint region reads its output.
+func (m *Model) readInRegion() []bool {
+	read := make([]bool, len(m.Modules))
+	for _, id := range m.Forward {
+		r, ok := m.region(id)
+		if !ok {
+			continue
+		}
+		for _, src := range m.Modules[id].Inputs {
+			if rs, ok := m.region(src); ok && rs == r && src != id {
+				read[src] = true
+			}
+		}
+	}
+	return read
 }
 
 // region returns the checkpoint region enclosing a module, if any.

@@ -86,6 +86,7 @@ var kindSpecs = map[string]kindSpec{
 		{key: "norm", typ: attrEnum, enum: []string{"rms", "layer"}},
 		{key: "bias", typ: attrBool},
 		{key: "affine", typ: attrBool},
+		{key: "fused", typ: attrBool},
 	}},
 	"attention": {KindAttention, append([]attrSpec{
 		{key: "dim", typ: attrInt, required: true},

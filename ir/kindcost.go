@@ -33,6 +33,10 @@ type matmul struct {
 	// output features, K = input features); zero when the shape is not a
 	// plain GEMM (the attention core) or not known.
 	gemm GEMM
+	// output: this multiply's output is the module's output, which no
+	// backward inside the module reads (an MLP's down projection, an
+	// attention's output projection, a linear).
+	output bool
 }
 
 type work struct {
@@ -140,6 +144,7 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 	case KindLinear:
 		in, out, r := a.int("in", 0), a.int("out", 0), a.int("lora_rank", 0)
 		w.mms = linearMM("", T, in, out, r, true)
+		w.mms[len(w.mms)-1].output = true
 		w.inputBytes = z.mul(T, in, b)
 		w.saved = z.add(w.inputBytes, z.mul(T, r, b))
 		w.savedSelective = w.saved
@@ -156,6 +161,20 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		w.inputBytes = z.mul(T, dim, b)
 		stats := z.mul(T, 4) // fp32 rstd (and mean) per token
 		w.saved = z.add(w.inputBytes, stats)
+		fused := a.bool("fused", false)
+		if !c.compile && !fused && a.str("norm", "rms") == "rms" {
+			// Eager RMSNorm as torchtitan and Hugging Face write it,
+			// (x.float() · rsqrt(mean(x²) + eps)).type_as(x) · weight
+			// (derivatives.yaml): pow and the product keep the fp32
+			// copy, the weight's product keeps the normed tensor cast
+			// back, and nothing keeps x: 4 bytes an element more than
+			// x (measured, bench/torchmem/blockmem.py). Compiled, the
+			// partitioner keeps x and recomputes the rest; a fused
+			// kernel (fused = true: torchtitan's Triton fused_rmsnorm)
+			// keeps x and its statistics. Its kernels' bytes are still
+			// charged as eager's (normPasses).
+			w.saved = z.add(w.saved, z.mul(T, dim, 4))
+		}
 		w.savedSelective = stats
 		w.opPolicy = true // recomputed from the region's input
 		w.elemFwd = z.mul(T, dim, normPasses(b, c.compile))
@@ -193,6 +212,9 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 				r = rank
 			}
 			w.mms = append(w.mms, linearMM(n, T, in, out, r, roles[i] != "down")...)
+			if roles[i] == "down" {
+				w.mms[len(w.mms)-1].output = true
+			}
 		}
 		w.inputBytes = z.mul(T, dim, b)
 		w.saved, w.savedSelective = mlpSaved(&z, T, dim, hidden, b, act)
@@ -380,6 +402,7 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	w.mms = append(w.mms, core)
 	if d.out {
 		w.mms = append(w.mms, linearMM(roleName(a, "o", "wo"), T, d.qOut, d.dim, r("o"), false)...)
+		w.mms[len(w.mms)-1].output = true
 	}
 
 	// Saved: the input (and the key/value source for cross-attention),
@@ -395,11 +418,13 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 		src = z.mul(Tkv, d.kvDim, b)
 	}
 	w.saved = z.add(w.inputBytes, src, q, kv, kv, coreOut, lse)
-	if !c.compile && d.kvOut < d.qOut {
-		// Eager grouped-query attention (torchtitan's repeat_kv, and
-		// Hugging Face's): keys and values are expanded to every query
-		// head and copied before SDPA, which saves the expanded ones, not
-		// the projections' outputs. Inductor folds the expansion.
+	if d.kvOut < d.qOut {
+		// Grouped-query attention (torchtitan's repeat_kv, and Hugging
+		// Face's): keys and values are expanded to every query head and
+		// copied before SDPA, which saves the expanded ones, not the
+		// projections' outputs. Compiled too: Inductor's partitioner
+		// saves the expanded copies SDPA's backward reads rather than
+		// recomputing them (measured, bench/torchmem/blockmem.py).
 		expanded := z.mul(Tkv, d.qOut-d.kvOut, b)
 		w.saved = z.add(w.saved, expanded, expanded)
 	}
@@ -473,6 +498,7 @@ func mlaWork(a attrValues, c costCtx) (work, error) {
 	}
 	w.mms = append(w.mms, core)
 	w.mms = append(w.mms, linearMM(roleName(a, "o", "wo"), T, d.heads*d.v, d.dim, 0, false)...)
+	w.mms[len(w.mms)-1].output = true
 
 	// Saved: the input, the latents and their norms' inputs (with fp32
 	// rstd), q, k (nope and the shared rope part broadcast to every head),

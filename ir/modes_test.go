@@ -273,12 +273,15 @@ func TestLossBackwardAndCompile(t *testing.T) {
 	}
 }
 
-// TestEagerSavedActivations: eager autograd keeps repeat_kv's expanded
-// keys and values and SiLU's output beside its input; compiled, Inductor
-// folds both, and the saved set is the kinds' minimal one.
+// TestEagerSavedActivations: eager autograd keeps SiLU's output beside its
+// input and an RMSNorm's fp32 copy and cast-back output in place of its
+// input; compiled, Inductor folds both. Both keep repeat_kv's expanded keys
+// and values (bench/torchmem/blockmem.py measured each).
 func TestEagerSavedActivations(t *testing.T) {
 	body := "[[module]]\nname = \"attn\"\nkind = \"attention\"\ndim = 8\nheads = 4\nkv_heads = 1\n" +
-		"[[module]]\nname = \"mlp\"\nkind = \"mlp\"\ndim = 8\nhidden = 16\n"
+		"[[module]]\nname = \"mlp\"\nkind = \"mlp\"\ndim = 8\nhidden = 16\n" +
+		"[[module]]\nname = \"rms\"\nkind = \"norm\"\ndim = 8\n" +
+		"[[module]]\nname = \"ln\"\nkind = \"norm\"\nnorm = \"layer\"\ndim = 8\n"
 	load := func(train string) *Model {
 		m, err := Load("eager.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
 		if err != nil {
@@ -289,14 +292,22 @@ func TestEagerSavedActivations(t *testing.T) {
 	eager, compiled := load(""), load("compile = true\n")
 	const T, b = 16, 4 // fp32 activations
 	for name, extra := range map[string]int64{
-		"attn": 2 * T * (8 - 2) * b, // k and v at 4 heads of 2, not 1
-		"mlp":  T * 16 * b,          // silu's output
+		"attn": 0,          // the expanded k and v either way
+		"mlp":  T * 16 * b, // silu's output
+		"rms":  T * 8 * 4,  // the fp32 copy and the cast back, not x
+		"ln":   0,          // native_layer_norm keeps its input
 	} {
 		e := eager.Modules[mustID(t, eager, name)].Cost.ActivationBytes
 		c := compiled.Modules[mustID(t, compiled, name)].Cost.ActivationBytes
 		if e-c != extra {
 			t.Errorf("%s: eager saves %d, compiled %d; want %d more eager", name, e, c, extra)
 		}
+	}
+	// Input, q, k and v expanded to 4 heads of 2 (not the projections'
+	// one), the core's output and log-sum-exp.
+	attn := compiled.Modules[mustID(t, compiled, "attn")].Cost.ActivationBytes
+	if want := int64(T*8*b + T*8*b + 2*T*8*b + T*8*b + T*4*4); attn != want {
+		t.Errorf("attn: compiled saves %d, want %d", attn, want)
 	}
 }
 

@@ -55,10 +55,13 @@ func TestAdviceZoo(t *testing.T) {
 		{"llama3-8b-torchtitan", "reduce_dtype", `reduce_dtype = "bf16"`, true, 0.005, 0.03, true},
 		// Where the file's choice is the faster one, nothing is suggested.
 		{"t5-base", "checkpointing", `checkpointing = "full"`, true, -0.40, -0.10, false},
-		{"llama3.1-405b", "reduce_dtype", `reduce_dtype = "fp32"`, true, -0.10, -0.01, false},
+		// (fp32 reduction no longer fits the 405B file since an eager
+		// RMSNorm keeps its fp32 copy, in each block's recompute buffer
+		// too, measured by bench/torchmem/blockmem.py.)
+		{"llama3.1-405b", "reduce_dtype", `reduce_dtype = "fp32"`, false, -0.10, -0.01, false},
 		// A LoRA model's adapters reduce in microseconds: nothing to gain.
 		{"llama3-8b-lora", "reduce_dtype", `reduce_dtype = "bf16"`, true, 0, MinSuggestedGain, false},
-		{"llama3-8b-lora", "accumulate", `accumulate = "unsharded"`, true, 0, MinSuggestedGain, false},
+		{"llama3-8b-lora", "accumulate", `accumulate = "unsharded"`, true, -MinSuggestedGain, MinSuggestedGain, false},
 		// Only selective checkpointing of the 70B model is faster, and it
 		// does not fit.
 		{"llama3-70b", "checkpointing", `checkpointing = "selective-op"`, false, 0.05, 0.30, false},

@@ -10,7 +10,14 @@ import (
 // budget and the next value tried does not, each checked by planning it
 // directly (Plan's own budget check).
 func TestFitIsTheEdge(t *testing.T) {
-	m := loadZoo(t, "llama3-8b")
+	// At 4,096 tokens: at the zoo model's 8,192 an eager block without
+	// checkpointing keeps 26 hidden-wide bf16 tensors per token (its
+	// RMSNorms' fp32 copies among them, bench/torchmem/blockmem.py), and
+	// micro-batch 1 no longer fits an 80 GB H100.
+	m, err := loadZoo(t, "llama3-8b").Relower(func(x *ir.Model) { x.Train.SeqLen = 4096 })
+	if err != nil {
+		t.Fatal(err)
+	}
 	modes := []ir.Checkpointing{ir.CheckpointNone, ir.CheckpointFull}
 	r, err := Fit(m, FitOptions{Modes: modes, SeqStep: 1024})
 	if err != nil {
