@@ -12,7 +12,8 @@ func (l *lowerer) computeCosts() {
 	m := l.m
 	ctx := costCtx{batch: m.Train.MicroBatch, seq: m.Train.SeqLen, act: m.Train.ActivationDType.Size(), compile: m.Train.Compile}
 	ctx.tokens, _ = checked.Mul(ctx.batch, ctx.seq)
-	regionSeen := map[ModuleID]bool{}
+	regionSeen := map[ModuleID]bool{}    // the region's input is counted
+	regionStarted := map[ModuleID]bool{} // a module of the region has run
 	m.MFU = MFUCounts{}
 	experts := map[ModuleID]work{} // MoE modules: which child holds routed experts
 	sacMMs := map[ModuleID]int{}   // selective-op: matmuls run so far in each region's forward
@@ -50,6 +51,18 @@ func (l *lowerer) computeCosts() {
 			if mode == CheckpointNone || mode == CheckpointSelectiveLayer {
 				mode = CheckpointFull // an explicit checkpoint = true region, or a checkpointed layer
 			}
+			// The region's first module reads the region's input, which
+			// backward's rerun starts from: a norm's residual add before it
+			// (the previous block's last sum) is not rerun. Nor is the
+			// region's own last add, which early stop leaves out
+			// (torch.utils.checkpoint: non-reentrant checkpointing stops
+			// the rerun once every tensor backward needs is recomputed) and
+			// which fsdpc counts with the next region's first norm.
+			rerun := c.ElemBytesFwd
+			if !regionStarted[region] {
+				regionStarted[region] = true
+				rerun -= min(w.elemBefore, rerun)
+			}
 			switch mode {
 			case CheckpointFull:
 				m.Modules[region].Cost.RecomputeBytes = satAdd(m.Modules[region].Cost.RecomputeBytes, c.ActivationBytes)
@@ -61,7 +74,7 @@ func (l *lowerer) computeCosts() {
 				c.FlopsRecompute = c.FlopsFwd
 				c.GEMMsBwd = MergeGEMMs(c.GEMMsBwd, c.GEMMsFwd)
 				c.AttnFlopsBwd += c.AttnFlopsFwd
-				c.ElemBytesRecompute = c.ElemBytesFwd
+				c.ElemBytesRecompute = rerun
 			case CheckpointSelective:
 				if md == nil || md.spec == nil || md.actBytes != nil {
 					// A module without a kind, or one whose file gives
@@ -91,7 +104,7 @@ func (l *lowerer) computeCosts() {
 					c.ActivationBytes = saved
 					c.FlopsRecompute = flops
 					c.GEMMsBwd = MergeGEMMs(c.GEMMsBwd, gemms)
-					c.ElemBytesRecompute = c.ElemBytesFwd
+					c.ElemBytesRecompute = rerun
 				} else {
 					m.Modules[region].Cost.RecomputeBytes = satAdd(m.Modules[region].Cost.RecomputeBytes, c.ActivationBytes-w.savedSelective)
 					c.ActivationBytes = w.savedSelective

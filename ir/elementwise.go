@@ -19,6 +19,19 @@ func normPasses(b int64, compile bool) int64 {
 	return 3*b + (b + 4) + 8 + 12 + (4 + b) + 2*b
 }
 
+// normAddPasses is the residual add's part of normPasses: eager, its own
+// kernel (read 2b, write b); compiled, the second addend's read and the
+// sum's write the fused kernel makes beside the norm's read and write.
+// The add belongs to what comes before the norm: the block's input is the
+// previous block's last sum, so a checkpoint region that starts at its
+// norm recomputes the norm without it (ir/cost.go).
+func normAddPasses(b int64, compile bool) int64 {
+	if compile {
+		return 2 * b
+	}
+	return 3 * b
+}
+
 // activationPasses is a gated activation over the hidden width (SwiGLU:
 // silu(gate) read b write b; silu·up read 2b write b) or an ungated one
 // (read b, write b). Compiled: one kernel reading its inputs and writing

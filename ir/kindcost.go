@@ -59,6 +59,10 @@ type work struct {
 	// kernels (see elementwise.go); backward moves twice as much, or
 	// elemBwd where a kind counts its backward's kernels itself.
 	elemFwd, elemBwd int64
+	// elemBefore is the part of elemFwd that computes the module's input
+	// rather than reading it (a norm's residual add): a checkpoint region
+	// that starts at the module keeps that input and never reruns it.
+	elemBefore int64
 	// scratchBwd is memory the module's backward holds only while it runs
 	// (the loss's logit gradients).
 	scratchBwd int64
@@ -178,6 +182,7 @@ func (k Kind) work(a attrValues, c costCtx) (work, error) {
 		w.savedSelective = stats
 		w.opPolicy = true // recomputed from the region's input
 		w.elemFwd = z.mul(T, dim, normPasses(b, c.compile))
+		w.elemBefore = z.mul(T, dim, normAddPasses(b, c.compile))
 
 	case KindAttention:
 		return attentionWork(a, c)

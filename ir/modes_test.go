@@ -338,3 +338,53 @@ func TestEagerLossBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestRecomputeStartsAtRegionInput: a checkpointed block's backward reruns
+// its forward's element-wise kernels from the block's input, so its first
+// norm reruns without the residual add fsdpc counts with it (that sum is
+// the previous block's output, kept as the region's input), eager and
+// compiled, under full and per-op checkpointing; the block's other norm
+// (mlp_norm here, after the attention's add) reruns whole.
+func TestRecomputeStartsAtRegionInput(t *testing.T) {
+	body := strings.Replace(modesBody, "[[module.module]]\nname = \"mlp\"\n",
+		"[[module.module]]\nname = \"mlp_norm\"\nkind = \"norm\"\ndim = 8\n[[module.module]]\nname = \"mlp\"\n", 1)
+	const T, b = 16, 4 // fp32 activations (the model's default dtype)
+	for _, tc := range []struct {
+		train string
+		add   int64 // the residual add's bytes per element of dim
+	}{
+		{"checkpointing = \"full\"", 3 * b},
+		{"checkpointing = \"selective-op\"", 3 * b},
+		{"checkpointing = \"full\"\ncompile = true", 2 * b},
+		{"checkpointing = \"selective-op\"\ncompile = true", 2 * b},
+	} {
+		t.Run(tc.train, func(t *testing.T) {
+			m, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+tc.train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"layers.0", "layers.2"} {
+				first := m.Modules[mustID(t, m, name+".norm")].Cost
+				if got, want := first.ElemBytesRecompute, first.ElemBytesFwd-T*8*tc.add; got != want {
+					t.Errorf("%s.norm reruns %d element-wise bytes, want %d (forward %d less the add)", name, got, want, first.ElemBytesFwd)
+				}
+				second := m.Modules[mustID(t, m, name+".mlp_norm")].Cost
+				if second.ElemBytesRecompute != second.ElemBytesFwd || second.ElemBytesFwd == 0 {
+					t.Errorf("%s.mlp_norm reruns %d of its %d forward bytes, want all", name, second.ElemBytesRecompute, second.ElemBytesFwd)
+				}
+				layer := m.Modules[mustID(t, m, name)].Cost
+				if got, want := layer.ElemBytesRecompute, layer.ElemBytesFwd-T*8*tc.add; got != want {
+					t.Errorf("%s reruns %d element-wise bytes, want %d", name, got, want)
+				}
+			}
+		})
+	}
+	// Without checkpointing nothing reruns.
+	m, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Modules[0].Cost.ElemBytesRecompute; got != 0 {
+		t.Errorf("no checkpointing reruns %d bytes, want 0", got)
+	}
+}
