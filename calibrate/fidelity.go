@@ -122,6 +122,9 @@ func modelFile(r run) string {
 	if r.foreachOptimizer {
 		state += "optimizer_implementation = \"foreach\"\n"
 	}
+	if r.maxGradNorm > 0 {
+		state += fmt.Sprintf("max_grad_norm = %g\n", r.maxGradNorm)
+	}
 	// The row's ID and source are the CSV's text: a comment escaped, a
 	// name a TOML string, so no line of the file comes from them.
 	fmt.Fprintf(&b, "# %s (%s)\n[model]\nname = %s\ndtype = %q\n\n", safetext.TOMLComment(r.id), safetext.TOMLComment(r.source), safetext.TOML(r.id), master)

@@ -248,6 +248,22 @@ func (r csvRow) training(x *run) (string, error) {
 	// whenever mixed_precision is on, its default. torchtitan reduces in
 	// fp32 (mixed_precision_reduce "float32").
 	x.reduceBF16 = fms
+	// Gradient-norm clipping before every optimizer step, at 1.0, in every
+	// trainer with rows here. torchtitan: train.py calls
+	// clip_grad_norm_(…, job_config.training.max_norm, foreach=True) every
+	// step, the flag defaulting to 1.0 and its Llama train_configs setting
+	// max_norm = 1.0 (395a526, 0809984 and 4d88a8a44 through 6fc499f and
+	// 2c8b594, the rows' commits; since 2024-12 through its
+	// dist_utils.clip_grad_norm_). fms-fsdp: train_utils.py calls FSDP1's
+	// model.clip_grad_norm_(cfg.grad_clip_thresh), 1.0 in config/
+	// training.py (4ffb9bdf, ed74fd5). KempnerForge: scripts/train.py calls
+	// its clip_grad_norm_ (torch.nn.utils.clip_grad_norm_, foreach, on one
+	// mesh) with grad_clip_norm, which must be positive (config/schema.py
+	// at 01b461a), and benchmarks/mfu_scaling/mfu_bench.sh passes
+	// --train.grad_clip_norm=1.0.
+	if titan || fms || strings.EqualFold(r.get("framework"), "KempnerForge") {
+		x.maxGradNorm = 1.0
+	}
 	x.activation = mlpActivation(r.get("model"), r.get("arch_note"))
 	// The 2024 sources ran FlashAttention-2 (cuDNN SDPA was not PyTorch's
 	// default then: pytorch/pytorch#128539 reverted it). torchtitan asks

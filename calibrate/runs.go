@@ -33,12 +33,13 @@ type run struct {
 	checkpointing       string  // none, full, selective-op, selective-layer
 	checkpointInterval  int     // selective-layer: every k-th block; 0 for the default
 	compile             bool
-	compileLoss         bool // torch.compile also compiles the loss (torchtitan since 2025-04)
-	lossUpcast          bool // the trainer upcasts the logits to fp32 for the loss
-	bf16Master          bool // parameters, gradients and AdamW's state are bf16 (no fp32 master copy)
-	reduceBF16          bool // gradients are reduce-scattered in bf16 (reduce_dtype), not fp32
-	foreachOptimizer    bool // AdamW runs PyTorch's foreach implementation, not the fused kernel
-	accumulateUnsharded bool // micro-batches before the last skip the reduce-scatter (set_requires_gradient_sync(False))
+	compileLoss         bool    // torch.compile also compiles the loss (torchtitan since 2025-04)
+	lossUpcast          bool    // the trainer upcasts the logits to fp32 for the loss
+	bf16Master          bool    // parameters, gradients and AdamW's state are bf16 (no fp32 master copy)
+	reduceBF16          bool    // gradients are reduce-scattered in bf16 (reduce_dtype), not fp32
+	foreachOptimizer    bool    // AdamW runs PyTorch's foreach implementation, not the fused kernel
+	maxGradNorm         float64 // the gradient-norm clipping threshold before every step, 0 for none
+	accumulateUnsharded bool    // micro-batches before the last skip the reduce-scatter (set_requires_gradient_sync(False))
 	attentionKernel     string
 	rope                string // the attention's RoPE form: "complex" (torchtitan's view_as_complex, which Inductor does not fuse), "matrix" (ibm-fms's 2 × 2 rotation), "" real
 	fusedNorm           bool   // RMSNorm as a fused kernel (torchtitan's Triton fused_rmsnorm), not eager's upcast

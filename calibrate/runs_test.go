@@ -620,3 +620,39 @@ func TestFusedNorm(t *testing.T) {
 		t.Errorf("found %d of the %d rows", seen, len(want))
 	}
 }
+
+// TestClipGradNorm: torchtitan's, fms-fsdp's and KempnerForge's rows clip
+// the gradients' norm to 1.0 before every step, as their trainers do at
+// the rows' commits (row.go names them); the model file says so, and
+// its plan prices the clipping passes in the optimizer step.
+func TestClipGradNorm(t *testing.T) {
+	want := map[string]bool{
+		"S3-L3-8B-a": true, "S3-L2-70B-a": true, "S6-8": true, "S7-eager-7b-A100": true, "S7-compile-70b-H100": true, // published-runs.csv
+		"M1-TT-8g-eager": true, "M6-AO-B200-compile": true, "M8-AO-f8nc-noac": true, // memory-runs.csv
+	}
+	seen := 0
+	for _, name := range []string{"published-runs.csv", "memory-runs.csv"} {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, _, err := readRuns(name, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			w, ok := want[r.id]
+			if !ok {
+				continue
+			}
+			seen++
+			if got := strings.Contains(modelFile(r), "max_grad_norm = 1\n"); got != w {
+				t.Errorf("%s: clips %v, want %v", r.id, got, w)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d rows", seen, len(want))
+	}
+}

@@ -264,6 +264,13 @@ type Train struct {
 	// chain of element-wise passes, instead of one fused kernel
 	// (fused=True). Only AdamW is modelled that way (optimizerTraffic).
 	OptimizerForeach bool
+	// MaxGradNorm is the threshold of gradient-norm clipping before every
+	// optimizer step (torch.nn.utils.clip_grad_norm_, FSDP1's
+	// FullyShardedDataParallel.clip_grad_norm_); 0, the default, clips
+	// nothing. The cost does not depend on the figure: the norm's pass and
+	// the multiply by the clamped coefficient run whatever it is
+	// (optimizerTraffic's clipping passes).
+	MaxGradNorm float64
 	// ActivationDType is the dtype activations are held in.
 	ActivationDType DType
 	// Compile: the model runs under torch.compile, which fuses the

@@ -56,7 +56,7 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 		return
 	}
 	t := d.table("train", v, "[train]", "micro_batch", "seq_len", "grad_accum", "accumulate", "checkpointing",
-		"optimizer", "optimizer_implementation", "optimizer_state_bytes", "activation_dtype", "compile", "checkpoint_interval", "attention_kernel", "expandable_segments")
+		"optimizer", "optimizer_implementation", "optimizer_state_bytes", "max_grad_norm", "activation_dtype", "compile", "checkpoint_interval", "attention_kernel", "expandable_segments")
 	tr.MicroBatch = t.intOr("micro_batch", 1, 1, 1<<20)
 	if n, ok := t.integer("seq_len", 1, 1<<30); ok {
 		tr.SeqLen = n
@@ -104,6 +104,11 @@ func (d *decoder) trainSection(root *tbl, m *Model) {
 	}
 	if n, ok := t.integer("optimizer_state_bytes", 0, 64); ok {
 		tr.OptimizerStateBytes = n
+	}
+	// max_grad_norm: a finite threshold, 0 for none (number refuses a
+	// string, a boolean, a negative or non-finite figure at its place).
+	if f, ok := t.number("max_grad_norm", nil); ok {
+		tr.MaxGradNorm = f
 	}
 	if dt, ok := t.dtype("activation_dtype"); ok {
 		if !dt.IsFloat() {

@@ -449,11 +449,39 @@ func (pg *paramGroup) finalizeBackward() {
 //
 // 6 parameter-sized and 14 state-element accesses (7 × the two states'
 // bytes): AdamW in fp32 moves 80 B an element, 2.9× the fused kernel.
+//
+// With gradient-norm clipping ([train] max_grad_norm > 0) the step first
+// makes clipTraffic's two passes over the same gradients.
 func optimizerTraffic(elems, paramSize int64, tr ir.Train) int64 {
+	clip := clipTraffic(elems, paramSize, tr)
 	if tr.OptimizerForeach {
-		return elems*paramSize*6 + 7*elems*tr.OptimizerStateBytes
+		return clip + elems*paramSize*6 + 7*elems*tr.OptimizerStateBytes
 	}
-	return elems*paramSize*3 + 2*elems*tr.OptimizerStateBytes
+	return clip + elems*paramSize*3 + 2*elems*tr.OptimizerStateBytes
+}
+
+// clipTraffic is the HBM traffic of gradient-norm clipping over elems
+// sharded gradient elements of gradSize bytes (the parameters' original
+// dtype, as FSDP keeps its sharded gradients), 0 without clipping.
+//
+// torch.nn.utils.clip_grad_norm_ (torch/nn/utils/clip_grad.py; torchtitan's
+// dist_utils.clip_grad_norm_ calls its two halves) runs _get_total_norm,
+// one _foreach_norm over the gradients (each element read once), then
+// _clip_grads_with_norm_, _foreach_mul_ of every gradient by the clamped
+// coefficient (each element read and written) whether or not the norm
+// exceeds the threshold: clamp(max_norm / (norm + 1e-6), max=1) avoids
+// the host sync a test would need. FSDP1's FullyShardedDataParallel.
+// clip_grad_norm_ makes the same passes one gradient at a time
+// (vector_norm, then mul_). 3 gradient-sized accesses: 12 B an fp32
+// element. The all-reduce of the norm in between (the norm's DTensor
+// full_tensor(), FSDP1's dist.all_reduce over its process group) is one
+// scalar over the shard group, which the plan holds no op for; see
+// docs/cost-model.md.
+func clipTraffic(elems, gradSize int64, tr ir.Train) int64 {
+	if tr.MaxGradNorm <= 0 {
+		return 0
+	}
+	return 3 * elems * gradSize
 }
 
 // optimizer emits the optimizer step on every group's shards, then frees
