@@ -73,7 +73,7 @@ var DefaultCalibration = Calibration{
 	AlphaInter:            14e-6,
 	BusEfficiency:         0.8,
 	NICEfficiency:         0.92,
-	Overlap:               0.15,
+	Overlap:               0.189,
 	IssueKernel:           8e-6,
 	IssueOther:            1e-6,
 	HostOptimizer:         20e9,
