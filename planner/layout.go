@@ -206,8 +206,8 @@ func newPlanShell(m *ir.Model) *schedule.Plan {
 			AccumulateUnsharded: m.Train.AccumulateUnsharded,
 			Checkpointing:       m.Train.Checkpointing.String(), Optimizer: m.Train.Optimizer,
 			OptimizerStateBytes: m.Train.OptimizerStateBytes, ExpandableSegments: m.Train.ExpandableSegments,
-			OptimizerImplementation: optimizerImplementation(m.Train),
-			ModelFLOPsPerToken:      m.FLOPsPerToken()},
+			OptimizerImplementation: optimizerImplementation(m.Train), MaxGradNorm: m.Train.MaxGradNorm,
+			ModelFLOPsPerToken: m.FLOPsPerToken()},
 	}
 	if c.Mesh != nil {
 		p.Cluster.Replicate, p.Cluster.Shard = c.Mesh.Replicate, c.Mesh.Shard

@@ -180,6 +180,9 @@ func (c *checker) program() {
 	case p.Train.Optimizer != "adamw":
 		c.errorf("optimizer implementation %q for optimizer %q: only adamw's is modelled", impl, p.Train.Optimizer)
 	}
+	if f := p.Train.MaxGradNorm; f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		c.errorf("max_grad_norm %g: want a finite threshold, 0 for no clipping", f)
+	}
 	if f := p.Train.ModelFLOPsPerToken; f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 		c.errorf("model FLOPs per token %g: want a finite count, 0 when not known", f)
 	}

@@ -1,6 +1,7 @@
 package schedule_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -32,6 +33,22 @@ func TestOptimizerImplementation(t *testing.T) {
 	none.Train.OptimizerImplementation = "" // a plan from before format 10
 	if err := Check(none); err != nil {
 		t.Errorf("no implementation: %v", err)
+	}
+}
+
+// TestMaxGradNorm: a plan carries the clipping threshold its step was
+// priced with, and Check refuses one that is negative or not finite.
+func TestMaxGradNorm(t *testing.T) {
+	base := zooByName(t, "llama3-8b-torchtitan") // torchtitan clips at 1.0
+	if got := base.Train.MaxGradNorm; got != 1 {
+		t.Errorf("llama3-8b-torchtitan clips at %g, want 1", got)
+	}
+	for _, bad := range []float64{-1, math.Inf(1), math.NaN()} {
+		p := base.Clone()
+		p.Train.MaxGradNorm = bad
+		if err := Check(p); err == nil || !strings.Contains(err.Error(), "max_grad_norm") {
+			t.Errorf("max_grad_norm %g: Check says %v", bad, err)
+		}
 	}
 }
 

@@ -14,7 +14,7 @@ import "github.com/fsdpc/fsdpc/ir"
 
 // FormatVersion is the plan.bin format version. It changes whenever an old
 // reader would misread a new file; readers refuse newer versions.
-const FormatVersion = 10
+const FormatVersion = 11
 
 // Semantics names the FSDP behaviour the schedule models: PyTorch FSDP2
 // (fully_shard) as torch 2.14 runs it, the version the conformance suite
@@ -131,6 +131,10 @@ type Train struct {
 	// foreach=True), or its step is not the one predicted.
 	OptimizerImplementation string `json:"optimizer_implementation,omitempty"`
 	OptimizerStateBytes     int64  `json:"optimizer_state_bytes"`
+	// MaxGradNorm is the gradient-norm clipping threshold the step was
+	// priced with ([train] max_grad_norm; 0: no clipping, and every plan
+	// before format 11). A trainer that applies the plan clips with it.
+	MaxGradNorm float64 `json:"max_grad_norm,omitempty"`
 	// ExpandableSegments: PyTorch's caching allocator maps growing
 	// segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) instead
 	// of fixed ones; it changes what is reserved (allocator.go).

@@ -70,6 +70,9 @@ func (t *textWriter) header() {
 	if tr.OptimizerImplementation != "" {
 		optimizer += " " + tr.OptimizerImplementation
 	}
+	if tr.MaxGradNorm > 0 {
+		optimizer += fmt.Sprintf(", clipping at norm %g", tr.MaxGradNorm)
+	}
 	t.f("train micro_batch %d × seq_len %d, grad_accum %d (%s accumulation), checkpointing %s, %s (%d B/param)\n",
 		tr.MicroBatch, tr.SeqLen, tr.GradAccum, accumulate, tr.Checkpointing, optimizer, tr.OptimizerStateBytes)
 	if tr.ModelFLOPsPerToken > 0 {

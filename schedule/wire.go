@@ -49,7 +49,8 @@
 //	Train       int MicroBatch, int SeqLen, int GradAccum,
 //	            bool AccumulateUnsharded, str Checkpointing, str Optimizer,
 //	            str OptimizerImplementation, int OptimizerStateBytes,
-//	            bool ExpandableSegments, float ModelFLOPsPerToken
+//	            float MaxGradNorm, bool ExpandableSegments,
+//	            float ModelFLOPsPerToken
 //	Group       str Name, list of str Modules, bool Root,
 //	            list of GroupParam Params, int ShardNumel, int GradShardNumel,
 //	            int ShardBytes, GroupPolicy Policy, bool DeferredReduce
@@ -974,6 +975,9 @@ func (c *codec) plan(p *Plan) {
 		c.str(&t.OptimizerImplementation, "OptimizerImplementation")
 	}
 	sint(c, &t.OptimizerStateBytes, "OptimizerStateBytes")
+	if c.version >= 11 {
+		c.float(&t.MaxGradNorm, "MaxGradNorm")
+	}
 	if c.version >= 5 {
 		c.bool(&t.ExpandableSegments, "ExpandableSegments")
 	}

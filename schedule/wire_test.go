@@ -559,7 +559,7 @@ func tinyPlan() *Plan {
 		Cluster: Cluster{GPU: "h100-sxm", Preset: "h100-sxm", WorldSize: 2, GPUsPerNode: 2, Replicate: 1, Shard: 2,
 			IntraNodeBandwidth: 450e9, InterNodeBandwidth: 50e9, HBMBytes: 80 << 30, MemoryBudget: 72 << 30,
 			PeakFLOPS: []float64{0, 67e12, 67e12, 989e12}, HBMBandwidth: 3.35e12, HostBandwidth: 64e9},
-		Train: Train{MicroBatch: 1, SeqLen: 128, GradAccum: 1, Checkpointing: "none", Optimizer: "adamw", OptimizerImplementation: "fused", OptimizerStateBytes: 8, ExpandableSegments: true, ModelFLOPsPerToken: 1.5e9},
+		Train: Train{MicroBatch: 1, SeqLen: 128, GradAccum: 1, Checkpointing: "none", Optimizer: "adamw", OptimizerImplementation: "fused", OptimizerStateBytes: 8, MaxGradNorm: 1, ExpandableSegments: true, ModelFLOPsPerToken: 1.5e9},
 		Groups: []Group{{
 			Name:    "embed",
 			Modules: []string{"embed", "lm_head"},
@@ -1304,9 +1304,10 @@ func BenchmarkEncodeDecode405B(b *testing.B) {
 // the training setup carried the model's FLOPs per token), a version-8 one
 // (before the plan carried recomputed element-wise bytes) and a version-9
 // one (before the training setup carried the optimizer's implementation)
-// still decode, to the same plan with those fields zero (StateOrder -1).
+// and a version-10 one (before it carried the clipping threshold) still
+// decode, to the same plan with those fields zero (StateOrder -1).
 func TestFixtureOlder(t *testing.T) {
-	for _, v := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9} {
+	for _, v := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10} {
 		text, err := os.ReadFile(fmt.Sprintf("testdata/tiny-v%d.plan.hex", v))
 		if err != nil {
 			t.Fatal(err)
@@ -1333,6 +1334,9 @@ func TestFixtureOlder(t *testing.T) {
 		}
 		if v < 10 {
 			want.Train.OptimizerImplementation = ""
+		}
+		if v < 11 {
+			want.Train.MaxGradNorm = 0
 		}
 		for g := range want.Groups {
 			for i := range want.Groups[g].Params {

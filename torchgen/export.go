@@ -79,6 +79,9 @@ type ExportTrain struct {
 	// "fused" or "foreach" for AdamW, absent for the others and for plans
 	// before format 10.
 	OptimizerImplementation string `json:"optimizer_implementation,omitempty"`
+	// MaxGradNorm is the gradient-norm clipping threshold the step was
+	// priced with; absent (0) when it clips nothing, and before format 11.
+	MaxGradNorm float64 `json:"max_grad_norm,omitempty"`
 }
 
 // ExportParam is one entry of model.named_parameters(), in its order (a
@@ -174,7 +177,7 @@ func NewExport(spec *Spec, p *schedule.Plan, scale int) (*Export, error) {
 			DimNames: []string{"shard"}},
 		Train: ExportTrain{MicroBatch: p.Train.MicroBatch, SeqLen: p.Train.SeqLen, GradAccum: max(p.Train.GradAccum, 1),
 			AccumulateUnsharded: p.Train.AccumulateUnsharded, Optimizer: p.Train.Optimizer,
-			OptimizerImplementation: p.Train.OptimizerImplementation},
+			OptimizerImplementation: p.Train.OptimizerImplementation, MaxGradNorm: p.Train.MaxGradNorm},
 		ReduceScatterBuffers: max(spec.ReduceScatterBuffers, 1),
 		Environment:          Environment(p),
 	}

@@ -13,19 +13,20 @@ import (
 // TestProgramConformance runs `fsdpc emit torch`'s program, as a user
 // launches it (2 CPU ranks over gloo, torchrun's environment, in the torch root): its
 // apply_plan shards the model and its verify_first_step compares FSDP2's
-// first step with the plan on every rank. One plain fp32 case, and one
-// under mixed precision, a divide factor and reshard_after_forward=False
+// first step with the plan on every rank. One plain fp32 case that clips
+// the gradients' norm as its plan priced (max_grad_norm), and one under
+// mixed precision, a divide factor and reshard_after_forward=False
 // through the package's gloo adapters; then the Llama zoo model scaled
 // down as `emit torch --scale` does it.
 func TestProgramConformance(t *testing.T) {
 	py := needTorch(t)
-	cases := []struct{ name, policy string }{
-		{"fp32-prefetch", "prefetch_forward = 1\nprefetch_backward = 1"},
-		{"bf16-divide", `param_dtype = "bf16"` + "\n" + `reduce_dtype = "fp32"` + "\nreshard_after_forward = false\ngradient_divide_factor = 3"},
+	cases := []struct{ name, train, policy string }{
+		{"fp32-prefetch-clip", "max_grad_norm = 1", "prefetch_forward = 1\nprefetch_backward = 1"},
+		{"bf16-divide", "", `param_dtype = "bf16"` + "\n" + `reduce_dtype = "fp32"` + "\nreshard_after_forward = false\ngradient_divide_factor = 3"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m, err := ir.Load(c.name+".toml", []byte(fmt.Sprintf(decoderModel, "", "world_size = 2", c.policy, "", "")))
+			m, err := ir.Load(c.name+".toml", []byte(fmt.Sprintf(decoderModel, c.train, "world_size = 2", c.policy, "", "")))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package torchgen
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/fsdpc/fsdpc/internal/safetext"
@@ -33,6 +34,7 @@ type titanOptions struct {
 	reshard                       string // always, never, or "" when not expressible
 	checkpointing                 string // none, full, selective-op, selective-layer
 	optimizer                     string // AdamW's implementation, "" when the plan names none
+	maxNorm                       float64
 	notMapped                     []string
 }
 
@@ -46,6 +48,14 @@ func titanOptionsOf(p *schedule.Plan) titanOptions {
 	// torchtitan's optimizer implementation is "fused" by default, and
 	// "foreach" a choice (optimizer.implementation at both commits); the
 	// plan's is AdamW's, what its step was priced as.
+	// torchtitan clips every step at training.max_norm (1.0 by default;
+	// train.py at v0.2.2, trainer.py at b5bcd76), with no setting that
+	// turns it off: a max_norm of 0 would zero every gradient.
+	if p.Train.MaxGradNorm > 0 {
+		o.maxNorm = p.Train.MaxGradNorm
+	} else {
+		o.notMapped = append(o.notMapped, "no gradient clipping: torchtitan always clips (training.max_norm, 1.0 by default), which the plan did not price; set max_grad_norm in the model file to plan with it")
+	}
 	switch {
 	case p.Train.Optimizer == "adamw" && p.Train.OptimizerImplementation != "":
 		o.optimizer = p.Train.OptimizerImplementation
@@ -136,6 +146,9 @@ func Torchtitan(p *schedule.Plan, source string) string {
 	// global / (local × data-parallel degree).
 	fmt.Fprintf(&b, "global_batch_size = %d  # %d micro-batches of accumulation\n", o.microBatch*o.dp*o.accum, o.accum)
 	fmt.Fprintf(&b, "seq_len = %d\n", o.seqLen)
+	if o.maxNorm > 0 {
+		fmt.Fprintf(&b, "max_norm = %s\n", strconv.FormatFloat(o.maxNorm, 'g', -1, 64))
+	}
 	if o.param != "" {
 		fmt.Fprintf(&b, "mixed_precision_param = %s\n", safetext.TOML(o.param))
 	}
@@ -226,6 +239,9 @@ func TorchtitanRegistry(p *schedule.Plan, source string) string {
 	b.WriteString("    \"\"\"Sets the options the plan decides on a torchtitan configuration.\"\"\"\n")
 	fmt.Fprintf(&b, "    config.training.num_tokens_per_microbatch_per_dp_rank = %d  # micro_batch %d x seq_len %d\n", o.microBatch*o.seqLen, o.microBatch, o.seqLen)
 	fmt.Fprintf(&b, "    config.training.max_context_length = %d\n", o.seqLen)
+	if o.maxNorm > 0 {
+		fmt.Fprintf(&b, "    config.training.max_norm = %s\n", strconv.FormatFloat(o.maxNorm, 'g', -1, 64))
+	}
 	fmt.Fprintf(&b, "    # %d data-parallel ranks x %d micro-batches of accumulation\n", o.dp, o.accum)
 	fmt.Fprintf(&b, "    config.training.num_tokens_per_train_step = %d\n", o.microBatch*o.seqLen*o.dp*o.accum)
 	if o.param != "" {

@@ -42,8 +42,9 @@ COMMAND = "export"
 # element-wise bytes each segment's backward recomputes, neither of which
 # the export carries, so the exports of 7, 8 and 9 are the same. Format 10
 # added the optimizer's implementation (train.optimizer_implementation),
-# which an export of 10 carries and one of 7 to 9 lacks.
-PLAN_FORMATS = (7, 8, 9, 10)
+# which an export of 10 carries and one of 7 to 9 lacks; format 11 the
+# clipping threshold (train.max_grad_norm), absent before it.
+PLAN_FORMATS = (7, 8, 9, 10, 11)
 
 # The optimizer implementations a plan prices (AdamW's only).
 OPTIMIZER_IMPLEMENTATIONS = ("fused", "foreach")
@@ -87,6 +88,10 @@ class Train:
     # "fused" or "foreach" for AdamW, what the plan priced its step as;
     # "" for the other optimizers and exports before format 10.
     optimizer_implementation: str = ""
+    # The gradient-norm clipping threshold the plan priced the step with
+    # (torch.nn.utils.clip_grad_norm_ before optimizer.step()); 0 for none
+    # and for exports before format 11.
+    max_grad_norm: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -293,7 +298,12 @@ def loads_plan(text: str | bytes | dict[str, Any], source: str = "<plan>") -> Pl
             raise PlanError("%s: train.optimizer_implementation %r: want one of %s" % (source, impl, ", ".join(OPTIMIZER_IMPLEMENTATIONS)))
         if t.string("optimizer") != "adamw":
             raise PlanError("%s: train.optimizer_implementation %r for optimizer %r: only adamw's is planned" % (source, impl, t.string("optimizer")))
-    train = Train(t.integer("micro_batch"), t.integer("seq_len"), t.integer("grad_accum"), t.flag("accumulate_unsharded"), t.string("optimizer"), impl)
+    clip = 0.0
+    if "max_grad_norm" in t.obj:
+        clip = t.number("max_grad_norm")
+        if not (clip >= 0 and clip != float("inf")):
+            raise PlanError("%s: train.max_grad_norm %r: want a finite threshold, 0 for none" % (source, clip))
+    train = Train(t.integer("micro_batch"), t.integer("seq_len"), t.integer("grad_accum"), t.flag("accumulate_unsharded"), t.string("optimizer"), impl, clip)
     params = tuple(Param(p.string("fqn"), p.integers("shape"), p.string("dtype"), p.flag("requires_grad"), p.strings("aliases")) for p in r.objects("parameters"))
     units = []
     for u in r.objects("units"):

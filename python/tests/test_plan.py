@@ -56,6 +56,19 @@ class LoadPlanTest(unittest.TestCase):
         doc["train"]["optimizer"] = "sgd"
         self.refused(doc, "only adamw's")
 
+    def test_max_grad_norm(self) -> None:
+        # The fixtures clip nothing: the export leaves the field out.
+        plan = load_plan(fixture("decoder2.plan.json"))
+        self.assertEqual(plan.train.max_grad_norm, 0.0)
+        doc = fixture_doc("decoder2.plan.json")
+        doc["train"]["max_grad_norm"] = 1
+        self.assertEqual(loads_plan(json.dumps(doc), "x.json").train.max_grad_norm, 1.0)
+        for bad in (-1, "1", True, float("inf")):
+            doc["train"]["max_grad_norm"] = bad
+            with self.assertRaises(PlanError) as cm:
+                loads_plan(json.dumps(doc), "x.json")
+            self.assertIn("max_grad_norm", str(cm.exception))
+
     def test_hsdp_mesh(self) -> None:
         plan = load_plan(fixture("hsdp4.plan.json"))
         self.assertEqual(plan.mesh.shape, (2, 2))

@@ -270,6 +270,15 @@ func (r *Result) train() {
 	add(&r.Train, "checkpointing", o.Checkpointing, n.Checkpointing)
 	add(&r.Train, "optimizer", o.Optimizer, n.Optimizer)
 	add(&r.Train, "optimizer_implementation", implementation(o.OptimizerImplementation), implementation(n.OptimizerImplementation))
+	add(&r.Train, "max_grad_norm", clipping(o.MaxGradNorm), clipping(n.MaxGradNorm))
+}
+
+// clipping shows a plan's clipping threshold; 0 is none.
+func clipping(f float64) string {
+	if f == 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // implementation shows a plan's optimizer implementation; plans before

@@ -14,7 +14,7 @@ var covered = map[string]bool{
 	"Cluster.GPU": true, "Cluster.WorldSize": true, "Cluster.GPUsPerNode": true, "Cluster.Replicate": true,
 	"Cluster.Shard": true, "Cluster.IntraNodeBandwidth": true, "Cluster.InterNodeBandwidth": true, "Cluster.MemoryBudget": true,
 	"Train.MicroBatch": true, "Train.SeqLen": true, "Train.GradAccum": true, "Train.AccumulateUnsharded": true,
-	"Train.Checkpointing": true, "Train.Optimizer": true, "Train.OptimizerImplementation": true, "Train.ModelFLOPsPerToken": true,
+	"Train.Checkpointing": true, "Train.Optimizer": true, "Train.OptimizerImplementation": true, "Train.MaxGradNorm": true, "Train.ModelFLOPsPerToken": true,
 	"Group.Name": true, "Group.ShardNumel": true, "Group.GradShardNumel": true, "Group.ShardBytes": true, "Group.DeferredReduce": true,
 	// Policy.ReshardTo is left to the walker: the policy section shows it
 	// only for int reshard.

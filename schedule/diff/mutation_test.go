@@ -86,6 +86,9 @@ func TestMutationsShow(t *testing.T) {
 		{"the optimizer's implementation", func(t *testing.T, p *schedule.Plan) {
 			p.Train.OptimizerImplementation = "foreach"
 		}, "optimizer_implementation: fused → foreach"},
+		{"the clipping threshold", func(t *testing.T, p *schedule.Plan) {
+			p.Train.MaxGradNorm = 0.5
+		}, "max_grad_norm: none → 0.5"},
 		{"a parameter renamed", func(t *testing.T, p *schedule.Plan) {
 			p.Groups[1].Params[2].Name = "transformer.h.0.attn.c_attn.weight2"
 		}, "transformer.h.0.attn.c_attn.weight name: transformer.h.0.attn.c_attn.weight → transformer.h.0.attn.c_attn.weight2"},
