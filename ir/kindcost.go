@@ -436,10 +436,16 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	if !flash {
 		w.saved = z.add(w.saved, z.mul(c.batch, d.heads, c.seq, kvSeq, b))
 	}
-	// Element-wise: RoPE on q and k, and the layout copy of the core's
-	// output back to (tokens, heads·head_dim). Backward moves twice
-	// forward's, but complex, matrix or fused RoPE's backward what its
-	// forward does (ropePasses, matrixRoPEPasses).
+	// Element-wise: RoPE on q and k, and for an unfused core the layout
+	// copy of its output back to (tokens, heads·head_dim). A fused core
+	// needs none: SDPA's flash, efficient and cuDNN kernels write their
+	// output as (batch, seq, heads, head_dim), the layout of the q the
+	// projections made, and return it transposed (torch/_meta_registrations.py:
+	// flash's output is empty_like(query), query being that transposed
+	// view), so the model's transpose(1, 2).contiguous() after the core
+	// (torchtitan's, Hugging Face's) returns the tensor as it is, eager and
+	// traced. Backward moves twice forward's, but complex, matrix or fused
+	// RoPE's backward what its forward does (ropePasses, matrixRoPEPasses).
 	form := a.str("rope", "real")
 	complexRoPE := form == "complex"
 	passes := ropePasses(b, c.compile && !complexRoPE)
@@ -447,7 +453,10 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 		passes = matrixRoPEPasses(b, c.compile)
 	}
 	rope := z.mul(T, d.qOut+d.kvOut, passes)
-	w.elemFwd = z.add(rope, z.mul(T, d.qOut, 2*b))
+	w.elemFwd = rope
+	if !flash {
+		w.elemFwd = z.add(w.elemFwd, z.mul(T, d.qOut, 2*b))
+	}
 	ropeOnce := complexRoPE || form == "matrix" || c.compile
 	// Selective checkpointing recomputes the core from q, k, v.
 	w.savedSelective = z.add(w.inputBytes, src, q, kv, kv)

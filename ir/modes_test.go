@@ -101,10 +101,10 @@ func TestCompileFusesElementwise(t *testing.T) {
 		t.Errorf("element-wise bytes eager %d/%d, compiled %d/%d", e.ElemBytesFwd, e.ElemBytesBwd, c.ElemBytesFwd, c.ElemBytesBwd)
 	}
 	// Per layer, eager: norm T·8·(7b+28) with b = 4 (fp32 activations),
-	// RoPE on q and k T·16·(2b+16), the core's output copy T·8·2b, SwiGLU
-	// T·16·5b; T = 16 tokens.
+	// RoPE on q and k T·16·(2b+16) (a fused core's output needs no layout
+	// copy), SwiGLU T·16·5b; T = 16 tokens.
 	const T, b = 16, 4
-	want := int64(T*8*(7*b+28) + T*16*(2*b+16) + T*8*2*b + T*16*5*b)
+	want := int64(T*8*(7*b+28) + T*16*(2*b+16) + T*16*5*b)
 	if got := eager.Modules[mustID(t, eager, "layers.0")].Cost.ElemBytesFwd; got != want {
 		t.Errorf("eager layer element-wise bytes %d, want %d", got, want)
 	}
@@ -386,5 +386,31 @@ func TestRecomputeStartsAtRegionInput(t *testing.T) {
 	}
 	if got := m.Modules[0].Cost.ElemBytesRecompute; got != 0 {
 		t.Errorf("no checkpointing reruns %d bytes, want 0", got)
+	}
+}
+
+// TestUnfusedCoreCopiesItsOutput: only an unfused attention core (flash =
+// false) pays the copy of its output back to (tokens, heads·head_dim),
+// T·8·2b forward and twice that backward; SDPA's fused kernels already
+// write that layout.
+func TestUnfusedCoreCopiesItsOutput(t *testing.T) {
+	const T, b = 16, 4
+	for _, train := range []string{"", "compile = true"} {
+		fused, err := loadTrain(t, train)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unfused, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+
+			strings.Replace(modesBody, "heads = 2\n", "heads = 2\nflash = false\n", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, u := fused.Modules[mustID(t, fused, "layers.0.attn")].Cost, unfused.Modules[mustID(t, unfused, "layers.0.attn")].Cost
+		if d := u.ElemBytesFwd - f.ElemBytesFwd; d != T*8*2*b {
+			t.Errorf("%q: the unfused core moves %d element-wise bytes more forward, want %d", train, d, T*8*2*b)
+		}
+		if d := u.ElemBytesBwd - f.ElemBytesBwd; d != 2*T*8*2*b {
+			t.Errorf("%q: the unfused core moves %d element-wise bytes more backward, want %d", train, d, 2*T*8*2*b)
+		}
 	}
 }
