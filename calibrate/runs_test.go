@@ -198,31 +198,11 @@ func TestForeachOptimizer(t *testing.T) {
 		"M1-TT-8g-eager": true, "M3-TT-128g-eager": true, "M5-AO-H100-compile": true, "M8-AO-f8nc-noac": true,
 		"M6-AO-B200-compile": false, "M7-AO-MI300X-compile": false, // memory-runs.csv
 	}
-	seen := 0
-	for _, name := range []string{"published-runs.csv", "memory-runs.csv"} {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
+	forWantedRows(t, want, func(r run, w bool) {
+		if got := strings.Contains(modelFile(r), `optimizer_implementation = "foreach"`); got != w {
+			t.Errorf("%s: foreach %v, want %v", r.id, got, w)
 		}
-		runs, _, err := readRuns(name, f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range runs {
-			w, ok := want[r.id]
-			if !ok {
-				continue
-			}
-			seen++
-			if got := strings.Contains(modelFile(r), `optimizer_implementation = "foreach"`); got != w {
-				t.Errorf("%s: foreach %v, want %v", r.id, got, w)
-			}
-		}
-	}
-	if seen != len(want) {
-		t.Errorf("found %d of the %d rows", seen, len(want))
-	}
+	})
 }
 
 // TestReduceDtype: fms-fsdp's rows reduce gradients in bf16 (its
@@ -232,53 +212,18 @@ func TestReduceDtype(t *testing.T) {
 		"S7-eager-7b-A100": "bf16", "S7-compile-70b-H100": "bf16", "S3-L3-8B-a": "fp32", "S6-8": "fp32", // published-runs.csv
 		"M1-TT-8g-eager": "fp32", "M6-AO-B200-compile": "fp32", // memory-runs.csv
 	}
-	seen := 0
-	for _, name := range []string{"published-runs.csv", "memory-runs.csv"} {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
+	forWantedRows(t, want, func(r run, w string) {
+		if line := fmt.Sprintf("reduce_dtype = %q", w); !strings.Contains(modelFile(r), line) {
+			t.Errorf("%s: model file lacks %s", r.id, line)
 		}
-		runs, _, err := readRuns(name, f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range runs {
-			w, ok := want[r.id]
-			if !ok {
-				continue
-			}
-			seen++
-			if line := fmt.Sprintf("reduce_dtype = %q", w); !strings.Contains(modelFile(r), line) {
-				t.Errorf("%s: model file lacks %s", r.id, line)
-			}
-		}
-	}
-	if seen != len(want) {
-		t.Errorf("found %d of the %d rows", seen, len(want))
-	}
+	})
 }
 
 // TestRoPEForm: fms-fsdp's rows rotate by ibm-fms's 2 × 2 matrix,
 // torchtitan's multiply complex numbers, the others write no rope (real).
 func TestRoPEForm(t *testing.T) {
-	f, err := os.Open("published-runs.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs, _, err := readRuns("published-runs.csv", f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]string{"S7-eager-7b-A100": "matrix", "S7-compile-70b-H100": "matrix", "S3-L3-8B-a": "complex", "S6-8": ""}
-	seen := 0
-	for _, r := range runs {
-		w, ok := want[r.id]
-		if !ok {
-			continue
-		}
-		seen++
+	forWantedRows(t, want, func(r run, w string) {
 		src := modelFile(r)
 		if w == "" {
 			if strings.Contains(src, "rope =") {
@@ -287,10 +232,7 @@ func TestRoPEForm(t *testing.T) {
 		} else if line := fmt.Sprintf("rope = %q", w); !strings.Contains(src, line) {
 			t.Errorf("%s: model file lacks %s", r.id, line)
 		}
-	}
-	if seen != len(want) {
-		t.Errorf("found %d of the %d rows", seen, len(want))
-	}
+	})
 }
 
 // TestStatedHBM: a stated card size replaces the preset's only when it
@@ -594,31 +536,11 @@ func TestFusedNorm(t *testing.T) {
 		"S3-L2-13B-a": 3, "S3-L3-8B-b": 3, "S3-L2-70B-a": 0, "S3-L3-70B": 0, "S6-8": 0, "S7-eager-7b-A100": 0, // published-runs.csv
 		"M1-TT-8g-eager": 0, "M8-AO-f8nc-noac": 0, // memory-runs.csv
 	}
-	seen := 0
-	for _, name := range []string{"published-runs.csv", "memory-runs.csv"} {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
+	forWantedRows(t, want, func(r run, w int) {
+		if got := strings.Count(modelFile(r), "fused = true"); got != w {
+			t.Errorf("%s: %d fused norms, want %d", r.id, got, w)
 		}
-		runs, _, err := readRuns(name, f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range runs {
-			w, ok := want[r.id]
-			if !ok {
-				continue
-			}
-			seen++
-			if got := strings.Count(modelFile(r), "fused = true"); got != w {
-				t.Errorf("%s: %d fused norms, want %d", r.id, got, w)
-			}
-		}
-	}
-	if seen != len(want) {
-		t.Errorf("found %d of the %d rows", seen, len(want))
-	}
+	})
 }
 
 // TestClipGradNorm: torchtitan's, fms-fsdp's and KempnerForge's rows clip
@@ -630,6 +552,18 @@ func TestClipGradNorm(t *testing.T) {
 		"S3-L3-8B-a": true, "S3-L2-70B-a": true, "S6-8": true, "S7-eager-7b-A100": true, "S7-compile-70b-H100": true, // published-runs.csv
 		"M1-TT-8g-eager": true, "M6-AO-B200-compile": true, "M8-AO-f8nc-noac": true, // memory-runs.csv
 	}
+	forWantedRows(t, want, func(r run, w bool) {
+		if got := strings.Contains(modelFile(r), "max_grad_norm = 1\n"); got != w {
+			t.Errorf("%s: clips %v, want %v", r.id, got, w)
+		}
+	})
+}
+
+// forWantedRows calls check on every row of the two calibration sets that
+// want names, with what want holds for it, and fails the test unless it
+// found every one.
+func forWantedRows[T any](t *testing.T, want map[string]T, check func(r run, w T)) {
+	t.Helper()
 	seen := 0
 	for _, name := range []string{"published-runs.csv", "memory-runs.csv"} {
 		f, err := os.Open(name)
@@ -642,13 +576,9 @@ func TestClipGradNorm(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range runs {
-			w, ok := want[r.id]
-			if !ok {
-				continue
-			}
-			seen++
-			if got := strings.Contains(modelFile(r), "max_grad_norm = 1\n"); got != w {
-				t.Errorf("%s: clips %v, want %v", r.id, got, w)
+			if w, ok := want[r.id]; ok {
+				seen++
+				check(r, w)
 			}
 		}
 	}
