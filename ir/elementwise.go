@@ -32,6 +32,13 @@ func normAddPasses(b int64, compile bool) int64 {
 	return 3 * b
 }
 
+// plainNormPasses is an RMSNorm with no residual add before it: the
+// norms inside an attention, over q and k (qk_norm) or over MLA's
+// latents, normalise a projection's output, which nothing adds to.
+func plainNormPasses(b int64, compile bool) int64 {
+	return normPasses(b, compile) - normAddPasses(b, compile)
+}
+
 // activationPasses is a gated activation over the hidden width (SwiGLU:
 // silu(gate) read b write b; silu·up read 2b write b) or an ungated one
 // (read b, write b). Compiled: one kernel reading its inputs and writing

@@ -466,12 +466,12 @@ func attentionWork(a attrValues, c costCtx) (work, error) {
 	if a.str("qk_norm", "none") != "none" {
 		// RMSNorm on q and k: backward keeps their inputs and an fp32
 		// rstd per token and head (per token over the whole projection);
-		// each is a norm's passes over q and k.
+		// each is a norm's passes over q and k, with no residual add.
 		stats := z.mul(T, d.heads+d.kvHeads, 4)
 		qkIn := z.add(q, kv, stats)
 		w.saved = z.add(w.saved, qkIn)
 		w.savedSelective = z.add(w.savedSelective, qkIn)
-		w.elemFwd = z.add(w.elemFwd, z.mul(T, d.qOut+d.kvOut, normPasses(b, c.compile)))
+		w.elemFwd = z.add(w.elemFwd, z.mul(T, d.qOut+d.kvOut, plainNormPasses(b, c.compile)))
 	}
 	if ropeOnce {
 		w.elemBwd = z.add(satMul2(w.elemFwd-rope), rope)
@@ -535,7 +535,7 @@ func mlaWork(a attrValues, c costCtx) (work, error) {
 	// twice forward's, but fused RoPE's backward what its forward does
 	// (ropePasses).
 	rope := z.mul(T, d.heads+1, d.rope, ropePasses(b, c.compile))
-	w.elemFwd = z.add(z.mul(T, d.qRank+d.kvRank, normPasses(b, c.compile)), rope,
+	w.elemFwd = z.add(z.mul(T, d.qRank+d.kvRank, plainNormPasses(b, c.compile)), rope,
 		z.mul(T, d.heads, 2*d.qk, 2*b), z.mul(T, d.heads, d.v, 2*b))
 	if c.compile {
 		w.elemBwd = z.add(satMul2(w.elemFwd-rope), rope)

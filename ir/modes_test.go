@@ -414,3 +414,32 @@ func TestUnfusedCoreCopiesItsOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestQKNormHasNoResidualAdd: the norms over q and k normalise the
+// projections' outputs, which nothing adds to, so they move an RMSNorm's
+// bytes without the residual add a block's norms carry: eager 4b+28 bytes
+// an element (normPasses' 7b+28 less the add's 3b), compiled 2b (4b less
+// the add's 2b). The file's activations are fp32: b = 4.
+func TestQKNormHasNoResidualAdd(t *testing.T) {
+	withNorm := strings.Replace(modesBody, "heads = 2\n", "heads = 2\nqk_norm = \"head\"\n", 1)
+	load := func(train, body string) Cost {
+		t.Helper()
+		m, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Modules[mustID(t, m, "layers.0.attn")].Cost
+	}
+	const T, qk, b = 16, 8 + 8, 4 // 2 heads of 4 for q, and k at kv_heads = heads
+	for _, c := range []struct {
+		train string
+		per   int64
+	}{
+		{"", 4*b + 28},
+		{"compile = true", 2 * b},
+	} {
+		if d := load(c.train, withNorm).ElemBytesFwd - load(c.train, modesBody).ElemBytesFwd; d != T*qk*c.per {
+			t.Errorf("%q: qk_norm adds %d forward element bytes, want %d (T·(q+k)·%d)", c.train, d, T*qk*c.per, c.per)
+		}
+	}
+}
