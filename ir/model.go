@@ -458,3 +458,16 @@ func (m *Model) RegisteredChildren(id ModuleID) []ModuleID {
 	}
 	return m.Modules[id].Children
 }
+
+// OptimizerImplementation names the implementation the optimizer's step
+// is priced as (the planner's optimizerTraffic): AdamW's fused kernel or
+// its foreach passes; "" for the optimizers priced one way only.
+func (t Train) OptimizerImplementation() string {
+	switch {
+	case t.Optimizer != "adamw":
+		return ""
+	case t.OptimizerForeach:
+		return "foreach"
+	}
+	return "fused"
+}

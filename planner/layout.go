@@ -206,24 +206,11 @@ func newPlanShell(m *ir.Model) *schedule.Plan {
 			AccumulateUnsharded: m.Train.AccumulateUnsharded,
 			Checkpointing:       m.Train.Checkpointing.String(), Optimizer: m.Train.Optimizer,
 			OptimizerStateBytes: m.Train.OptimizerStateBytes, ExpandableSegments: m.Train.ExpandableSegments,
-			OptimizerImplementation: optimizerImplementation(m.Train), MaxGradNorm: m.Train.MaxGradNorm,
+			OptimizerImplementation: m.Train.OptimizerImplementation(), MaxGradNorm: m.Train.MaxGradNorm,
 			ModelFLOPsPerToken: m.FLOPsPerToken()},
 	}
 	if c.Mesh != nil {
 		p.Cluster.Replicate, p.Cluster.Shard = c.Mesh.Replicate, c.Mesh.Shard
 	}
 	return p
-}
-
-// optimizerImplementation names the implementation the optimizer's step
-// is priced as (optimizerTraffic): AdamW's fused kernel or its foreach
-// passes; "" for the optimizers priced one way only.
-func optimizerImplementation(t ir.Train) string {
-	switch {
-	case t.Optimizer != "adamw":
-		return ""
-	case t.OptimizerForeach:
-		return "foreach"
-	}
-	return "fused"
 }

@@ -63,8 +63,15 @@ func printInspect(w io.Writer, m *ir.Model, depth int, all bool) {
 		byType = append(byType, fmt.Sprintf("%s %s", dt, ir.FormatBytes(s.BytesByDType[dt])))
 	}
 	fmt.Fprintf(w, "bytes        %s\n", strings.Join(byType, ", "))
+	optimizer := t.Optimizer
+	if impl := t.OptimizerImplementation(); impl != "" {
+		optimizer += " " + impl
+	}
+	if t.MaxGradNorm > 0 {
+		optimizer += fmt.Sprintf(", clipping at norm %g", t.MaxGradNorm)
+	}
 	fmt.Fprintf(w, "train        micro_batch %d × seq_len %d, grad_accum %d, checkpointing %s, %s (%d B/param), activations in %s\n",
-		t.MicroBatch, t.SeqLen, t.GradAccum, t.Checkpointing, t.Optimizer, t.OptimizerStateBytes, t.ActivationDType)
+		t.MicroBatch, t.SeqLen, t.GradAccum, t.Checkpointing, optimizer, t.OptimizerStateBytes, t.ActivationDType)
 	mesh := fmt.Sprintf("FSDP over %d", c.WorldSize)
 	if c.Mesh != nil {
 		mesh = fmt.Sprintf("HSDP %d replicas × %d shards", c.Mesh.Replicate, c.Mesh.Shard)
@@ -177,13 +184,17 @@ type paramsDoc struct {
 }
 
 type trainDoc struct {
-	MicroBatch          int64  `json:"micro_batch"`
-	SeqLen              int64  `json:"seq_len"`
-	GradAccum           int64  `json:"grad_accum"`
-	Checkpointing       string `json:"checkpointing"`
-	Optimizer           string `json:"optimizer"`
-	OptimizerStateBytes int64  `json:"optimizer_state_bytes"`
-	ActivationDType     string `json:"activation_dtype"`
+	MicroBatch    int64  `json:"micro_batch"`
+	SeqLen        int64  `json:"seq_len"`
+	GradAccum     int64  `json:"grad_accum"`
+	Checkpointing string `json:"checkpointing"`
+	Optimizer     string `json:"optimizer"`
+	// OptimizerImplementation: AdamW's "fused" or "foreach", what its step
+	// is priced as; absent for the other optimizers.
+	OptimizerImplementation string  `json:"optimizer_implementation,omitempty"`
+	OptimizerStateBytes     int64   `json:"optimizer_state_bytes"`
+	MaxGradNorm             float64 `json:"max_grad_norm"`
+	ActivationDType         string  `json:"activation_dtype"`
 }
 
 type clusterDoc struct {
@@ -230,7 +241,8 @@ func inspectJSON(m *ir.Model) inspectDoc {
 			Bytes: s.ParamBytes, BytesByDType: map[string]int64{}},
 		Train: trainDoc{MicroBatch: m.Train.MicroBatch, SeqLen: m.Train.SeqLen, GradAccum: m.Train.GradAccum,
 			Checkpointing: m.Train.Checkpointing.String(), Optimizer: m.Train.Optimizer,
-			OptimizerStateBytes: m.Train.OptimizerStateBytes, ActivationDType: m.Train.ActivationDType.String()},
+			OptimizerImplementation: m.Train.OptimizerImplementation(), OptimizerStateBytes: m.Train.OptimizerStateBytes,
+			MaxGradNorm: m.Train.MaxGradNorm, ActivationDType: m.Train.ActivationDType.String()},
 		Cluster: clusterDoc{GPU: m.Cluster.GPU.Name, WorldSize: m.Cluster.WorldSize, GPUsPerNode: m.Cluster.GPUsPerNode,
 			Replicate: 1, Shard: m.Cluster.WorldSize, MemoryBudget: m.Cluster.MemoryBudget},
 		FLOPs: flopsDoc{ForwardPerMicroBatch: s.FlopsFwd, BackwardPerMicroBatch: s.FlopsBwd,
