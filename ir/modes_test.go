@@ -27,6 +27,17 @@ dim = 8
 hidden = 16
 `
 
+// modesCost loads modesBody's training file with train's lines added and
+// body for its modules, and returns the named module's cost.
+func modesCost(t *testing.T, train, body, module string) Cost {
+	t.Helper()
+	m, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Modules[mustID(t, m, module)].Cost
+}
+
 func loadTrain(t *testing.T, train string) (*Model, error) {
 	t.Helper()
 	return Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+modesBody))
@@ -117,14 +128,7 @@ func TestCompileFusesElementwise(t *testing.T) {
 // same either way.
 func TestCompileKeepsComplexRoPE(t *testing.T) {
 	complexBody := strings.Replace(modesBody, "heads = 2\n", "heads = 2\nrope = \"complex\"\n", 1)
-	load := func(train, body string) Cost {
-		t.Helper()
-		m, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Modules[mustID(t, m, "layers.0")].Cost
-	}
+	load := func(train, body string) Cost { return modesCost(t, train, body, "layers.0") }
 	const T, b = 16, 4
 	real, cplx := load("compile = true", modesBody), load("compile = true", complexBody)
 	if d := cplx.ElemBytesFwd - real.ElemBytesFwd; d != T*16*16 {
@@ -155,14 +159,7 @@ func TestCompileKeepsComplexRoPE(t *testing.T) {
 // arithmetic that Inductor fuses, and cost the same.
 func TestMatrixRoPE(t *testing.T) {
 	matrixBody := strings.Replace(modesBody, "heads = 2\n", "heads = 2\nrope = \"matrix\"\n", 1)
-	load := func(train, body string) Cost {
-		t.Helper()
-		m, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Modules[mustID(t, m, "layers.0")].Cost
-	}
+	load := func(train, body string) Cost { return modesCost(t, train, body, "layers.0") }
 	const T, b = 16, 4
 	real, matrix := load("", modesBody), load("", matrixBody)
 	if d := matrix.ElemBytesFwd - real.ElemBytesFwd; d != T*16*16 {
@@ -422,14 +419,7 @@ func TestUnfusedCoreCopiesItsOutput(t *testing.T) {
 // the add's 2b). The file's activations are fp32: b = 4.
 func TestQKNormHasNoResidualAdd(t *testing.T) {
 	withNorm := strings.Replace(modesBody, "heads = 2\n", "heads = 2\nqk_norm = \"head\"\n", 1)
-	load := func(train, body string) Cost {
-		t.Helper()
-		m, err := Load("modes.toml", []byte("[train]\nmicro_batch = 2\nseq_len = 8\n"+train+"\n[cluster]\ngpu = \"h100-sxm\"\nworld_size = 4\n"+body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Modules[mustID(t, m, "layers.0.attn")].Cost
-	}
+	load := func(train, body string) Cost { return modesCost(t, train, body, "layers.0.attn") }
 	const T, qk, b = 16, 8 + 8, 4 // 2 heads of 4 for q, and k at kv_heads = heads
 	for _, c := range []struct {
 		train string
