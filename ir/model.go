@@ -471,3 +471,15 @@ func (t Train) OptimizerImplementation() string {
 	}
 	return "fused"
 }
+
+// OptimizerLabel is how the text forms (plan text, inspect) name an
+// optimizer step: "adamw fused, clipping at norm 1".
+func OptimizerLabel(optimizer, implementation string, maxGradNorm float64) string {
+	if implementation != "" {
+		optimizer += " " + implementation
+	}
+	if maxGradNorm > 0 {
+		optimizer += fmt.Sprintf(", clipping at norm %g", maxGradNorm)
+	}
+	return optimizer
+}

@@ -66,13 +66,7 @@ func (t *textWriter) header() {
 	if tr.AccumulateUnsharded {
 		accumulate = "unsharded"
 	}
-	optimizer := tr.Optimizer
-	if tr.OptimizerImplementation != "" {
-		optimizer += " " + tr.OptimizerImplementation
-	}
-	if tr.MaxGradNorm > 0 {
-		optimizer += fmt.Sprintf(", clipping at norm %g", tr.MaxGradNorm)
-	}
+	optimizer := ir.OptimizerLabel(tr.Optimizer, tr.OptimizerImplementation, tr.MaxGradNorm)
 	t.f("train micro_batch %d × seq_len %d, grad_accum %d (%s accumulation), checkpointing %s, %s (%d B/param)\n",
 		tr.MicroBatch, tr.SeqLen, tr.GradAccum, accumulate, tr.Checkpointing, optimizer, tr.OptimizerStateBytes)
 	if tr.ModelFLOPsPerToken > 0 {

@@ -63,13 +63,7 @@ func printInspect(w io.Writer, m *ir.Model, depth int, all bool) {
 		byType = append(byType, fmt.Sprintf("%s %s", dt, ir.FormatBytes(s.BytesByDType[dt])))
 	}
 	fmt.Fprintf(w, "bytes        %s\n", strings.Join(byType, ", "))
-	optimizer := t.Optimizer
-	if impl := t.OptimizerImplementation(); impl != "" {
-		optimizer += " " + impl
-	}
-	if t.MaxGradNorm > 0 {
-		optimizer += fmt.Sprintf(", clipping at norm %g", t.MaxGradNorm)
-	}
+	optimizer := ir.OptimizerLabel(t.Optimizer, t.OptimizerImplementation(), t.MaxGradNorm)
 	fmt.Fprintf(w, "train        micro_batch %d × seq_len %d, grad_accum %d, checkpointing %s, %s (%d B/param), activations in %s\n",
 		t.MicroBatch, t.SeqLen, t.GradAccum, t.Checkpointing, optimizer, t.OptimizerStateBytes, t.ActivationDType)
 	mesh := fmt.Sprintf("FSDP over %d", c.WorldSize)
